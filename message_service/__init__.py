@@ -1,0 +1,1 @@
+"""The message service: the REST API (prepare / confirm / cancel / ack / admin)."""

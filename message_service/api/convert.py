@@ -1,0 +1,38 @@
+"""Domain records to response bodies."""
+
+from __future__ import annotations
+
+from message_service.schemas import AppCredentialsOut, AppOut, EventOut, MessageOut
+from rms.domain.models import App, Message, MessageEvent
+from rms.store.apps import Credentials
+
+
+def message_out(m: Message) -> MessageOut:
+    return MessageOut(
+        message_id=m.message_id, app=m.app, topic=m.topic, key=m.key, payload=m.payload,
+        headers=m.headers, state=m.state.value, dead=m.dead,
+        dead_reason=m.dead_reason.value if m.dead_reason else None,
+        check_count=m.check_count, delivery_count=m.delivery_count, check_url=m.check_url,
+        max_checks=m.max_checks, max_deliveries=m.max_deliveries, created_at=m.created_at,
+        confirmed_at=m.confirmed_at, done_at=m.done_at, deleted_at=m.deleted_at,
+        next_check_at=m.next_check_at, next_delivery_at=m.next_delivery_at,
+    )
+
+
+def app_out(app: App) -> AppOut:
+    return AppOut(
+        name=app.name, produce_topics=list(app.produce_topics),
+        consume_topics=list(app.consume_topics), check_url_prefixes=list(app.check_url_prefixes),
+        default_check_url=app.default_check_url, created_at=app.created_at,
+        key_rotated_at=app.key_rotated_at,
+    )
+
+
+def credentials_out(credentials: Credentials) -> AppCredentialsOut:
+    return AppCredentialsOut(**app_out(credentials.app).model_dump(),
+                             api_key=credentials.api_key,
+                             signing_secret=credentials.signing_secret)
+
+
+def event_out(event: MessageEvent) -> EventOut:
+    return EventOut(at=event.at, event=event.event, actor=event.actor, detail=event.detail)

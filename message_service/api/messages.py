@@ -1,0 +1,102 @@
+"""Producer and consumer endpoints: prepare, send, confirm, cancel, get, events, ack, batches."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Path, Response
+
+from message_service.api.convert import event_out, message_out
+from message_service.deps import CurrentApp, ServicesDep
+from message_service.schemas import (
+    BatchIdsRequest,
+    BatchOut,
+    BatchPrepareRequest,
+    EventsOut,
+    MessageId,
+    MessageOut,
+    PrepareRequest,
+    Problem,
+)
+from rms.domain.ids import MESSAGE_ID_PATTERN
+
+router = APIRouter(prefix="/v1/messages", tags=["messages"])
+IdPath = Path(pattern=MESSAGE_ID_PATTERN, description="the message id")
+ERRORS: dict[int | str, dict[str, object]] = {
+    code: {"model": Problem, "description": text}
+    for code, text in {401: "no or wrong API key", 403: "topic not permitted",
+                       404: "unknown or not yours", 409: "conflict",
+                       413: "too large", 422: "invalid input"}.items()
+}
+
+
+@router.post("", status_code=201, response_model=MessageOut, responses=ERRORS)
+async def prepare(body: PrepareRequest, app: CurrentApp, wired: ServicesDep,
+                  response: Response) -> MessageOut:
+    """Prepare a message: stored as pending-send, not delivered until confirmed."""
+    message, created = await wired.service.prepare(app, body, one_shot=False)
+    response.status_code = 201 if created else 200
+    return message_out(message)
+
+
+@router.post("/send", status_code=201, response_model=MessageOut, responses=ERRORS)
+async def send(body: PrepareRequest, app: CurrentApp, wired: ServicesDep,
+               response: Response) -> MessageOut:
+    """One-shot prepare + confirm for a message outside any local transaction."""
+    message, created = await wired.service.prepare(app, body, one_shot=True)
+    response.status_code = 201 if created else 200
+    return message_out(message)
+
+
+@router.post("/batch", status_code=201, response_model=BatchOut, responses=ERRORS)
+async def prepare_batch(body: BatchPrepareRequest, app: CurrentApp,
+                        wired: ServicesDep) -> BatchOut:
+    """Prepare many messages in one request; all or nothing."""
+    found = await wired.service.prepare_batch(app, body.messages)
+    return BatchOut(messages=[message_out(m) for m in found])
+
+
+@router.post("/batch/confirm", response_model=BatchOut, responses=ERRORS)
+async def confirm_batch(body: BatchIdsRequest, app: CurrentApp, wired: ServicesDep) -> BatchOut:
+    """Confirm many messages in one request; all or nothing."""
+    found = await wired.service.confirm_batch(app, body.message_ids)
+    return BatchOut(messages=[message_out(m) for m in found])
+
+
+@router.post("/batch/cancel", response_model=BatchOut, responses=ERRORS)
+async def cancel_batch(body: BatchIdsRequest, app: CurrentApp, wired: ServicesDep) -> BatchOut:
+    """Cancel many messages in one request; all or nothing."""
+    found = await wired.service.cancel_batch(app, body.message_ids)
+    return BatchOut(messages=[message_out(m) for m in found])
+
+
+@router.post("/{message_id}/confirm", response_model=MessageOut, responses=ERRORS)
+async def confirm(app: CurrentApp, wired: ServicesDep,
+                  message_id: MessageId = IdPath) -> MessageOut:
+    """Confirm: pending-send -> sent, then publish to Kafka (idempotent)."""
+    return message_out(await wired.service.confirm(app, message_id))
+
+
+@router.post("/{message_id}/cancel", response_model=MessageOut, responses=ERRORS)
+async def cancel(app: CurrentApp, wired: ServicesDep,
+                 message_id: MessageId = IdPath) -> MessageOut:
+    """Cancel: pending-send -> deleted; never delivered (idempotent)."""
+    return message_out(await wired.service.cancel(app, message_id))
+
+
+@router.post("/{message_id}/ack", response_model=MessageOut, responses=ERRORS)
+async def ack(app: CurrentApp, wired: ServicesDep, message_id: MessageId = IdPath) -> MessageOut:
+    """Acknowledge processing by a consumer: sent -> done (idempotent)."""
+    return message_out(await wired.service.ack(app, message_id))
+
+
+@router.get("/{message_id}", response_model=MessageOut, responses=ERRORS)
+async def get(app: CurrentApp, wired: ServicesDep, message_id: MessageId = IdPath) -> MessageOut:
+    """Read one of the app's messages."""
+    return message_out(await wired.messages.get(message_id, app=app.name))
+
+
+@router.get("/{message_id}/events", response_model=EventsOut, responses=ERRORS)
+async def events(app: CurrentApp, wired: ServicesDep,
+                 message_id: MessageId = IdPath) -> EventsOut:
+    """The message's append-only history of transitions, publishes and checks."""
+    await wired.messages.get(message_id, app=app.name)
+    return EventsOut(events=[event_out(e) for e in await wired.messages.events(message_id)])

@@ -1,0 +1,38 @@
+"""``rms serve``: the HTTP API under uvicorn (uvloop + httptools)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from rms.config import ConfigError, Settings
+    from rms.logging import configure as configure_logging
+
+    try:
+        settings = Settings()
+    except (ConfigError, ValueError) as exc:
+        print(f"rms serve: configuration error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level, settings.log_json)
+    uvicorn.run(
+        "message_service.asgi:app" if args.workers > 1 else _app(settings),
+        host=args.host, port=args.port, workers=args.workers, loop="uvloop", http="httptools",
+        access_log=False, log_level=settings.log_level.lower(), lifespan="on",
+    )
+    return 0
+
+
+def _app(settings: object) -> object:
+    from message_service.app import create_app
+
+    return create_app(settings)  # type: ignore[arg-type]

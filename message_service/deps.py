@@ -1,0 +1,97 @@
+"""Request dependencies: the wired services, the calling app (API key) and the admin token."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from message_service.service import MessageService
+from rms.config import Settings
+from rms.domain.errors import Unauthorized
+from rms.domain.models import App
+from rms.domain.secrets import hash_api_key, same_secret
+from rms.store.admin import AdminStore
+from rms.store.apps import AppStore
+from rms.store.messages import MessageStore
+
+
+@dataclass
+class Services:
+    """Everything a request handler may use; built once per process in the lifespan."""
+
+    settings: Settings
+    apps: AppStore
+    messages: MessageStore
+    admin: AdminStore
+    service: MessageService
+    auth_cache: AuthCache
+
+
+class AuthCache:
+    """API key hash -> App for a few seconds, sparing a query per request. A rotated key
+    keeps working on other instances for at most ``ttl`` seconds (documented)."""
+
+    def __init__(self, ttl: float, capacity: int = 10_000) -> None:
+        self._ttl = ttl
+        self._capacity = capacity
+        self._entries: dict[str, tuple[float, App]] = {}
+
+    def get(self, key_hash: str) -> App | None:
+        entry = self._entries.get(key_hash)
+        if entry is None or entry[0] < time.monotonic():
+            return None
+        return entry[1]
+
+    def put(self, key_hash: str, app: App) -> None:
+        if self._ttl <= 0:
+            return
+        if len(self._entries) >= self._capacity:
+            self._entries.clear()
+        self._entries[key_hash] = (time.monotonic() + self._ttl, app)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+def services(request: Request) -> Services:
+    wired: Services = request.app.state.services
+    return wired
+
+
+ServicesDep = Annotated[Services, Depends(services)]
+
+
+def bearer_token(request: Request) -> str:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("missing bearer token: send 'Authorization: Bearer <api key>'")
+    return token.strip()
+
+
+async def current_app(request: Request, wired: ServicesDep) -> App:
+    token = bearer_token(request)
+    key_hash = hash_api_key(token)
+    cached = wired.auth_cache.get(key_hash)
+    if cached is not None:
+        return cached
+    app = await wired.apps.by_api_key(token)
+    if app is None:
+        raise Unauthorized("the API key is not valid")
+    wired.auth_cache.put(key_hash, app)
+    return app
+
+
+def admin(request: Request, wired: ServicesDep) -> str:
+    token = bearer_token(request)
+    expected = wired.settings.admin_token
+    if expected is None or not same_secret(token, expected):
+        raise Unauthorized("this endpoint needs the admin token (RMS_ADMIN_TOKEN)")
+    return "admin"
+
+
+CurrentApp = Annotated[App, Depends(current_app)]
+AdminActor = Annotated[str, Depends(admin)]

@@ -1,0 +1,90 @@
+"""RFC 9457 problem documents for every error, and no stack trace ever reaches a client."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import structlog
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from sqlalchemy.exc import DBAPIError, InterfaceError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from starlette.exceptions import HTTPException
+
+from rms.domain.errors import IllegalTransition, RateLimited, RmsError
+
+log = structlog.get_logger(__name__)
+PROBLEM_TYPE_BASE = "https://rms.dev/problems/"
+MEDIA_TYPE = "application/problem+json"
+
+
+def problem(status: int, title: str, detail: str, slug: str, **extra: Any) -> Response:
+    body = {"type": PROBLEM_TYPE_BASE + slug, "title": title, "status": status,
+            "detail": detail} | {k: v for k, v in extra.items() if v is not None}
+    headers = {}
+    if "retry_after" in extra:
+        headers["Retry-After"] = str(extra["retry_after"])
+    return Response(orjson.dumps(body), status_code=status, media_type=MEDIA_TYPE,
+                    headers=headers)
+
+
+def _rms_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RmsError)
+    extra: dict[str, Any] = {}
+    if isinstance(exc, IllegalTransition):
+        extra["current_state"] = exc.current_state
+    if isinstance(exc, RateLimited):
+        extra["retry_after"] = exc.retry_after_seconds
+    return problem(exc.status, exc.title, exc.detail, exc.slug, **extra)
+
+
+def _validation(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        {"loc": list(error.get("loc", ())), "msg": error.get("msg", ""), "type": error.get("type")}
+        for error in exc.errors()
+    ]
+    first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+    where = ".".join(str(part) for part in first["loc"][1:]) or "body"
+    detail = f"{where}: {first['msg']}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1
+                                            else "")
+    return problem(422, "Validation failed", detail, "validation", errors=errors)
+
+
+def _http(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
+    return problem(exc.status_code, title, str(exc.detail), f"http-{exc.status_code}")
+
+
+def _unavailable(request: Request, exc: Exception) -> Response:
+    log.warning("request.dependency_unavailable", path=request.url.path, error=type(exc).__name__)
+    return problem(503, "Service unavailable",
+                   "the database is unavailable or overloaded; retry shortly", "unavailable",
+                   retry_after=1)
+
+
+def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("request.unexpected_error", path=request.url.path, exc_info=exc)
+    return problem(500, "Internal error", "an unexpected error occurred; it has been logged",
+                   "internal")
+
+
+def _database_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, DBAPIError)
+    if exc.connection_invalidated or isinstance(exc, InterfaceError):
+        return _unavailable(request, exc)
+    return _unexpected(request, exc)
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(RmsError, _rms_error)
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(HTTPException, _http)
+    app.add_exception_handler(PoolTimeout, _unavailable)
+    app.add_exception_handler(ConnectionError, _unavailable)
+    app.add_exception_handler(OSError, _unavailable)
+    app.add_exception_handler(DBAPIError, _database_error)
+    app.add_exception_handler(Exception, _unexpected)

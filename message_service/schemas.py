@@ -1,0 +1,140 @@
+"""Request and response bodies of HTTP API v1 (design section 4, a contract)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from rms.domain.ids import APP_NAME_PATTERN, MESSAGE_ID_PATTERN
+from rms.domain.topics import TOPIC_PATTERN
+
+MessageId = Annotated[str, StringConstraints(pattern=MESSAGE_ID_PATTERN)]
+Topic = Annotated[str, StringConstraints(pattern=TOPIC_PATTERN)]
+TopicGlob = Annotated[str, StringConstraints(min_length=1, max_length=249)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class PrepareRequest(Strict):
+    message_id: MessageId | None = Field(
+        default=None, description="1-128 chars of A-Za-z0-9._:- ; generated when absent")
+    topic: Topic
+    key: Annotated[str, StringConstraints(max_length=1024)] | None = None
+    payload: Any = Field(description="any JSON value (the Kafka record value)")
+    headers: dict[str, str] = Field(default_factory=dict)
+    check_url: Annotated[str, StringConstraints(max_length=2048)] | None = None
+    check_after_seconds: float | None = Field(default=None, ge=0, le=86_400)
+    max_checks: int | None = Field(default=None, ge=1, le=1_000)
+    ack_timeout_seconds: float | None = Field(default=None, gt=0, le=7 * 86_400)
+    max_deliveries: int | None = Field(default=None, ge=1, le=1_000)
+
+
+class BatchPrepareRequest(Strict):
+    messages: list[PrepareRequest] = Field(min_length=1)
+
+
+class BatchIdsRequest(Strict):
+    message_ids: list[MessageId] = Field(min_length=1)
+
+
+class MessageOut(BaseModel):
+    message_id: str
+    app: str
+    topic: str
+    key: str | None
+    payload: Any
+    headers: dict[str, str]
+    state: str = Field(description="pending-send | sent | done | deleted")
+    dead: bool
+    dead_reason: str | None = Field(description="check-exhausted | delivery-exhausted | null")
+    check_count: int
+    delivery_count: int
+    check_url: str | None
+    max_checks: int
+    max_deliveries: int
+    created_at: datetime
+    confirmed_at: datetime | None
+    done_at: datetime | None
+    deleted_at: datetime | None
+    next_check_at: datetime | None
+    next_delivery_at: datetime | None
+
+
+class BatchOut(BaseModel):
+    messages: list[MessageOut]
+
+
+class EventOut(BaseModel):
+    at: datetime
+    event: str
+    actor: str
+    detail: dict[str, Any]
+
+
+class EventsOut(BaseModel):
+    events: list[EventOut]
+
+
+class MessagePage(BaseModel):
+    items: list[MessageOut]
+    next_cursor: str | None
+
+
+class AppCreate(Strict):
+    name: Annotated[str, StringConstraints(pattern=APP_NAME_PATTERN)]
+    produce_topics: list[TopicGlob] = Field(default_factory=list)
+    consume_topics: list[TopicGlob] = Field(default_factory=list)
+    check_url_prefixes: list[Annotated[str, StringConstraints(max_length=2048)]] = Field(
+        default_factory=list)
+    default_check_url: Annotated[str, StringConstraints(max_length=2048)] | None = None
+
+
+class AppOut(BaseModel):
+    name: str
+    produce_topics: list[str]
+    consume_topics: list[str]
+    check_url_prefixes: list[str]
+    default_check_url: str | None
+    created_at: datetime
+    key_rotated_at: datetime | None
+
+
+class AppCredentialsOut(AppOut):
+    api_key: str = Field(description="shown once")
+    signing_secret: str = Field(description="shown once; signs check-back calls")
+
+
+class AppsOut(BaseModel):
+    apps: list[AppOut]
+
+
+class RotateRequest(Strict):
+    rotate_signing_secret: bool = False
+
+
+class GroupStats(BaseModel):
+    app: str
+    topic: str
+    counts: dict[str, int] = Field(description="by state, plus 'dead'")
+    oldest_pending_send_age_seconds: float | None
+    oldest_unacked_age_seconds: float | None
+
+
+class StatsOut(BaseModel):
+    totals: dict[str, int]
+    oldest_pending_send_age_seconds: float | None
+    oldest_unacked_age_seconds: float | None
+    groups: list[GroupStats]
+
+
+class Problem(BaseModel):
+    type: str
+    title: str
+    status: int
+    detail: str
+    errors: list[dict[str, Any]] | None = None
+    current_state: str | None = None

@@ -1,0 +1,65 @@
+"""The ``rms`` command. Each sub-command lives beside the code it runs and is imported only
+when chosen, so ``rms dead list`` never pays for importing Spark.
+
+A command module exposes ``configure(parser: argparse.ArgumentParser) -> None`` and
+``run(args: argparse.Namespace) -> int`` (the exit code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import Protocol, cast
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("message_service.cli", "run the HTTP API (message service)"),
+    "confirm-worker": ("confirm_service.cli", "run a check-back worker (confirm service)"),
+    "recovery-worker": ("recovery_service.cli", "run a re-delivery worker (recovery service)"),
+    "migrate": ("rms.store.migrate", "apply database migrations (Alembic) and exit"),
+    "dev": ("rms.dev", "start everything on embedded PostgreSQL and Kafka, with a demo"),
+    "dead": ("recovery_service.dead_cli", "list and resend dead letters"),
+    "export": ("spark.export_cli", "export message history to Parquet"),
+    "report": ("spark.cli", "build the SLA report with Spark"),
+    "bench": ("bench.cli", "run the benchmark suite"),
+}
+
+EXIT_USAGE = 2
+
+
+class CommandModule(Protocol):
+    def configure(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+def _usage() -> str:
+    lines = ["usage: rms <command> [options]", "", "commands:"]
+    lines += [f"  {name:<16} {summary}" for name, (_, summary) in COMMANDS.items()]
+    lines += ["", "Run 'rms <command> --help' for a command's options."]
+    return "\n".join(lines)
+
+
+def _load(name: str) -> CommandModule:
+    module_name = COMMANDS[name][0]
+    return cast(CommandModule, importlib.import_module(module_name))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if not arguments or arguments[0] in {"-h", "--help", "help"}:
+        print(_usage())
+        return 0 if arguments else EXIT_USAGE
+    name, rest = arguments[0], arguments[1:]
+    if name not in COMMANDS:
+        print(f"rms: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return EXIT_USAGE
+    module = _load(name)
+    parser = argparse.ArgumentParser(prog=f"rms {name}", description=COMMANDS[name][1])
+    module.configure(parser)
+    return module.run(parser.parse_args(rest))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""Deployment configuration, read once where a process starts (never deep in library code).
+
+Every field maps to an environment variable with the ``RMS_`` prefix, e.g.
+``database_url`` is ``RMS_DATABASE_URL``. The README has the full table.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from rms.domain.policy import DeliveryPolicy
+
+
+class ConfigError(ValueError):
+    """The configuration cannot run safely (e.g. no admin token outside dev mode)."""
+
+
+class Settings(BaseSettings):
+    """All RMS settings. Defaults are the design's recommendations (design section 7)."""
+
+    model_config = SettingsConfigDict(env_prefix="RMS_", extra="ignore", frozen=True)
+
+    # Connections
+    database_url: str = "postgresql+asyncpg://postgres@127.0.0.1:5432/rms"
+    db_pool_size: int = Field(default=20, ge=1)
+    db_max_overflow: int = Field(default=10, ge=0)
+    db_pool_timeout_seconds: float = Field(default=5.0, gt=0)
+    kafka_bootstrap_servers: str = "127.0.0.1:9092"
+    kafka_acks: Literal["all", "1", "0"] = "all"
+    kafka_enable_idempotence: bool = False
+    kafka_linger_ms: int = Field(default=2, ge=0)
+    kafka_publish_timeout_seconds: float = Field(default=5.0, gt=0)
+    kafka_client_id: str = "rms"
+    ack_topic: str = "rms.acks"
+    ack_consumer_enabled: bool = True
+    ack_consumer_group: str = "rms-ack-consumer"
+
+    # Security
+    admin_token: str | None = None
+    dev_mode: bool = False
+    allow_private_callbacks: bool = False
+
+    # Limits
+    max_payload_bytes: int = Field(default=256 * 1024, ge=1)
+    max_headers: int = Field(default=64, ge=0)
+    max_header_bytes: int = Field(default=8 * 1024, ge=1)
+    max_batch_items: int = Field(default=1000, ge=1)
+    max_batch_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
+
+    # Policy defaults (per message overrides come in the prepare body)
+    check_after_seconds: float = Field(default=10.0, ge=0)
+    max_checks: int = Field(default=15, ge=1)
+    check_backoff_cap_seconds: float = Field(default=300.0, gt=0)
+    ack_timeout_seconds: float = Field(default=60.0, gt=0)
+    max_deliveries: int = Field(default=6, ge=1)
+    delivery_backoff_cap_seconds: float = Field(default=1800.0, gt=0)
+    publish_retry_seconds: float = Field(default=5.0, gt=0)
+
+    # Workers
+    worker_interval_seconds: float = Field(default=1.0, gt=0)
+    worker_batch_size: int = Field(default=200, ge=1)
+    worker_lease_seconds: float = Field(default=30.0, gt=0)
+    worker_concurrency: int = Field(default=64, ge=1)
+    callback_timeout_seconds: float = Field(default=5.0, gt=0)
+    callback_max_response_bytes: int = Field(default=64 * 1024, ge=1)
+
+    # Observability
+    log_level: str = "INFO"
+    log_json: bool = True
+
+    @model_validator(mode="after")
+    def _admin_token_required_outside_dev(self) -> Settings:
+        if not self.dev_mode and not self.admin_token:
+            raise ConfigError(
+                "RMS_ADMIN_TOKEN is required outside dev mode (set RMS_DEV_MODE=true for a "
+                "local trial only)"
+            )
+        if self.admin_token is not None and len(self.admin_token) < 8 and not self.dev_mode:
+            raise ConfigError("RMS_ADMIN_TOKEN must be at least 8 characters")
+        return self
+
+    @cached_property
+    def policy(self) -> DeliveryPolicy:
+        """The deployment-wide default policy for new messages."""
+        return DeliveryPolicy(
+            check_after_seconds=self.check_after_seconds,
+            max_checks=self.max_checks,
+            check_backoff_cap_seconds=self.check_backoff_cap_seconds,
+            ack_timeout_seconds=self.ack_timeout_seconds,
+            max_deliveries=self.max_deliveries,
+            delivery_backoff_cap_seconds=self.delivery_backoff_cap_seconds,
+        )

@@ -1,0 +1,1 @@
+"""Pure domain: states, transitions, policies, errors. No I/O here."""

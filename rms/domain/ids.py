@@ -1,0 +1,26 @@
+"""Message ids: validation of caller ids and generation of time-ordered ones."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+MESSAGE_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+_MESSAGE_ID_RE = re.compile(MESSAGE_ID_PATTERN)
+APP_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+_APP_NAME_RE = re.compile(APP_NAME_PATTERN)
+
+
+def is_valid_message_id(value: str) -> bool:
+    return bool(_MESSAGE_ID_RE.fullmatch(value))
+
+
+def is_valid_app_name(value: str) -> bool:
+    return bool(_APP_NAME_RE.fullmatch(value))
+
+
+def new_message_id() -> str:
+    """A 26-char, time-ordered id (ms timestamp + 80 random bits), so inserts stay index-local."""
+    millis = int(time.time() * 1000)
+    return f"{millis:013x}{os.urandom(8).hex()[:13]}"

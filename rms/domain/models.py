@@ -1,0 +1,108 @@
+"""Domain records passed between the store, the services and the HTTP layer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from rms.domain.states import DeadReason, State
+
+
+class Actor(StrEnum):
+    """Who caused a transition (recorded as ``detail.by`` on confirmed/cancelled events)."""
+
+    PRODUCER = "producer"
+    CHECK_BACK = "check-back"
+    ADMIN = "admin"
+
+
+@dataclass(frozen=True, slots=True)
+class App:
+    name: str
+    produce_topics: tuple[str, ...]
+    consume_topics: tuple[str, ...]
+    check_url_prefixes: tuple[str, ...]
+    default_check_url: str | None
+    signing_secret: str
+    previous_signing_secret: str | None
+    created_at: datetime
+    key_rotated_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """A validated prepare request, with the policy already resolved."""
+
+    message_id: str
+    topic: str
+    key: str | None
+    payload: Any
+    headers: dict[str, str]
+    check_url: str | None
+    check_after_seconds: float
+    max_checks: int
+    ack_timeout_seconds: float
+    max_deliveries: int
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    message_id: str
+    app: str
+    topic: str
+    key: str | None
+    payload: Any
+    headers: dict[str, str]
+    check_url: str | None
+    state: State
+    dead: bool
+    dead_reason: DeadReason | None
+    check_count: int
+    delivery_count: int
+    delivery_base: int
+    check_after_seconds: float
+    max_checks: int
+    ack_timeout_seconds: float
+    max_deliveries: int
+    created_at: datetime
+    confirmed_at: datetime | None
+    done_at: datetime | None
+    deleted_at: datetime | None
+    next_check_at: datetime | None
+    next_delivery_at: datetime | None
+    claim_token: str | None = field(default=None, repr=False)
+
+    @property
+    def deliveries_in_budget(self) -> int:
+        """Deliveries made since the budget last (re)started (an admin resend restarts it)."""
+        return self.delivery_count - self.delivery_base
+
+    def same_content(self, draft: NewMessage) -> bool:
+        """Whether a repeated prepare with this id carries the same message (safe retry)."""
+        return (
+            self.topic == draft.topic
+            and self.key == draft.key
+            and self.payload == draft.payload
+            and self.headers == draft.headers
+            and self.check_url == draft.check_url
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MessageEvent:
+    at: datetime
+    event: str
+    actor: str
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class PublishOutcome:
+    """What happened when a record was handed to the broker."""
+
+    message_id: str
+    delivery: int
+    ok: bool
+    error: str | None = None

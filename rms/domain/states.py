@@ -1,0 +1,53 @@
+"""The message state machine (design section 3): the one place that names states and events."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class State(StrEnum):
+    PENDING_SEND = "pending-send"
+    SENT = "sent"
+    DONE = "done"
+    DELETED = "deleted"
+
+
+class DeadReason(StrEnum):
+    CHECK_EXHAUSTED = "check-exhausted"
+    DELIVERY_EXHAUSTED = "delivery-exhausted"
+
+
+class Event(StrEnum):
+    """Names written to the append-only ``message_events`` table.
+
+    The Spark report reads these names; they are part of the data contract.
+    """
+
+    PREPARED = "prepared"  # (new) -> pending-send
+    SENT = "sent"  # (new) -> sent, one-shot send
+    CONFIRMED = "confirmed"  # pending-send -> sent (actor tells producer / check-back / admin)
+    CANCELLED = "cancelled"  # pending-send -> deleted (actor tells producer / check-back / admin)
+    PUBLISHED = "published"  # broker accepted a record; detail {"delivery": n}
+    PUBLISH_FAILED = "publish-failed"  # broker refused or timed out; detail {"delivery", "error"}
+    ACKED = "acked"  # sent -> done
+    CHECKED = "checked"  # a check-back call; detail {"attempt", "outcome"}
+    DEAD = "dead"  # flagged dead; detail {"reason"}
+    RESENT = "resent"  # admin resend; detail {"delivery"}
+
+
+TERMINAL_STATES = frozenset({State.DONE, State.DELETED})
+
+LEGAL_TRANSITIONS: frozenset[tuple[State | None, State]] = frozenset(
+    {
+        (None, State.PENDING_SEND),
+        (None, State.SENT),
+        (State.PENDING_SEND, State.SENT),
+        (State.PENDING_SEND, State.DELETED),
+        (State.SENT, State.DONE),
+    }
+)
+
+
+def is_legal(source: State | None, target: State) -> bool:
+    """True when the design allows ``source -> target``."""
+    return (source, target) in LEGAL_TRANSITIONS

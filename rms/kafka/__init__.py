@@ -1,0 +1,1 @@
+"""The Kafka adapter: record format (design section 6), publisher, ack-topic consumer."""

@@ -1,0 +1,119 @@
+"""Consumes the ack topic (design section 6: value ``{"message_id", "consumer"}``) and marks the
+acknowledged messages ``done`` in batches. An ack counts only when ``consumer`` names an app
+whose ``consume_topics`` cover the message's topic; anything else is counted and skipped.
+Offsets are committed after the database commit (at-least-once; acks are idempotent)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+import structlog
+from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaError
+
+from rms import metrics
+from rms.config import Settings
+from rms.domain.errors import NotFound
+from rms.domain.topics import topic_allowed
+from rms.store.apps import AppStore
+from rms.store.messages import MessageStore
+
+log = structlog.get_logger(__name__)
+
+
+def parse_ack(value: bytes | None) -> tuple[str, str] | None:
+    """``(message_id, consumer)`` from an ack record, or None when malformed."""
+    try:
+        body: Any = orjson.loads(value or b"")
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(body, dict):
+        return None
+    message_id, consumer = body.get("message_id"), body.get("consumer")
+    if isinstance(message_id, str) and isinstance(consumer, str) and message_id and consumer:
+        return message_id, consumer
+    return None
+
+
+class AckConsumer:
+    def __init__(self, settings: Settings, messages: MessageStore, apps: AppStore) -> None:
+        self._settings = settings
+        self._messages = messages
+        self._apps = apps
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="ack-consumer")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        while True:
+            consumer = AIOKafkaConsumer(
+                self._settings.ack_topic,
+                bootstrap_servers=self._settings.kafka_bootstrap_servers,
+                group_id=self._settings.ack_consumer_group,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                client_id=f"{self._settings.kafka_client_id}-acks",
+            )
+            try:
+                await consumer.start()
+                await self._consume(consumer)
+            except (KafkaError, OSError) as exc:
+                log.warning("ack_consumer.error", error=str(exc))
+            except Exception:  # keep the API alive whatever a batch does; log loudly
+                log.exception("ack_consumer.crashed")
+            finally:
+                with contextlib.suppress(KafkaError, OSError):
+                    await consumer.stop()
+            await asyncio.sleep(1.0)
+
+    async def _consume(self, consumer: AIOKafkaConsumer) -> None:
+        while True:
+            batches = await consumer.getmany(timeout_ms=500, max_records=1000)
+            records = [record for batch in batches.values() for record in batch]
+            if records:
+                await self.apply([record.value for record in records])
+                await consumer.commit()
+
+    async def apply(self, values: Iterable[bytes | None]) -> int:
+        """Apply a batch of ack records; returns how many messages became ``done``."""
+        by_consumer: dict[str, list[str]] = defaultdict(list)
+        for value in values:
+            parsed = parse_ack(value)
+            if parsed is None:
+                metrics.ACKS_REJECTED.labels("malformed").inc()
+                continue
+            by_consumer[parsed[1]].append(parsed[0])
+        applied = 0
+        for consumer, ids in by_consumer.items():
+            allowed = await self._permitted(consumer, ids)
+            done = await self._messages.ack_many(allowed, actor=f"app:{consumer}",
+                                                 via="ack-topic")
+            metrics.ACKS.labels("ack-topic").inc(len(done))
+            applied += len(done)
+        return applied
+
+    async def _permitted(self, consumer: str, ids: list[str]) -> list[str]:
+        try:
+            app = await self._apps.get(consumer)
+        except NotFound:
+            metrics.ACKS_REJECTED.labels("unknown-consumer").inc(len(ids))
+            log.warning("ack_consumer.unknown_consumer", consumer=consumer, count=len(ids))
+            return []
+        stored = await self._messages.get_many(ids)
+        allowed = [i for i, m in stored.items() if topic_allowed(m.topic, app.consume_topics)]
+        rejected = len(ids) - len(allowed)
+        if rejected:
+            metrics.ACKS_REJECTED.labels("not-permitted-or-unknown").inc(rejected)
+        return allowed

@@ -1,0 +1,27 @@
+"""Prometheus metrics: one home for every name (docs/operations.md lists them for alerts)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+TRANSITIONS = Counter("rms_transitions_total", "State transitions applied", ["event"])
+PUBLISHES = Counter("rms_publishes_total", "Records accepted by the broker")
+PUBLISH_FAILURES = Counter("rms_publish_failures_total", "Publishes the broker refused or timed out")
+PUBLISH_SECONDS = Histogram(
+    "rms_publish_seconds", "Time for the broker to accept a record",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
+ACKS = Counter("rms_acks_total", "Messages acknowledged (sent -> done)", ["via"])
+ACKS_REJECTED = Counter("rms_acks_rejected_total", "Ack-topic records ignored", ["reason"])
+CHECKS = Counter("rms_checks_total", "Check-back calls by outcome", ["outcome"])
+CHECK_SECONDS = Histogram("rms_check_seconds", "Check-back call latency")
+CHECK_BATCH = Histogram("rms_check_batch_size", "Messages claimed per confirm-worker tick",
+                        buckets=(0, 1, 5, 10, 50, 100, 200, 500, 1000))
+REDELIVERIES = Counter("rms_redeliveries_total", "Records re-published by the recovery service")
+DEAD_LETTERS = Counter("rms_dead_letters_total", "Messages flagged dead", ["reason"])
+OLDEST_PENDING_SEND = Gauge("rms_oldest_pending_send_age_seconds",
+                            "Age of the oldest non-dead pending-send message")
+OLDEST_UNACKED = Gauge("rms_oldest_unacked_age_seconds",
+                       "Age since confirm of the oldest non-dead unacknowledged sent message")
+OLDEST_DUE_CHECK_LAG = Gauge("rms_oldest_due_check_lag_seconds",
+                             "How far past its check time the oldest due pending-send is")

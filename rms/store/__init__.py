@@ -1,0 +1,1 @@
+"""PostgreSQL access shared by the API and the workers: one home for every SQL statement."""

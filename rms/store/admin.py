@@ -1,0 +1,165 @@
+"""Operator queries: filtered listing with a keyset cursor, stats, and resend."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+from sqlalchemy import Select, and_, func, select, tuple_
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from rms.domain.errors import Invalid
+from rms.domain.models import Message
+from rms.domain.states import Event, State
+from rms.store.messages import Transition, seconds
+from rms.store.rows import to_message
+from rms.store.schema import messages
+
+RESEND = Transition(
+    "resend", State.SENT, State.SENT,
+    {
+        "dead": False,
+        "dead_reason": None,
+        "claim_token": None,
+        "delivery_base": messages.c.delivery_count,
+        "delivery_count": messages.c.delivery_count + 1,
+        "next_delivery_at": func.now() + seconds(messages.c.ack_timeout_seconds),
+    },
+    Event.RESENT,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageFilter:
+    state: State | None = None
+    dead: bool | None = None
+    topic: str | None = None
+    app: str | None = None
+
+    def clauses(self) -> list[Any]:
+        found: list[Any] = []
+        if self.state is not None:
+            found.append(messages.c.state == self.state.value)
+        if self.dead is not None:
+            found.append(messages.c.dead.is_(self.dead))
+        if self.topic is not None:
+            found.append(messages.c.topic == self.topic)
+        if self.app is not None:
+            found.append(messages.c.app == self.app)
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCounts:
+    app: str
+    topic: str
+    counts: dict[str, int]
+    oldest_pending_send_age_seconds: float | None
+    oldest_unacked_age_seconds: float | None
+
+
+def encode_cursor(message: Message) -> str:
+    raw = orjson.dumps([message.created_at.isoformat(), message.message_id])
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        created, message_id = orjson.loads(base64.urlsafe_b64decode(padded))
+        return datetime.fromisoformat(created), str(message_id)
+    except (ValueError, TypeError) as exc:
+        raise Invalid("cursor is not one this service issued") from exc
+
+
+class AdminStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def list(self, where: MessageFilter, limit: int, cursor: str | None
+                   ) -> tuple[list[Message], str | None]:
+        statement: Select[Any] = select(messages).where(*where.clauses())
+        if cursor is not None:
+            after = decode_cursor(cursor)
+            statement = statement.where(
+                tuple_(messages.c.created_at, messages.c.message_id) > tuple_(*after))
+        statement = statement.order_by(messages.c.created_at, messages.c.message_id)
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(statement.limit(limit + 1))).all()
+        found = [to_message(row) for row in rows[:limit]]
+        next_cursor = encode_cursor(found[-1]) if len(rows) > limit else None
+        return found, next_cursor
+
+    async def stats(self) -> list[GroupCounts]:
+        pending = and_(messages.c.state == State.PENDING_SEND.value, ~messages.c.dead)
+        unacked = and_(messages.c.state == State.SENT.value, ~messages.c.dead)
+        statement = (
+            select(
+                messages.c.app, messages.c.topic, messages.c.state,
+                func.count().label("n"),
+                func.count().filter(messages.c.dead).label("dead"),
+                _age(func.min(messages.c.created_at).filter(pending)).label("oldest_pending"),
+                _age(func.min(messages.c.confirmed_at).filter(unacked)).label("oldest_unacked"),
+            )
+            .group_by(messages.c.app, messages.c.topic, messages.c.state)
+            .order_by(messages.c.app, messages.c.topic)
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(statement)).all()
+        return _group(rows)
+
+    async def oldest_ages(self) -> tuple[float | None, float | None]:
+        """Ages of the oldest non-dead pending-send and unacked sent (cheap: partial indexes)."""
+        statement = select(
+            select(_age(func.min(messages.c.created_at)))
+            .where(messages.c.state == State.PENDING_SEND.value, ~messages.c.dead)
+            .scalar_subquery(),
+            select(_age(func.min(messages.c.confirmed_at)))
+            .where(messages.c.state == State.SENT.value, ~messages.c.dead)
+            .scalar_subquery(),
+        )
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(statement)).one()
+        return row[0], row[1]
+
+    async def dead_candidates(self, where: MessageFilter, limit: int) -> list[Message]:
+        """Dead ``sent`` messages, oldest first (the bulk resend's selection)."""
+        statement = (
+            select(messages)
+            .where(messages.c.dead, messages.c.state == State.SENT.value, *where.clauses())
+            .order_by(messages.c.created_at, messages.c.message_id)
+            .limit(limit)
+        )
+        async with self._engine.connect() as conn:
+            return [to_message(row) for row in await conn.execute(statement)]
+
+
+def _age(moment: Any) -> Any:
+    return func.extract("epoch", func.now() - moment)
+
+
+def _group(rows: list[Any]) -> list[GroupCounts]:
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in rows:
+        group = groups.setdefault((row.app, row.topic), {"counts": {}, "pending": None,
+                                                         "unacked": None})
+        counts = group["counts"]
+        counts[row.state] = counts.get(row.state, 0) + row.n
+        counts["dead"] = counts.get("dead", 0) + row.dead
+        group["pending"] = _max(group["pending"], row.oldest_pending)
+        group["unacked"] = _max(group["unacked"], row.oldest_unacked)
+    return [
+        GroupCounts(app, topic, g["counts"], g["pending"], g["unacked"])
+        for (app, topic), g in groups.items()
+    ]
+
+
+def _max(a: Any, b: Any) -> float | None:
+    values = [float(v) for v in (a, b) if v is not None]
+    return max(values) if values else None
+
+
+

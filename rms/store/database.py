@@ -1,0 +1,28 @@
+"""Engine creation. Pool sizing and timeouts come from Settings, passed in by the caller."""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from rms.config import Settings
+
+
+def normalise_url(url: str) -> str:
+    """Accept plain ``postgresql://`` URLs too and use the asyncpg driver."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+asyncpg://" + url[len(prefix):]
+    return url
+
+
+def create_engine(settings: Settings, *, pool_size: int | None = None) -> AsyncEngine:
+    """One engine per process. ``pool_timeout`` bounds the wait so overload answers 503."""
+    return create_async_engine(
+        normalise_url(settings.database_url),
+        pool_size=pool_size or settings.db_pool_size,
+        max_overflow=settings.db_max_overflow,
+        pool_timeout=settings.db_pool_timeout_seconds,
+        pool_pre_ping=False,
+        pool_recycle=1800,
+        connect_args={"server_settings": {"application_name": "rms"}},
+    )

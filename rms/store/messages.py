@@ -1,0 +1,308 @@
+"""Messages: every state change is one guarded ``UPDATE ... WHERE state = <expected> RETURNING``
+whose event row is inserted by the same statement (a data-modifying CTE), so a transition and
+its history commit together and concurrent actors cannot both win.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import (
+    CTE,
+    ColumnElement,
+    Select,
+    and_,
+    func,
+    literal,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from rms.domain.errors import Conflict, IllegalTransition, NotFound
+from rms.domain.models import Actor, Message, MessageEvent, NewMessage
+from rms.domain.states import Event, State
+from rms.store.rows import to_event, to_message
+from rms.store.schema import message_events, messages
+
+Detail = Mapping[str, Any] | Callable[[CTE], ColumnElement[Any]]
+
+
+def seconds(column: Any) -> ColumnElement[Any]:
+    """``column`` seconds as an interval (database clock arithmetic)."""
+    return func.make_interval(0, 0, 0, 0, 0, 0, column)
+
+
+def with_event(changed: CTE, event: Event, actor: str, detail: Detail) -> Select[Any]:
+    """``SELECT * FROM changed`` that also appends one event per changed row."""
+    detail_sql = detail(changed) if callable(detail) else literal(dict(detail), JSONB)
+    history = message_events.insert().from_select(
+        ["message_id", "event", "actor", "detail"],
+        select(changed.c.message_id, literal(event.value), literal(actor), detail_sql),
+    ).cte(f"history_{event.name.lower()}")
+    return select(changed).add_cte(history)
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One guarded state change: from ``source`` to ``target`` with these column values."""
+
+    action: str
+    source: State
+    target: State
+    values: Mapping[str, Any]
+    event: Event
+
+
+def _transition_values(target: State) -> dict[str, Any]:
+    now = func.now()
+    common: dict[str, Any] = {"state": target.value, "dead": False, "dead_reason": None,
+                              "claim_token": None}
+    if target is State.SENT:
+        return common | {
+            "confirmed_at": now,
+            "next_check_at": None,
+            "delivery_count": messages.c.delivery_count + 1,
+            "next_delivery_at": now + seconds(messages.c.ack_timeout_seconds),
+        }
+    if target is State.DELETED:
+        return common | {"deleted_at": now, "next_check_at": None}
+    if target is State.DONE:
+        return common | {"done_at": now, "next_delivery_at": None}
+    raise ValueError(f"no transition into {target}")
+
+
+CONFIRM = Transition("confirm", State.PENDING_SEND, State.SENT,
+                     _transition_values(State.SENT), Event.CONFIRMED)
+CANCEL = Transition("cancel", State.PENDING_SEND, State.DELETED,
+                    _transition_values(State.DELETED), Event.CANCELLED)
+ACK = Transition("ack", State.SENT, State.DONE, _transition_values(State.DONE), Event.ACKED)
+
+# A repeated action that already happened answers 200 with the message as it is.
+_ALREADY = {
+    "confirm": {State.SENT, State.DONE},
+    "cancel": {State.DELETED},
+    "ack": {State.DONE},
+    "resend": set(),
+}
+
+
+class MessageStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    # ---- prepare -------------------------------------------------------------------------
+
+    async def prepare(self, app: str, draft: NewMessage, *, one_shot: bool) -> tuple[Message, bool]:
+        """Store a new message. Returns ``(message, created)``; an identical retry returns the
+        stored message with ``created=False``; a different message under the id raises 409."""
+        async with self._engine.begin() as conn:
+            created = await self._insert(conn, app, [draft], one_shot=one_shot)
+            if created:
+                return created[0], True
+            existing = await self._fetch(conn, [draft.message_id])
+        return _check_retry(app, draft, existing.get(draft.message_id)), False
+
+    async def prepare_batch(
+        self, app: str, drafts: Sequence[NewMessage], *, one_shot: bool = False
+    ) -> list[tuple[Message, bool]]:
+        """All or nothing: one transaction; any conflicting item rolls the whole batch back."""
+        async with self._engine.begin() as conn:
+            created = {m.message_id: m for m in await self._insert(conn, app, drafts, one_shot)}
+            missing = [d.message_id for d in drafts if d.message_id not in created]
+            existing = await self._fetch(conn, missing) if missing else {}
+            results = []
+            for draft in drafts:
+                if draft.message_id in created:
+                    results.append((created[draft.message_id], True))
+                else:
+                    stored = existing.get(draft.message_id)
+                    results.append((_check_retry(app, draft, stored), False))
+            return results
+
+    async def _insert(
+        self, conn: AsyncConnection, app: str, drafts: Sequence[NewMessage], one_shot: bool
+    ) -> list[Message]:
+        state = State.SENT if one_shot else State.PENDING_SEND
+        rows = [_insert_row(app, draft, state) for draft in drafts]
+        inserted = (
+            pg_insert(messages).values(rows).on_conflict_do_nothing(index_elements=["message_id"])
+        )
+        changed = inserted.returning(*messages.c).cte("changed")
+        event = Event.SENT if one_shot else Event.PREPARED
+        result = await conn.execute(with_event(changed, event, f"app:{app}", {}))
+        return [to_message(row) for row in result]
+
+    # ---- transitions ---------------------------------------------------------------------
+
+    async def transition(
+        self,
+        message_id: str,
+        change: Transition,
+        *,
+        app: str | None,
+        actor: str,
+        by: Actor | None = None,
+        claim_token: str | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> tuple[Message, bool]:
+        """Apply ``change`` to one message. Returns ``(message, changed)``: ``changed`` is
+        False for an idempotent repeat. Raises NotFound (unknown, or another app's) or
+        IllegalTransition naming the current state."""
+        guard = [messages.c.message_id == message_id, messages.c.state == change.source.value]
+        if app is not None:
+            guard.append(messages.c.app == app)
+        if claim_token is not None:
+            guard.append(messages.c.claim_token == claim_token)
+        event_detail = dict(detail or {}) | ({"by": by.value} if by else {})
+        changed = (
+            update(messages).where(and_(*guard)).values(**change.values)
+            .returning(*messages.c).cte("changed")
+        )
+        async with self._engine.begin() as conn:
+            row = (await conn.execute(with_event(changed, change.event, actor, event_detail))).first()
+            if row is not None:
+                return to_message(row), True
+            current = (await self._fetch(conn, [message_id])).get(message_id)
+        return _explain_miss(message_id, change, current, app), False
+
+    async def transition_many(
+        self,
+        message_ids: Sequence[str],
+        change: Transition,
+        *,
+        app: str,
+        actor: str,
+        by: Actor,
+    ) -> list[tuple[Message, bool]]:
+        """``transition`` for many messages of one app in one transaction, all or nothing:
+        an unknown id or an illegal state rolls everything back, naming the item."""
+        changed = (
+            update(messages)
+            .where(messages.c.message_id.in_(list(message_ids)), messages.c.app == app,
+                   messages.c.state == change.source.value)
+            .values(**change.values)
+            .returning(*messages.c)
+            .cte("changed")
+        )
+        async with self._engine.begin() as conn:
+            rows = await conn.execute(with_event(changed, change.event, actor, {"by": by.value}))
+            done = {row.message_id: to_message(row) for row in rows}
+            rest = await self._fetch(conn, [i for i in message_ids if i not in done])
+            results = []
+            for index, message_id in enumerate(message_ids):
+                if message_id in done:
+                    results.append((done[message_id], True))
+                    continue
+                try:
+                    results.append((_explain_miss(message_id, change, rest.get(message_id), app),
+                                    False))
+                except (NotFound, IllegalTransition) as exc:
+                    raise _itemised(exc, index) from exc
+            return results
+
+    async def ack_many(self, message_ids: Sequence[str], *, actor: str, via: str) -> list[str]:
+        """Mark many ``sent`` messages done in one statement (the ack-topic consumer's path).
+        Returns the ids that changed; others were done already, unknown or not yet sent."""
+        if not message_ids:
+            return []
+        changed = (
+            update(messages)
+            .where(messages.c.message_id == func.any(literal(list(message_ids))),
+                   messages.c.state == State.SENT.value)
+            .values(**ACK.values)
+            .returning(*messages.c)
+            .cte("changed")
+        )
+        async with self._engine.begin() as conn:
+            rows = await conn.execute(with_event(changed, Event.ACKED, actor, {"via": via}))
+            return [row.message_id for row in rows]
+
+    # ---- reads ---------------------------------------------------------------------------
+
+    async def get(self, message_id: str, *, app: str | None = None) -> Message:
+        async with self._engine.connect() as conn:
+            message = (await self._fetch(conn, [message_id])).get(message_id)
+        if message is None or (app is not None and message.app != app):
+            raise NotFound(f"no message {message_id!r}")
+        return message
+
+    async def get_many(self, message_ids: Sequence[str]) -> dict[str, Message]:
+        async with self._engine.connect() as conn:
+            return await self._fetch(conn, message_ids)
+
+    async def events(self, message_id: str) -> list[MessageEvent]:
+        statement = (
+            select(message_events)
+            .where(message_events.c.message_id == message_id)
+            .order_by(message_events.c.id)
+        )
+        async with self._engine.connect() as conn:
+            return [to_event(row) for row in await conn.execute(statement)]
+
+    async def _fetch(self, conn: AsyncConnection, ids: Sequence[str]) -> dict[str, Message]:
+        if not ids:
+            return {}
+        statement = select(messages).where(messages.c.message_id.in_(list(ids)))
+        return {row.message_id: to_message(row) for row in await conn.execute(statement)}
+
+
+def _insert_row(app: str, draft: NewMessage, state: State) -> dict[str, Any]:
+    now = func.now()
+    row: dict[str, Any] = {
+        "message_id": draft.message_id,
+        "app": app,
+        "topic": draft.topic,
+        "key": draft.key,
+        "payload": draft.payload,
+        "headers": draft.headers,
+        "check_url": draft.check_url,
+        "state": state.value,
+        "check_after_seconds": draft.check_after_seconds,
+        "max_checks": draft.max_checks,
+        "ack_timeout_seconds": draft.ack_timeout_seconds,
+        "max_deliveries": draft.max_deliveries,
+    }
+    if state is State.PENDING_SEND:
+        row["next_check_at"] = now + seconds(literal(draft.check_after_seconds))
+    else:  # one-shot send: confirmed at once, first delivery reserved (see rms.delivery)
+        row["confirmed_at"] = now
+        row["delivery_count"] = 1
+        row["next_delivery_at"] = now + seconds(literal(draft.ack_timeout_seconds))
+    return row
+
+
+def _check_retry(app: str, draft: NewMessage, stored: Message | None) -> Message:
+    if stored is None:  # inserted by nobody yet conflicting: cannot happen in one transaction
+        raise Conflict(f"message {draft.message_id!r} could not be stored; retry")
+    if stored.app != app:
+        raise Conflict(f"message id {draft.message_id!r} is already used by another app")
+    if not stored.same_content(draft):
+        raise Conflict(
+            f"message {draft.message_id!r} already exists with different content; "
+            "use a new message_id for a new message"
+        )
+    return stored
+
+
+def _itemised(error: NotFound | IllegalTransition, index: int) -> Conflict | NotFound:
+    """The same error, its detail prefixed with the batch position."""
+    itemised: Conflict | NotFound = (
+        NotFound(f"message_ids[{index}]: {error.detail}") if isinstance(error, NotFound)
+        else Conflict(f"message_ids[{index}]: {error.detail}")
+    )
+    return itemised
+
+
+def _explain_miss(
+    message_id: str, change: Transition, current: Message | None, app: str | None
+) -> Message:
+    if current is None or (app is not None and current.app != app):
+        raise NotFound(f"no message {message_id!r}")
+    if current.state in _ALREADY[change.action]:
+        return current
+    raise IllegalTransition(message_id, change.action, current.state.value)

@@ -1,0 +1,60 @@
+"""Row to domain-record mapping, in one place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Row
+
+from rms.domain.models import App, Message, MessageEvent
+from rms.domain.states import DeadReason, State
+
+
+def to_message(row: Row[Any]) -> Message:
+    m = row._mapping
+    return Message(
+        message_id=m["message_id"],
+        app=m["app"],
+        topic=m["topic"],
+        key=m["key"],
+        payload=m["payload"],
+        headers=dict(m["headers"] or {}),
+        check_url=m["check_url"],
+        state=State(m["state"]),
+        dead=m["dead"],
+        dead_reason=DeadReason(m["dead_reason"]) if m["dead_reason"] else None,
+        check_count=m["check_count"],
+        delivery_count=m["delivery_count"],
+        delivery_base=m["delivery_base"],
+        check_after_seconds=m["check_after_seconds"],
+        max_checks=m["max_checks"],
+        ack_timeout_seconds=m["ack_timeout_seconds"],
+        max_deliveries=m["max_deliveries"],
+        created_at=m["created_at"],
+        confirmed_at=m["confirmed_at"],
+        done_at=m["done_at"],
+        deleted_at=m["deleted_at"],
+        next_check_at=m["next_check_at"],
+        next_delivery_at=m["next_delivery_at"],
+        claim_token=m["claim_token"],
+    )
+
+
+def to_app(row: Row[Any]) -> App:
+    m = row._mapping
+    return App(
+        name=m["name"],
+        produce_topics=tuple(m["produce_topics"]),
+        consume_topics=tuple(m["consume_topics"]),
+        check_url_prefixes=tuple(m["check_url_prefixes"]),
+        default_check_url=m["default_check_url"],
+        signing_secret=m["signing_secret"],
+        previous_signing_secret=m["previous_signing_secret"],
+        created_at=m["created_at"],
+        key_rotated_at=m["key_rotated_at"],
+    )
+
+
+def to_event(row: Row[Any]) -> MessageEvent:
+    m = row._mapping
+    return MessageEvent(at=m["at"], event=m["event"], actor=m["actor"], detail=dict(m["detail"]))

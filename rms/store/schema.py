@@ -1,0 +1,104 @@
+"""The database schema as SQLAlchemy Core tables. Alembic migrations own the real DDL;
+``tests/test_migrations.py`` checks the two agree."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+
+metadata = MetaData()
+
+apps = Table(
+    "apps",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("api_key_hash", Text, nullable=False, unique=True),
+    Column("signing_secret", Text, nullable=False),
+    Column("previous_signing_secret", Text, nullable=True),
+    Column("produce_topics", ARRAY(Text), nullable=False, server_default="{}"),
+    Column("consume_topics", ARRAY(Text), nullable=False, server_default="{}"),
+    Column("check_url_prefixes", ARRAY(Text), nullable=False, server_default="{}"),
+    Column("default_check_url", Text, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("key_rotated_at", DateTime(timezone=True), nullable=True),
+)
+
+messages = Table(
+    "messages",
+    metadata,
+    Column("message_id", Text, primary_key=True),
+    Column("app", Text, ForeignKey("apps.name"), nullable=False),
+    Column("topic", Text, nullable=False),
+    Column("key", Text, nullable=True),
+    Column("payload", JSONB, nullable=False),
+    Column("headers", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("check_url", Text, nullable=True),
+    Column("state", Text, nullable=False),
+    Column("dead", Boolean, nullable=False, server_default=text("false")),
+    Column("dead_reason", Text, nullable=True),
+    Column("check_count", Integer, nullable=False, server_default=text("0")),
+    Column("delivery_count", Integer, nullable=False, server_default=text("0")),
+    # delivery_count at the start of the current delivery budget (an admin resend restarts it)
+    Column("delivery_base", Integer, nullable=False, server_default=text("0")),
+    Column("check_after_seconds", Float, nullable=False),
+    Column("max_checks", Integer, nullable=False),
+    Column("ack_timeout_seconds", Float, nullable=False),
+    Column("max_deliveries", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("confirmed_at", DateTime(timezone=True), nullable=True),
+    Column("done_at", DateTime(timezone=True), nullable=True),
+    Column("deleted_at", DateTime(timezone=True), nullable=True),
+    Column("next_check_at", DateTime(timezone=True), nullable=True),
+    Column("next_delivery_at", DateTime(timezone=True), nullable=True),
+    # a worker's claim: set when claimed, checked by the worker's guarded result update
+    Column("claim_token", Text, nullable=True),
+    CheckConstraint(
+        "state IN ('pending-send', 'sent', 'done', 'deleted')", name="messages_state_check"
+    ),
+    CheckConstraint(
+        "dead_reason IS NULL OR dead_reason IN ('check-exhausted', 'delivery-exhausted')",
+        name="messages_dead_reason_check",
+    ),
+    Index(
+        "messages_due_checks",
+        "next_check_at",
+        postgresql_where=text("state = 'pending-send' AND NOT dead"),
+    ),
+    Index(
+        "messages_due_deliveries",
+        "next_delivery_at",
+        postgresql_where=text("state = 'sent' AND NOT dead"),
+    ),
+    Index("messages_dead", "app", "topic", postgresql_where=text("dead")),
+    Index("messages_created", "created_at", "message_id"),
+    Index("messages_app_state", "app", "state"),
+)
+
+message_events = Table(
+    "message_events",
+    metadata,
+    Column("id", BigInteger, Identity(always=False), primary_key=True),
+    Column("message_id", Text, nullable=False),
+    Column("at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("event", Text, nullable=False),
+    Column("actor", Text, nullable=False),
+    Column("detail", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Index("message_events_message", "message_id", "id"),
+    Index("message_events_at", "at"),
+)
