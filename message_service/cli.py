@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from rms.config import Settings
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _app(settings: object) -> object:
+def _app(settings: Settings) -> FastAPI:
     from message_service.app import create_app
 
-    return create_app(settings)  # type: ignore[arg-type]
+    return create_app(settings)

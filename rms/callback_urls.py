@@ -82,7 +82,7 @@ async def resolve(host: str, port: int) -> list[IPAddress]:
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         raise Invalid(f"check_url host {host!r} does not resolve: {exc.strerror}") from exc
-    return [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    return [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
 
 
 async def checked_address(url: str, *, allow_private: bool) -> IPAddress | None:

@@ -77,7 +77,7 @@ async def api(settings: Settings) -> AsyncIterator[Api]:
     from message_service.app import create_app
 
     app = create_app(settings)
-    async with app.router.lifespan_context(app):  # type: ignore[attr-defined]
+    async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://rms.test") as client:
             yield Api(client, ADMIN_TOKEN, settings)

@@ -76,7 +76,7 @@ async def list_messages(
     cursor: str | None = None,
 ) -> MessagePage:
     """Messages matching the filters, oldest first, a page at a time."""
-    found, next_cursor = await wired.admin.list(MessageFilter(state, dead, topic, app), limit,
+    found, next_cursor = await wired.admin.search(MessageFilter(state, dead, topic, app), limit,
                                                 cursor)
     return MessagePage(items=[message_out(m) for m in found], next_cursor=next_cursor)
 

@@ -8,7 +8,7 @@ import hmac
 import secrets
 
 API_KEY_PREFIX = "rms_"
-SIGNING_SECRET_PREFIX = "whsec_"
+SIGNING_SECRET_PREFIX = "whsec_"  # noqa: S105 - a prefix, not a secret
 
 
 def new_api_key() -> str:

@@ -63,6 +63,7 @@ class KafkaPublisher:
         self._producer: AIOKafkaProducer | None = None
         self._connector: asyncio.Task[None] | None = None
         self.state = ConnectionState.IDLE
+        self._connected = asyncio.Event()
 
     @property
     def ready(self) -> bool:
@@ -73,9 +74,8 @@ class KafkaPublisher:
         wait up to ``wait_seconds`` for the first connection."""
         self.state = ConnectionState.CONNECTING
         self._connector = asyncio.create_task(self._connect_loop(), name="kafka-connect")
-        deadline = time.monotonic() + wait_seconds
-        while not self.ready and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._connected.wait(), wait_seconds)
 
     async def stop(self) -> None:
         self.state = ConnectionState.CLOSED
@@ -115,16 +115,17 @@ class KafkaPublisher:
                 continue
             self._producer = producer
             self.state = ConnectionState.CONNECTED
+            self._connected.set()
             log.info("kafka.connected", servers=self._options["bootstrap_servers"])
 
 
-async def broker_reachable(publisher: KafkaPublisher, timeout: float = 2.0) -> bool:
+async def broker_reachable(publisher: KafkaPublisher, within: float = 2.0) -> bool:
     """For /readyz: the producer is connected and the cluster answers a metadata request."""
     producer = publisher._producer
     if producer is None or not publisher.ready:
         return False
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(within):
             await producer.client.fetch_all_metadata()
     except (KafkaError, TimeoutError, OSError):
         return False

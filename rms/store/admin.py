@@ -79,7 +79,7 @@ class AdminStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
 
-    async def list(self, where: MessageFilter, limit: int, cursor: str | None
+    async def search(self, where: MessageFilter, limit: int, cursor: str | None
                    ) -> tuple[list[Message], str | None]:
         statement: Select[Any] = select(messages).where(*where.clauses())
         if cursor is not None:
@@ -109,7 +109,7 @@ class AdminStore:
         )
         async with self._engine.connect() as conn:
             rows = (await conn.execute(statement)).all()
-        return _group(rows)
+        return _group(list(rows))
 
     async def oldest_ages(self) -> tuple[float | None, float | None]:
         """Ages of the oldest non-dead pending-send and unacked sent (cheap: partial indexes)."""

@@ -1,0 +1,41 @@
+# One command runner for people and CI alike. `make dev` and `make test` each create .venv and
+# install what they need on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: dev test lint typecheck unit install system-deps bench soak clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,dev-stack,spark]'
+	@rm -f $(VENV)/.installed-*
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+## Start everything (embedded PostgreSQL + Kafka-protocol broker + API + workers + demo)
+dev: $(STAMP)
+	$(BIN)/rms dev
+
+## System packages the tests need (JDBC driver for Spark, Chromium for the dashboard)
+system-deps:
+	@bash scripts/system-deps.sh
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy .
+
+## Lint, type-check and run the whole test suite against real PostgreSQL and Kafka
+test: $(STAMP) system-deps lint typecheck
+	$(BIN)/pytest
+
+bench: $(STAMP)
+	$(BIN)/rms bench
+
+clean:
+	rm -rf $(VENV) .rms-dev .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,237 @@
+"""``rms dev``: the whole system on one machine for a first run and for tests: embedded
+PostgreSQL (data kept under ``--data-dir``), an embedded Kafka-protocol broker (tansu, memory
+only), migrations, the API, the confirm and recovery workers and the demo order/points
+services, each a real process. Ctrl-C stops everything cleanly."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from rms.embedded import EmbeddedKafka, EmbeddedPostgres
+from rms.store.migrate import upgrade
+
+ADMIN_TOKEN = "rms-dev-admin-token"  # noqa: S105 - dev mode only, printed at start
+ORDERS_KEY = "rms_dev_orders_key"
+POINTS_KEY = "rms_dev_points_key"
+DEMO_TOPIC_PATTERN = "orders.*"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=int, default=8000, help="API port (default 8000)")
+    parser.add_argument("--data-dir", type=Path, default=Path(".rms-dev"),
+                        help="where PostgreSQL data and logs live (default ./.rms-dev)")
+    parser.add_argument("--no-demo", action="store_true", help="skip the demo services")
+    parser.add_argument("--exit-after", type=float, default=None, help=argparse.SUPPRESS)
+
+
+@dataclass
+class Stack:
+    data_dir: Path
+    port: int
+    postgres: EmbeddedPostgres
+    kafka: EmbeddedKafka
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self, database: str = "rms") -> dict[str, str]:
+        return os.environ | {
+            "RMS_DATABASE_URL": self.postgres.url(database),
+            "RMS_KAFKA_BOOTSTRAP_SERVERS": self.kafka.bootstrap_servers,
+            "RMS_ADMIN_TOKEN": ADMIN_TOKEN,
+            "RMS_DEV_MODE": "true",
+            "RMS_ALLOW_PRIVATE_CALLBACKS": "true",
+            "RMS_LOG_JSON": "false",
+            "RMS_URL": self.api_url,
+        }
+
+    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        log = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
+        self.processes[name] = subprocess.Popen(
+            [sys.executable, *argv], env=env or self.env(), stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for name, process in self.processes.items():
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                print(f"rms dev: {name} did not stop in 10s; killing it", file=sys.stderr)
+                process.kill()
+        self.kafka.stop()
+        self.postgres.stop()
+
+
+def run(args: argparse.Namespace) -> int:
+    data_dir = args.data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    stack = Stack(data_dir, args.port, EmbeddedPostgres(data_dir / "pg"),
+                  EmbeddedKafka(log_path=data_dir / "tansu.log"))
+    interrupted = False
+
+    def on_signal(signum: int, _frame: object) -> None:
+        nonlocal interrupted
+        interrupted = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        _start(stack, demo=not args.no_demo)
+        _print_welcome(stack, demo=not args.no_demo)
+        deadline = None if args.exit_after is None else time.monotonic() + args.exit_after
+        while not interrupted and (deadline is None or time.monotonic() < deadline):
+            _check_children(stack)
+            time.sleep(0.2)
+    except DevError as exc:
+        print(f"rms dev: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        print("\nrms dev: stopping ...", flush=True)
+        stack.stop()
+        print("rms dev: stopped.", flush=True)
+    return 0
+
+
+class DevError(RuntimeError):
+    pass
+
+
+def _start(stack: Stack, *, demo: bool) -> None:
+    print("rms dev: starting PostgreSQL and the Kafka-protocol broker ...", flush=True)
+    stack.postgres.start()
+    stack.kafka.start()
+    for database in ("rms", "demo_orders", "demo_points"):
+        if not stack.postgres.psql(f"SELECT 1 FROM pg_database WHERE datname = '{database}'"):
+            stack.postgres.create_database(database)
+    upgrade(stack.postgres.url("rms"))
+    stack.spawn("api", ["-m", "rms.cli", "serve", "--port", str(stack.port)])
+    _wait_ready(stack)
+    for name, argv in _workers():
+        stack.spawn(name, argv)
+    if demo:
+        orders_port, points_port = stack.port + 1, stack.port + 2
+        asyncio.run(_create_demo_apps(stack, orders_port))
+        stack.postgres.psql(  # the demo's callback port follows --port
+            f"UPDATE apps SET check_url_prefixes = ARRAY['http://127.0.0.1:{orders_port}/'] "
+            "WHERE name = 'orders'", "rms")
+        for name, argv, env in _demo_services(stack, orders_port, points_port):
+            stack.spawn(name, argv, env)
+
+
+def _module_exists(name: str) -> bool:
+    from importlib.util import find_spec
+
+    try:
+        return find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _workers() -> Iterator[tuple[str, list[str]]]:
+    for kind, module in (("confirm-worker", "confirm_service.cli"),
+                         ("recovery-worker", "recovery_service.cli")):
+        if _module_exists(module):
+            yield kind, ["-m", "rms.cli", kind]
+
+
+def _demo_services(stack: Stack, orders_port: int, points_port: int
+                   ) -> Iterator[tuple[str, list[str], dict[str, str]]]:
+    if _module_exists("rms.demo.orders"):
+        yield "demo-orders", ["-m", "rms.demo.orders", "--port", str(orders_port)], stack.env() | {
+            "DEMO_RMS_URL": stack.api_url, "DEMO_API_KEY": ORDERS_KEY,
+            "DEMO_DATABASE_URL": stack.postgres.url("demo_orders"),
+            "DEMO_PORT": str(orders_port)}
+    if _module_exists("rms.demo.points"):
+        yield "demo-points", ["-m", "rms.demo.points", "--port", str(points_port)], stack.env() | {
+            "DEMO_RMS_URL": stack.api_url, "DEMO_API_KEY": POINTS_KEY,
+            "DEMO_DATABASE_URL": stack.postgres.url("demo_points"),
+            "DEMO_PORT": str(points_port)}
+
+
+async def _create_demo_apps(stack: Stack, orders_port: int) -> None:
+    """Demo apps with well-known dev keys (dev mode only), created once; a restart keeps them."""
+    from rms.config import Settings
+    from rms.domain.errors import Conflict
+    from rms.store.apps import AppSpec, AppStore
+    from rms.store.database import create_engine
+
+    settings = Settings(database_url=stack.postgres.url("rms"), dev_mode=True)
+    engine = create_engine(settings, pool_size=1)
+    store = AppStore(engine)
+    specs = [
+        (AppSpec("orders", (DEMO_TOPIC_PATTERN,), (),
+                 (f"http://127.0.0.1:{orders_port}/",), None), ORDERS_KEY),
+        (AppSpec("points", (), (DEMO_TOPIC_PATTERN,), ()), POINTS_KEY),
+    ]
+    try:
+        for spec, key in specs:
+            with contextlib.suppress(Conflict):
+                await store.create(spec, api_key=key)
+    finally:
+        await engine.dispose()
+
+
+def _wait_ready(stack: Stack, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _check_children(stack)
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{stack.api_url}/readyz", timeout=1.0).status_code == 200:
+                return
+        time.sleep(0.2)
+    raise DevError(f"the API did not become ready in {timeout:.0f}s; see "
+                   f"{stack.data_dir / 'api.log'}")
+
+
+def _check_children(stack: Stack) -> None:
+    for name, process in stack.processes.items():
+        code = process.poll()
+        if code is not None:
+            raise DevError(f"{name} exited with code {code}; see {stack.data_dir / name}.log")
+
+
+def _print_welcome(stack: Stack, *, demo: bool) -> None:
+    url = stack.api_url
+    lines = [
+        "",
+        "RMS is running.",
+        f"  API            {url}    (OpenAPI: {url}/docs)",
+        f"  admin token    {ADMIN_TOKEN}",
+        f"  PostgreSQL     {stack.postgres.dsn('rms')}",
+        f"  Kafka          {stack.kafka.bootstrap_servers}  (ack topic rms.acks)",
+        f"  logs           {stack.data_dir}/*.log",
+    ]
+    if demo:
+        lines += [
+            f"  demo apps      orders (key {ORDERS_KEY}), points (key {POINTS_KEY})",
+            "",
+            "Try it (the README walks through more):",
+            f"  curl -s -X POST {url}/v1/messages -H 'Authorization: Bearer {ORDERS_KEY}' \\",
+            "       -H 'Content-Type: application/json' \\",
+            "       -d '{\"message_id\": \"order-1-paid\", \"topic\": \"orders.paid\", "
+            "\"payload\": {\"order\": 1}, \"check_url\": "
+            f"\"http://127.0.0.1:{stack.port + 1}/rms/check\"}}'",
+            f"  curl -s -X POST {url}/v1/messages/order-1-paid/confirm "
+            f"-H 'Authorization: Bearer {ORDERS_KEY}'",
+            f"  curl -s -X POST {url}/v1/messages/order-1-paid/ack "
+            f"-H 'Authorization: Bearer {POINTS_KEY}'",
+        ]
+    lines += ["", "Press Ctrl-C to stop."]
+    print("\n".join(lines), flush=True)

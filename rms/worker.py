@@ -1,0 +1,92 @@
+"""The shared skeleton of the confirm and recovery workers: build the engine and publisher from
+Settings, run ``tick`` on APScheduler every ``RMS_WORKER_INTERVAL_SECONDS`` (never two ticks of
+one worker at once), stop cleanly on SIGINT/SIGTERM.
+
+A tick is a plain async function tests call directly; the scheduler only calls it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import structlog
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from rms.config import Settings
+from rms.delivery import Dispatcher
+from rms.kafka.publisher import KafkaPublisher
+from rms.store.database import create_engine
+from rms.store.deliveries import DeliveryStore
+
+log = structlog.get_logger(__name__)
+
+
+def worker_id(kind: str) -> str:
+    """Unique per process, readable in events and logs: ``confirm-worker:host:pid:abcd``."""
+    return f"{kind}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:4]}"
+
+
+@dataclass
+class WorkerContext:
+    settings: Settings
+    engine: AsyncEngine
+    publisher: KafkaPublisher
+    dispatcher: Dispatcher
+    worker_id: str
+
+
+@contextlib.asynccontextmanager
+async def worker_context(settings: Settings, kind: str) -> AsyncIterator[WorkerContext]:
+    """Engine + publisher + dispatcher for one worker process, closed on exit."""
+    engine = create_engine(settings, pool_size=min(settings.db_pool_size, 10))
+    publisher = KafkaPublisher(settings)
+    await publisher.start(wait_seconds=5.0)
+    dispatcher = Dispatcher(publisher, DeliveryStore(engine), settings.publish_retry_seconds,
+                            settings.delivery_backoff_cap_seconds)
+    try:
+        yield WorkerContext(settings, engine, publisher, dispatcher, worker_id(kind))
+    finally:
+        await publisher.stop()
+        await engine.dispose()
+
+
+Tick = Callable[[], Awaitable[object]]
+
+
+async def run_forever(tick: Tick, interval_seconds: float, name: str) -> None:
+    """Run ``tick`` every ``interval_seconds`` until SIGINT/SIGTERM. A failing tick is logged
+    and the next one runs as scheduled (a database blip must not kill the worker)."""
+
+    async def guarded() -> None:
+        try:
+            await tick()
+        except Exception:
+            log.exception("worker.tick_failed", worker=name)
+
+    scheduler = AsyncIOScheduler()
+    scheduler.add_job(guarded, "interval", seconds=interval_seconds, max_instances=1,
+                      coalesce=True, id=name, next_run_time=_now())
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    scheduler.start()
+    log.info("worker.started", worker=name, interval_seconds=interval_seconds)
+    try:
+        await stop.wait()
+    finally:
+        scheduler.shutdown(wait=False)
+        log.info("worker.stopped", worker=name)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

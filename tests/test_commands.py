@@ -1,0 +1,76 @@
+"""The real commands, as a user runs them: ``rms dev`` end to end, and configuration errors."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from rms.embedded import free_port
+
+
+def _rms(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+         ) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "rms.cli", *args], env=env, cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _wait_ready(url: str, process: subprocess.Popen[str], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.stdout.read() if process.stdout else ""
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{url}/readyz never answered 200")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_rms_dev_starts_serves_and_stops_cleanly(tmp_path: Path) -> None:
+    port = free_port()
+    data_dir = tmp_path / "dev"
+    process = _rms("dev", "--port", str(port), "--data-dir", str(data_dir), cwd=tmp_path)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(url, process, timeout=90)
+        auth = {"Authorization": "Bearer rms_dev_orders_key"}
+        body = {"message_id": "order-1-paid", "topic": "orders.paid", "payload": {"order": 1},
+                "check_url": f"http://127.0.0.1:{port + 1}/rms/check"}
+        prepared = httpx.post(f"{url}/v1/messages", json=body, headers=auth, timeout=10)
+        assert prepared.status_code == 201, prepared.text
+        confirmed = httpx.post(f"{url}/v1/messages/order-1-paid/confirm", headers=auth,
+                               timeout=10)
+        assert confirmed.json()["state"] == "sent"
+    finally:
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=60)
+    assert process.returncode == 0, output
+    assert "rms dev: stopped." in output
+    assert not (data_dir / "pg" / "postmaster.pid").exists()  # PostgreSQL stopped cleanly
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{url}/healthz", timeout=1)
+
+
+def test_serve_refuses_to_start_without_admin_token(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RMS_")}
+    process = _rms("serve", "--port", str(free_port()), env=env, cwd=tmp_path)
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 2
+    assert "RMS_ADMIN_TOKEN is required" in output
+
+
+def test_unknown_command_is_a_usage_error() -> None:
+    process = _rms("frobnicate")
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 2
+    assert "unknown command 'frobnicate'" in output
