@@ -5,13 +5,27 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
-from rms.domain.ids import APP_NAME_PATTERN, MESSAGE_ID_PATTERN
-from rms.domain.topics import TOPIC_PATTERN
+from rms.domain.ids import APP_NAME_PATTERN, MESSAGE_ID_PATTERN, RESERVED_MESSAGE_IDS
+from rms.domain.topics import TOPIC_PATTERN, is_valid_topic
 
-MessageId = Annotated[str, StringConstraints(pattern=MESSAGE_ID_PATTERN)]
-Topic = Annotated[str, StringConstraints(pattern=TOPIC_PATTERN)]
+
+def _not_reserved(value: str) -> str:
+    if value in RESERVED_MESSAGE_IDS:
+        raise ValueError(f"{value!r} is reserved (it names a route under /v1/messages)")
+    return value
+
+
+def _kafka_topic(value: str) -> str:
+    if not is_valid_topic(value):
+        raise ValueError(f"{value!r} is not a valid Kafka topic name")
+    return value
+
+
+MessageId = Annotated[str, StringConstraints(pattern=MESSAGE_ID_PATTERN),
+                      AfterValidator(_not_reserved)]
+Topic = Annotated[str, StringConstraints(pattern=TOPIC_PATTERN), AfterValidator(_kafka_topic)]
 TopicGlob = Annotated[str, StringConstraints(min_length=1, max_length=249)]
 
 

@@ -6,7 +6,6 @@ Every field maps to an environment variable with the ``RMS_`` prefix, e.g.
 
 from __future__ import annotations
 
-from functools import cached_property
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -83,7 +82,7 @@ class Settings(BaseSettings):
             raise ConfigError("RMS_ADMIN_TOKEN must be at least 8 characters")
         return self
 
-    @cached_property
+    @property
     def policy(self) -> DeliveryPolicy:
         """The deployment-wide default policy for new messages."""
         return DeliveryPolicy(

@@ -12,8 +12,12 @@ APP_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 _APP_NAME_RE = re.compile(APP_NAME_PATTERN)
 
 
+# ids that would collide with the fixed routes under /v1/messages (batch/confirm, send)
+RESERVED_MESSAGE_IDS = frozenset({"batch", "send"})
+
+
 def is_valid_message_id(value: str) -> bool:
-    return bool(_MESSAGE_ID_RE.fullmatch(value))
+    return bool(_MESSAGE_ID_RE.fullmatch(value)) and value not in RESERVED_MESSAGE_IDS
 
 
 def is_valid_app_name(value: str) -> bool:

@@ -50,11 +50,17 @@ class AckConsumer:
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="ack-consumer")
 
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+    async def stop(self, grace_seconds: float = 1.0) -> None:
+        """Cancel the loop and give it ``grace_seconds`` to leave the group. A consumer
+        stopped while its group join is in flight waits for the join to finish (seconds on
+        some brokers); shutdown does not wait for that: the broker expires the member."""
+        if self._task is None:
+            return
+        self._task.cancel()
+        done, _ = await asyncio.wait({self._task}, timeout=grace_seconds)
+        if done:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                self._task.result()
 
     async def _run(self) -> None:
         while True:
