@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.api.conftest import SMALL_PAYLOAD_BYTES
 from tests.api.helpers import assert_problem, stored
