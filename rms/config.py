@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     callback_timeout_seconds: float = Field(default=5.0, gt=0)
     callback_max_response_bytes: int = Field(default=64 * 1024, ge=1)
 
+    # Reports: where `rms report` writes (the dashboard serves the latest summary.json from it)
+    report_dir: str | None = None
+
     # Observability
     log_level: str = "INFO"
     log_json: bool = True
