@@ -8,8 +8,9 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from message_service import problems
-from message_service.api import admin, health, messages
+from message_service.api import admin, dead_letters, health, messages
 from message_service.body_limit import BodyLimitMiddleware
+from message_service.dashboard import router as dashboard
 from message_service.deps import AuthCache, Services
 from message_service.service import MessageService
 from rms.config import Settings
@@ -67,5 +68,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.include_router(messages.router)
     app.include_router(admin.router)
+    app.include_router(dead_letters.router)
     app.include_router(health.router)
+    app.include_router(dashboard.router)
     return app

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Annotated
@@ -10,7 +11,7 @@ from fastapi import Depends, Request
 
 from message_service.service import MessageService
 from rms.config import Settings
-from rms.domain.errors import Unauthorized
+from rms.domain.errors import Invalid, Unauthorized
 from rms.domain.models import App
 from rms.domain.secrets import hash_api_key, same_secret
 from rms.store.admin import AdminStore
@@ -85,12 +86,23 @@ async def current_app(request: Request, wired: ServicesDep) -> App:
     return app
 
 
+OPERATOR_HEADER = "x-rms-operator"
+_OPERATOR_NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}")
+
+
 def admin(request: Request, wired: ServicesDep) -> str:
+    """The actor recorded in events: ``admin``, or ``admin:<name>`` when the caller names the
+    operator in ``X-RMS-Operator`` (the ``rms dead`` CLI sends the user's name)."""
     token = bearer_token(request)
     expected = wired.settings.admin_token
     if expected is None or not same_secret(token, expected):
         raise Unauthorized("this endpoint needs the admin token (RMS_ADMIN_TOKEN)")
-    return "admin"
+    operator = request.headers.get(OPERATOR_HEADER)
+    if operator is None:
+        return "admin"
+    if not _OPERATOR_NAME.fullmatch(operator):
+        raise Invalid("X-RMS-Operator must be 1-64 characters of A-Za-z0-9._@-")
+    return f"admin:{operator}"
 
 
 CurrentApp = Annotated[App, Depends(current_app)]

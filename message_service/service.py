@@ -22,7 +22,7 @@ from rms.domain.models import Actor, App, Message, NewMessage
 from rms.domain.topics import topic_allowed
 from rms.kafka.records import RESERVED_HEADER_PREFIX
 from rms.store.admin import RESEND
-from rms.store.messages import ACK, CANCEL, CONFIRM, MessageStore, Transition
+from rms.store.messages import ACK, CANCEL, CONFIRM, MessageStore, Transition, delivery_detail
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -101,27 +101,28 @@ class MessageService:
 
     # ---- operator side -------------------------------------------------------------------
 
-    async def admin_confirm(self, message_id: str) -> Message:
+    async def admin_confirm(self, message_id: str, *, actor: str = "admin") -> Message:
         message, changed = await self.store.transition(
-            message_id, CONFIRM, app=None, actor="admin", by=Actor.ADMIN)
+            message_id, CONFIRM, app=None, actor=actor, by=Actor.ADMIN)
         if changed:
             metrics.TRANSITIONS.labels("confirmed").inc()
             await self._publish_first(message)
         return message
 
-    async def admin_cancel(self, message_id: str) -> Message:
+    async def admin_cancel(self, message_id: str, *, actor: str = "admin") -> Message:
         message, changed = await self.store.transition(
-            message_id, CANCEL, app=None, actor="admin", by=Actor.ADMIN)
+            message_id, CANCEL, app=None, actor=actor, by=Actor.ADMIN)
         if changed:
             metrics.TRANSITIONS.labels("cancelled").inc()
         return message
 
-    async def admin_resend(self, message_id: str) -> Message:
+    async def admin_resend(self, message_id: str, *, actor: str = "admin") -> Message:
         """Publish a ``sent`` message again now (dead or not), clear ``dead`` and restart its
         delivery budget; ``delivery_count`` keeps counting."""
-        message, _ = await self.store.transition(message_id, RESEND, app=None, actor="admin")
+        message, _ = await self.store.transition(message_id, RESEND, app=None, actor=actor,
+                                                 detail=delivery_detail)
         metrics.TRANSITIONS.labels("resent").inc()
-        await self.dispatcher.deliver(message, actor="admin", reschedule=True)
+        await self.dispatcher.deliver(message, actor=actor, reschedule=True)
         return await self.store.get(message_id)
 
     # ---- helpers -------------------------------------------------------------------------

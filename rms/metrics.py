@@ -25,3 +25,8 @@ OLDEST_UNACKED = Gauge("rms_oldest_unacked_age_seconds",
                        "Age since confirm of the oldest non-dead unacknowledged sent message")
 OLDEST_DUE_CHECK_LAG = Gauge("rms_oldest_due_check_lag_seconds",
                              "How far past its check time the oldest due pending-send is")
+REDELIVERY_BATCH = Histogram("rms_redelivery_batch_size",
+                             "Messages claimed per recovery-worker round",
+                             buckets=(0, 1, 5, 10, 50, 100, 200, 500, 1000))
+DEAD_LETTERS_RESENT = Counter("rms_dead_letters_resent_total",
+                              "Dead letters resent by an operator's bulk resend")

@@ -97,24 +97,24 @@ async def message_events(_: AdminActor, wired: ServicesDep,
 
 
 @router.post("/messages/{message_id}/confirm", response_model=MessageOut, responses=ERRORS)
-async def admin_confirm(_: AdminActor, wired: ServicesDep,
+async def admin_confirm(actor: AdminActor, wired: ServicesDep,
                         message_id: MessageId = IdPath) -> MessageOut:
     """Resolve a pending-send by hand as committed (clears dead) and publish it."""
-    return message_out(await wired.service.admin_confirm(message_id))
+    return message_out(await wired.service.admin_confirm(message_id, actor=actor))
 
 
 @router.post("/messages/{message_id}/cancel", response_model=MessageOut, responses=ERRORS)
-async def admin_cancel(_: AdminActor, wired: ServicesDep,
+async def admin_cancel(actor: AdminActor, wired: ServicesDep,
                        message_id: MessageId = IdPath) -> MessageOut:
     """Resolve a pending-send by hand as rolled back (clears dead)."""
-    return message_out(await wired.service.admin_cancel(message_id))
+    return message_out(await wired.service.admin_cancel(message_id, actor=actor))
 
 
 @router.post("/messages/{message_id}/resend", response_model=MessageOut, responses=ERRORS)
-async def admin_resend(_: AdminActor, wired: ServicesDep,
+async def admin_resend(actor: AdminActor, wired: ServicesDep,
                        message_id: MessageId = IdPath) -> MessageOut:
     """Publish a sent message again now; clears dead and restarts its delivery budget."""
-    return message_out(await wired.service.admin_resend(message_id))
+    return message_out(await wired.service.admin_resend(message_id, actor=actor))
 
 
 @router.get("/stats", response_model=StatsOut, responses=ERRORS)

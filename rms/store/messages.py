@@ -47,6 +47,11 @@ def with_event(changed: CTE, event: Event, actor: str, detail: Detail) -> Select
     return select(changed).add_cte(history)
 
 
+def delivery_detail(changed: CTE) -> ColumnElement[Any]:
+    """``{"delivery": n}`` from the changed row (the number a resend reserved)."""
+    return func.jsonb_build_object("delivery", changed.c.delivery_count)
+
+
 @dataclass(frozen=True, slots=True)
 class Transition:
     """One guarded state change: from ``source`` to ``target`` with these column values."""
@@ -148,7 +153,7 @@ class MessageStore:
         actor: str,
         by: Actor | None = None,
         claim_token: str | None = None,
-        detail: Mapping[str, Any] | None = None,
+        detail: Detail | None = None,
     ) -> tuple[Message, bool]:
         """Apply ``change`` to one message. Returns ``(message, changed)``: ``changed`` is
         False for an idempotent repeat. Raises NotFound (unknown, or another app's) or
@@ -158,7 +163,8 @@ class MessageStore:
             guard.append(messages.c.app == app)
         if claim_token is not None:
             guard.append(messages.c.claim_token == claim_token)
-        event_detail = dict(detail or {}) | ({"by": by.value} if by else {})
+        event_detail: Detail = (
+            detail if callable(detail) else dict(detail or {}) | ({"by": by.value} if by else {}))
         changed = (
             update(messages).where(and_(*guard)).values(**change.values)
             .returning(*messages.c).cte("changed")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from tests.support import Api
 
 DESIGN_PATHS = [
+    "/v1/admin/dead-letters/resend",
+    "/v1/admin/report/summary",
     "/v1/messages",
     "/v1/messages/send",
     "/v1/messages/batch",

@@ -1,0 +1,46 @@
+"""Dead letters in bulk (admin token): ``POST /v1/admin/dead-letters/resend``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, Field, StringConstraints
+
+from message_service.api.convert import message_out
+from message_service.api.messages import ERRORS
+from message_service.deps import AdminActor, ServicesDep
+from message_service.schemas import MessageOut, Strict, Topic
+from recovery_service.operations import MAX_BULK_RESEND, DeadLetterOperations
+from rms.domain.ids import APP_NAME_PATTERN
+from rms.store.admin import MessageFilter
+
+router = APIRouter(prefix="/v1/admin/dead-letters", tags=["admin"])
+
+
+class DeadLetterResend(Strict):
+    topic: Topic | None = Field(default=None, description="only this topic")
+    app: Annotated[str, StringConstraints(pattern=APP_NAME_PATTERN)] | None = Field(
+        default=None, description="only this producer app")
+    limit: int = Field(ge=1, le=MAX_BULK_RESEND,
+                       description=f"at most this many messages (1-{MAX_BULK_RESEND})")
+    dry_run: bool = Field(default=False,
+                          description="only show what would be resent; change nothing")
+
+
+class DeadLetterResendOut(BaseModel):
+    dry_run: bool
+    count: int
+    messages: list[MessageOut] = Field(description="resent (or, in a dry run, would be)")
+
+
+@router.post("/resend", response_model=DeadLetterResendOut, responses=ERRORS)
+async def resend_dead_letters(body: DeadLetterResend, actor: AdminActor, wired: ServicesDep,
+                              request: Request) -> DeadLetterResendOut:
+    """Resend dead sent messages matching the filters, oldest first, up to the limit."""
+    operations = DeadLetterOperations.create(wired.service.dispatcher, wired.messages,
+                                             wired.admin, request.app.state.engine)
+    found = await operations.bulk_resend(MessageFilter(topic=body.topic, app=body.app),
+                                         body.limit, actor=actor, dry_run=body.dry_run)
+    return DeadLetterResendOut(dry_run=body.dry_run, count=len(found),
+                               messages=[message_out(m) for m in found])

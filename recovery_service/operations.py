@@ -1,0 +1,72 @@
+"""Operator actions on dead letters, shared by the HTTP API and (through it) ``rms dead``.
+
+Only dead ``sent`` messages are resent here; a dead ``pending-send`` has an unknown outcome and
+is resolved with admin confirm or cancel instead. A resend is the RESEND transition (clears
+``dead``, restarts the delivery budget, reserves the next delivery number, records ``resent``
+with the actor) followed by a publish through the one publish path,
+:meth:`rms.delivery.Dispatcher.deliver`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from rms import metrics
+from rms.delivery import Dispatcher
+from rms.domain.models import Message
+from rms.store.admin import AdminStore, MessageFilter
+from rms.store.messages import MessageStore
+from rms.store.redeliveries import RedeliveryStore
+
+log = structlog.get_logger(__name__)
+MAX_BULK_RESEND = 1000
+PUBLISH_CONCURRENCY = 64
+
+
+@dataclass
+class DeadLetterOperations:
+    """Takes the message service's own dispatcher and stores (not the service, so the recovery
+    package does not depend on the HTTP one)."""
+
+    dispatcher: Dispatcher
+    messages: MessageStore
+    admin: AdminStore
+    redeliveries: RedeliveryStore
+
+    @classmethod
+    def create(cls, dispatcher: Dispatcher, messages: MessageStore, admin: AdminStore,
+               engine: AsyncEngine) -> DeadLetterOperations:
+        return cls(dispatcher, messages, admin, RedeliveryStore(engine))
+
+    async def bulk_resend(self, where: MessageFilter, limit: int, *, actor: str,
+                          dry_run: bool) -> list[Message]:
+        """Resend up to ``limit`` dead ``sent`` messages matching ``where``, oldest first, or
+        with ``dry_run`` only list the ones that would be resent (nothing changes)."""
+        if dry_run:
+            return await self.admin.dead_candidates(where, limit)
+        resent = await self.redeliveries.resend_dead(where, limit, actor)
+        metrics.TRANSITIONS.labels("resent").inc(len(resent))
+        metrics.DEAD_LETTERS_RESENT.inc(len(resent))
+        log.info("dead_letters.resent", actor=actor, count=len(resent), app=where.app,
+                 topic=where.topic)
+        await self._publish(resent, actor)
+        return await self._current(resent)
+
+    async def _publish(self, resent: Sequence[Message], actor: str) -> None:
+        gate = asyncio.Semaphore(PUBLISH_CONCURRENCY)
+
+        async def one(message: Message) -> None:
+            async with gate:
+                await self.dispatcher.deliver(message, actor=actor, reschedule=True)
+
+        await asyncio.gather(*(one(message) for message in resent))
+
+    async def _current(self, resent: Sequence[Message]) -> list[Message]:
+        """The messages as they are after their publish (delivery count, next deadline)."""
+        stored = await self.messages.get_many([m.message_id for m in resent])
+        return [stored.get(m.message_id, m) for m in resent]

@@ -1,0 +1,185 @@
+"""One recovery worker: each tick flags spent messages dead and re-publishes due ones, in rounds
+of ``RMS_WORKER_BATCH_SIZE`` until nothing is due (see the package docstring for the rules)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from recovery_service.recorder import BatchedDeliveries, Outcomes
+from rms import metrics
+from rms.config import Settings
+from rms.delivery import Dispatcher
+from rms.domain.models import Message
+from rms.kafka.publisher import Publisher
+from rms.store.admin import AdminStore
+from rms.store.redeliveries import RedeliveryStore, Round
+from rms.worker import WorkerContext
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class TickReport:
+    """What one tick did (tests and logs read it)."""
+
+    rounds: int = 0
+    claimed: int = 0
+    published: int = 0
+    failed: int = 0
+    dead: int = 0
+
+    def add(self, claimed: int, published: int, failed: int, dead: int) -> None:
+        self.rounds += 1
+        self.claimed += claimed
+        self.published += published
+        self.failed += failed
+        self.dead += dead
+
+
+@dataclass
+class RecoveryWorker:
+    settings: Settings
+    engine: AsyncEngine
+    publisher: Publisher
+    worker_id: str
+    recorder: BatchedDeliveries = field(init=False)
+    dispatcher: Dispatcher = field(init=False)
+    store: RedeliveryStore = field(init=False)
+    probing: bool = field(default=False, init=False)
+    _gauge_refreshed: float = field(default=0.0, init=False)
+
+    def __post_init__(self) -> None:
+        if self.settings.worker_lease_seconds <= 2 * self.settings.kafka_publish_timeout_seconds:
+            log.warning("recovery.short_lease", lease_seconds=self.settings.worker_lease_seconds,
+                        publish_timeout_seconds=self.settings.kafka_publish_timeout_seconds,
+                        hint="a claim may expire while its publish is still in flight; set "
+                             "RMS_WORKER_LEASE_SECONDS well above RMS_KAFKA_PUBLISH_TIMEOUT_SECONDS")
+        self.recorder = BatchedDeliveries(self.engine)
+        self.dispatcher = Dispatcher(self.publisher, self.recorder,
+                                     self.settings.publish_retry_seconds,
+                                     self.settings.delivery_backoff_cap_seconds)
+        self.store = RedeliveryStore(self.engine)
+
+    @classmethod
+    def from_context(cls, context: WorkerContext) -> RecoveryWorker:
+        return cls(context.settings, context.engine, context.publisher, context.worker_id)
+
+    async def tick(self) -> TickReport:
+        """Rounds until one claims less than a full batch (the backlog is drained) or a publish
+        fails; then the next tick comes on the scheduler's interval.
+
+        The rounds are pipelined for throughput: while a batch is being published the next one
+        is already being claimed (only after a full batch), and a batch's outcomes are written
+        while the next batch is published. Every guard still holds per message, so the overlap
+        changes timing only.
+        """
+        report = TickReport()
+        await self._refresh_gauge()
+        claim = self._claim() if self.publisher.ready else None
+        writing: asyncio.Task[int] | None = None
+        try:
+            while claim is not None:
+                limit, found = await claim
+                more = len(found.claimed) + len(found.dead) >= limit and not report.failed
+                claim = self._claim() if more else None
+                outcomes = await self._publish_round(found, report)
+                if writing is not None:
+                    await writing
+                writing = asyncio.create_task(self.recorder.write(outcomes))
+            await _finish(writing)
+        finally:
+            await _abandon(claim, writing)
+        if report.claimed or report.dead:
+            log.info("recovery.tick", worker=self.worker_id, rounds=report.rounds,
+                     claimed=report.claimed, published=report.published, failed=report.failed,
+                     dead=report.dead)
+        return report
+
+    def _claim(self) -> asyncio.Task[tuple[int, Round]]:
+        """Start claiming the next round (one probe after a round whose publishes all failed)."""
+        limit = 1 if self.probing else self.settings.worker_batch_size
+
+        async def claim() -> tuple[int, Round]:
+            await self._refresh_gauge()
+            found = await self.store.claim_round(
+                limit=limit, token=self._token(),
+                lease_seconds=self.settings.worker_lease_seconds, actor=self.worker_id)
+            return limit, found
+
+        return asyncio.create_task(claim())
+
+    async def _publish_round(self, found: Round, report: TickReport) -> Outcomes:
+        """Publish a claimed round; returns its outcomes, still to be written."""
+        self._report_dead(found)
+        await self._publish(found.claimed)
+        outcomes = self.recorder.take()
+        published, failed = len(outcomes.accepted), len(outcomes.failed)
+        report.add(len(found.claimed), published, failed, len(found.dead))
+        metrics.REDELIVERIES.inc(published)
+        metrics.REDELIVERY_BATCH.observe(len(found.claimed))
+        if found.claimed:
+            self.probing = published == 0
+        return outcomes
+
+    async def _publish(self, claimed: list[Message]) -> None:
+        """Concurrent publishes, at most ``RMS_WORKER_CONCURRENCY`` in flight."""
+        if len(claimed) <= self.settings.worker_concurrency:
+            await asyncio.gather(*(self._deliver(message) for message in claimed))
+            return
+        gate = asyncio.Semaphore(self.settings.worker_concurrency)
+
+        async def gated(message: Message) -> None:
+            async with gate:
+                await self._deliver(message)
+
+        await asyncio.gather(*(gated(message) for message in claimed))
+
+    async def _deliver(self, message: Message) -> None:
+        await self.dispatcher.deliver(message, actor=self.worker_id, reschedule=True)
+
+    def _report_dead(self, found: Round) -> None:
+        for message in found.dead:
+            reason = message.dead_reason.value if message.dead_reason else "unknown"
+            metrics.DEAD_LETTERS.labels(reason).inc()
+            log.warning("recovery.dead", message_id=message.message_id, app=message.app,
+                        topic=message.topic, state=message.state.value,
+                        attempt=message.deliveries_in_budget, reason=reason)
+
+    async def _refresh_gauge(self) -> None:
+        """The oldest unacked age, at most once per interval (cheap: a partial index)."""
+        now = time.monotonic()
+        if now - self._gauge_refreshed < self.settings.worker_interval_seconds:
+            return
+        self._gauge_refreshed = now
+        _, oldest_unacked = await AdminStore(self.engine).oldest_ages()
+        metrics.OLDEST_UNACKED.set(oldest_unacked or 0.0)
+
+    def _token(self) -> str:
+        """Names the worker, so an operator (or a test) sees who holds a claim."""
+        return f"{self.worker_id}:{uuid.uuid4().hex[:8]}"
+
+
+async def _finish(task: asyncio.Task[int] | None) -> None:
+    if task is not None:
+        await task
+
+
+async def _abandon(claim: asyncio.Task[Any] | None, writing: asyncio.Task[int] | None) -> None:
+    """After a failed round: stop a claim still running (one stopped after it committed leaves
+    its messages under their lease, so they come due again) but let the last write finish, so
+    the publishes it records are not made again."""
+    if claim is not None and not claim.done():
+        claim.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await claim
+    if writing is not None and not writing.done():
+        with contextlib.suppress(Exception):
+            await writing

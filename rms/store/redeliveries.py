@@ -1,0 +1,243 @@
+"""The recovery service's SQL: claim due messages, flag spent ones dead, record many publish
+outcomes at once, and resend dead letters in bulk.
+
+Each statement is guarded the same way as :mod:`rms.store.messages` (``state = 'sent'``, and for
+outcomes ``delivery_count = <the number published>``), so an ack, an admin resend or another
+worker that got there first simply makes the row not match.
+
+Claiming (design decisions of issue 4), one statement per round (:func:`round_statement`):
+
+* a message is *due* when ``state = 'sent' AND NOT dead AND next_delivery_at <= now()``: its ack
+  deadline passed, or its publish failed and the retry time came (index
+  ``messages_due_deliveries``);
+* up to ``limit`` due messages are locked with ``FOR UPDATE SKIP LOCKED``, oldest deadline
+  first, so concurrent workers never take the same message in one round;
+* a locked message whose budget is spent (``delivery_count - delivery_base >= max_deliveries``)
+  is flagged dead (``delivery-exhausted``). Because the ack deadline after the last delivery is
+  what made it due, a late ack inside that deadline still wins;
+* every other locked message gets its next delivery number reserved (``delivery_count + 1``)
+  and ``next_delivery_at`` moved to the end of a lease, so a worker that dies leaves it due
+  again when the lease ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import (
+    ARRAY,
+    CTE,
+    ColumnElement,
+    Float,
+    Integer,
+    Select,
+    Text,
+    column,
+    func,
+    insert,
+    literal,
+    select,
+    union_all,
+    update,
+)
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from rms.domain.models import Message
+from rms.domain.states import DeadReason, Event, State
+from rms.store.admin import RESEND, MessageFilter
+from rms.store.messages import delivery_detail, seconds, with_event
+from rms.store.rows import to_message
+from rms.store.schema import message_events, messages
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """A publish the broker accepted; the next ack deadline is ``due_seconds`` from now."""
+
+    message_id: str
+    delivery: int
+    due_seconds: float
+    actor: str
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """A publish the broker refused or timed out; its delivery number is given back."""
+
+    message_id: str
+    delivery: int
+    error: str | None
+    retry_seconds: float
+    actor: str
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """One claim round: messages flagged dead and messages claimed for publishing."""
+
+    dead: list[Message]
+    claimed: list[Message]
+
+
+def _due() -> list[ColumnElement[bool]]:
+    return [
+        messages.c.state == State.SENT.value,
+        ~messages.c.dead,
+        messages.c.next_delivery_at <= func.now(),
+    ]
+
+
+def _spent() -> ColumnElement[bool]:
+    return (messages.c.delivery_count - messages.c.delivery_base) >= messages.c.max_deliveries
+
+
+def _locked(chosen: Select[Any], name: str) -> CTE:
+    """The rows a statement will change, chosen and locked exactly once.
+
+    ``UPDATE ... WHERE id IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)`` is not safe: the
+    planner may run the sub-select once per outer row, and rows this very statement already
+    updated are then skipped as locked, so the "window" moves and more than ``n`` rows change.
+    A ``MATERIALIZED`` CTE is evaluated once.
+    """
+    return chosen.with_for_update(skip_locked=True).cte(name).prefix_with("MATERIALIZED")
+
+
+def round_statement(limit: int, token: str, lease_seconds: float, actor: str) -> Any:
+    """One claim round in one statement and one index scan: lock up to ``limit`` due messages
+    (oldest deadline first); flag those with a spent budget dead (with a ``dead`` event) and
+    reserve the next delivery number of the others under a lease. Returns the changed rows
+    with ``flagged_dead`` telling the two apart."""
+    due = _locked(
+        select(messages.c.message_id, _spent().label("spent")).where(*_due())
+        .order_by(messages.c.next_delivery_at).limit(limit),
+        "due")
+    dead = (
+        update(messages)
+        .where(messages.c.message_id == due.c.message_id, due.c.spent)
+        .values(dead=True, dead_reason=DeadReason.DELIVERY_EXHAUSTED.value, claim_token=None,
+                next_delivery_at=None)
+        .returning(*messages.c)
+        .cte("dead")
+    )
+    claimed = (
+        update(messages)
+        .where(messages.c.message_id == due.c.message_id, ~due.c.spent)
+        .values(delivery_count=messages.c.delivery_count + 1, claim_token=token,
+                next_delivery_at=func.now() + seconds(literal(lease_seconds)))
+        .returning(*messages.c)
+        .cte("claimed")
+    )
+
+    def detail(rows: CTE) -> ColumnElement[Any]:
+        return func.jsonb_build_object(
+            "reason", DeadReason.DELIVERY_EXHAUSTED.value,
+            "deliveries", rows.c.delivery_count - rows.c.delivery_base)
+
+    flagged = with_event(dead, Event.DEAD, actor, detail).add_columns(
+        literal(True).label("flagged_dead"))
+    return union_all(flagged, select(claimed, literal(False).label("flagged_dead")))
+
+
+def _batch(*columns: tuple[str, Any, list[Any]]) -> Any:
+    """``unnest(:a, :b, ...) AS batch(a, b, ...)``: many rows as one parameter per column."""
+    arrays = [literal(values, ARRAY(kind)) for _, kind, values in columns]
+    return (
+        func.unnest(*arrays)
+        .table_valued(*(column(name, kind) for name, kind, _ in columns))
+        .render_derived(name="batch")
+    )
+
+
+class RedeliveryStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def claim_round(self, *, limit: int, token: str, lease_seconds: float,
+                          actor: str) -> Round:
+        """Flag the spent and claim the rest of up to ``limit`` due messages (one statement)."""
+        statement = round_statement(limit, token, lease_seconds, actor)
+        async with self._engine.begin() as conn:
+            rows = (await conn.execute(statement)).all()
+        return Round(dead=[to_message(row) for row in rows if row.flagged_dead],
+                     claimed=[to_message(row) for row in rows if not row.flagged_dead])
+
+    async def record_accepted_many(self, accepted: Sequence[Accepted]) -> int:
+        """Set the next ack deadline of every row still at the published number and append
+        every ``published`` event (history counts even if an ack won meanwhile). Two statements,
+        whatever the batch size. Returns how many rows were rescheduled."""
+        if not accepted:
+            return 0
+        batch = _batch(("message_id", Text, [a.message_id for a in accepted]),
+                       ("delivery", Integer, [a.delivery for a in accepted]),
+                       ("due", Float, [a.due_seconds for a in accepted]),
+                       ("actor", Text, [a.actor for a in accepted]))
+        reschedule = (
+            update(messages)
+            .where(messages.c.message_id == batch.c.message_id,
+                   messages.c.state == State.SENT.value,
+                   messages.c.delivery_count == batch.c.delivery)
+            .values(next_delivery_at=func.now() + seconds(batch.c.due), claim_token=None)
+        )
+        history = insert(message_events).from_select(
+            ["message_id", "event", "actor", "detail"],
+            select(batch.c.message_id, literal(Event.PUBLISHED.value), batch.c.actor,
+                   func.jsonb_build_object("delivery", batch.c.delivery)),
+        )
+        async with self._engine.begin() as conn:
+            changed = (await conn.execute(reschedule)).rowcount
+            await conn.execute(history)
+        return int(changed)
+
+    async def record_failed_many(self, failed: Sequence[Failed]) -> int:
+        """Give every reserved number back, make the rows due again after their retry time and
+        append the ``publish-failed`` events. Returns how many rows changed."""
+        if not failed:
+            return 0
+        batch = _batch(("message_id", Text, [f.message_id for f in failed]),
+                       ("delivery", Integer, [f.delivery for f in failed]),
+                       ("retry", Float, [f.retry_seconds for f in failed]),
+                       ("error", Text, [f.error for f in failed]),
+                       ("actor", Text, [f.actor for f in failed]))
+        give_back = (
+            update(messages)
+            .where(messages.c.message_id == batch.c.message_id,
+                   messages.c.state == State.SENT.value,
+                   messages.c.delivery_count == batch.c.delivery)
+            .values(delivery_count=messages.c.delivery_count - 1, claim_token=None,
+                    next_delivery_at=func.now() + seconds(batch.c.retry))
+        )
+        history = insert(message_events).from_select(
+            ["message_id", "event", "actor", "detail"],
+            select(batch.c.message_id, literal(Event.PUBLISH_FAILED.value), batch.c.actor,
+                   func.jsonb_build_object("delivery", batch.c.delivery, "error", batch.c.error)),
+        )
+        async with self._engine.begin() as conn:
+            changed = (await conn.execute(give_back)).rowcount
+            await conn.execute(history)
+        return int(changed)
+
+    async def resend_dead(self, where: MessageFilter, limit: int, actor: str) -> list[Message]:
+        """The bulk dead-letter resend: in one statement, take up to ``limit`` dead ``sent``
+        messages matching ``where`` (oldest first, skipping rows another operator is resending)
+        and apply the RESEND transition to them, with a ``resent {"delivery": n}`` event each.
+        The caller publishes the returned messages."""
+        chosen = _locked(
+            select(messages.c.message_id)
+            .where(messages.c.dead, messages.c.state == State.SENT.value, *where.clauses())
+            .order_by(messages.c.created_at, messages.c.message_id)
+            .limit(limit),
+            "chosen")
+        changed = (
+            update(messages)
+            .where(messages.c.message_id == chosen.c.message_id, messages.c.dead,
+                   messages.c.state == RESEND.source.value)
+            .values(**RESEND.values)
+            .returning(*messages.c)
+            .cte("changed")
+        )
+        async with self._engine.begin() as conn:
+            rows = await conn.execute(with_event(changed, RESEND.event, actor, delivery_detail))
+            found = [to_message(row) for row in rows]
+        return sorted(found, key=lambda m: (m.created_at, m.message_id))

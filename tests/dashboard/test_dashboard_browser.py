@@ -1,0 +1,225 @@
+"""The dashboard in a real browser: headless Debian Chromium (driven by Playwright) against
+``rms serve`` running as a subprocess on a seeded database; the page shows the live counts, draws
+the SLA charts, lists a dead letter and resends it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from rms.embedded import EmbeddedKafka, free_port
+from tests.dashboard.summary_fixture import write_summary
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+ADMIN_TOKEN = "browser-admin-token"
+CHECK_URL = "http://127.0.0.1:1/check"
+SCREENSHOT = Path("/tmp/dashboard.png")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Service:
+    base_url: str
+    client: httpx.Client
+
+    @property
+    def admin(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+    def call(self, method: str, path: str, token: str = ADMIN_TOKEN, **kwargs: Any) -> Any:
+        response = self.client.request(method, path, headers={"Authorization": f"Bearer {token}"},
+                                       **kwargs)
+        assert response.status_code in (200, 201), response.text
+        return response.json()
+
+
+@pytest.fixture
+def service(database_url: str, kafka: EmbeddedKafka, unique: str,
+            tmp_path: Path) -> Iterator[Service]:
+    """``rms serve`` on a free port, with RMS_REPORT_DIR holding a report summary."""
+    write_summary(tmp_path / "report")
+    port = free_port()
+    env = os.environ | {
+        "RMS_DATABASE_URL": database_url,
+        "RMS_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+        "RMS_ADMIN_TOKEN": ADMIN_TOKEN,
+        "RMS_REPORT_DIR": str(tmp_path / "report"),
+        "RMS_ALLOW_PRIVATE_CALLBACKS": "true",
+        "RMS_ACK_TOPIC": f"rms.acks.{unique}",
+        "RMS_ACK_CONSUMER_GROUP": f"rms-acks-{unique}",
+    }
+    log = (tmp_path / "serve.log").open("wb")
+    process = subprocess.Popen([sys.executable, "-m", "rms.cli", "serve", "--port", str(port)],
+                               env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(base_url=base_url, timeout=10.0) as client:
+            _wait_ready(client, process, tmp_path / "serve.log")
+            yield Service(base_url, client)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        log.close()
+
+
+def _wait_ready(client: httpx.Client, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"rms serve exited: {log.read_text(errors='replace')[-2000:]}")
+        try:
+            if client.get("/readyz").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    pytest.fail("rms serve did not become ready in 30 s")
+
+
+@dataclass
+class Seeded:
+    app: str
+    api_key: str
+    topic: str
+    dead_id: str
+
+
+def seed(service: Service, database_url: str, unique: str) -> Seeded:
+    """Through the HTTP API: 2 pending-send, 1 deleted, 2 sent, 1 done; then one sent made
+    dead (delivery-exhausted) with SQL, as the recovery worker would after its budget."""
+    name, topic = f"shop-{unique}", f"orders.{unique}"
+    created = service.call("POST", "/v1/admin/apps", json={
+        "name": name, "produce_topics": ["orders.*"], "consume_topics": ["orders.*"],
+        "check_url_prefixes": [CHECK_URL]})
+    key = created["api_key"]
+
+    def message(path: str, n: int) -> str:
+        body = {"topic": topic, "payload": {"order": n}, "check_url": CHECK_URL,
+                "check_after_seconds": 3600}
+        return str(service.call("POST", path, key, json=body)["message_id"])
+
+    for n in range(3):
+        message("/v1/messages", n)
+    cancelled = message("/v1/messages", 3)
+    service.call("POST", f"/v1/messages/{cancelled}/cancel", key)
+    sent = [message("/v1/messages/send", n) for n in range(4, 7)]
+    service.call("POST", f"/v1/messages/{sent[0]}/ack", key)
+    asyncio.run(_make_dead(database_url, sent[1]))
+    return Seeded(name, key, topic, sent[1])
+
+
+async def _make_dead(database_url: str, message_id: str) -> None:
+    engine = create_async_engine(database_url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(text(
+                "UPDATE messages SET dead = true, dead_reason = 'delivery-exhausted', "
+                "next_delivery_at = NULL WHERE message_id = :id"), {"id": message_id})
+    finally:
+        await engine.dispose()
+
+
+def _cells(page: Any, app: str, topic: str) -> list[str]:
+    row = page.locator(f'#live-table tr[data-app="{app}"][data-topic="{topic}"]')
+    return [text.strip() for text in row.locator("td").all_inner_texts()]
+
+
+@pytest.mark.timeout(90)
+def test_dashboard_in_chromium(service: Service, database_url: str, unique: str) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip(f"Debian chromium is not installed at {CHROMIUM}")
+    from playwright.sync_api import expect, sync_playwright
+
+    seeded = seed(service, database_url, unique)
+    before = service.call("GET", f"/v1/admin/messages/{seeded.dead_id}")
+    assert before["dead"] is True
+
+    problems: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+            page.on("console", lambda msg: problems.append(msg.text)
+                    if "Content Security Policy" in msg.text else None)
+            page.goto(f"{service.base_url}/dashboard")
+            expect(page.locator("#login")).to_be_visible()
+
+            # a wrong token: the API answers 401 and the form comes back with the message
+            page.fill("#token", "not-the-token")
+            page.click("#login-form button[type=submit]")
+            expect(page.locator("#login-error")).to_contain_text("admin token")
+            expect(page.locator("#app")).to_be_hidden()
+
+            page.fill("#token", ADMIN_TOKEN)
+            page.click("#login-form button[type=submit]")
+            expect(page.locator("#app")).to_be_visible()
+            assert ADMIN_TOKEN not in page.url
+
+            # live: app, topic, pending-send, sent, done, deleted, dead, two ages
+            row = f'#live-table tr[data-app="{seeded.app}"][data-topic="{seeded.topic}"]'
+            expect(page.locator(row)).to_be_visible()
+            cells = _cells(page, seeded.app, seeded.topic)
+            assert cells[:7] == [seeded.app, seeded.topic, "3", "2", "1", "1", "1"], cells
+            assert cells[7].endswith(" s") and cells[8].endswith(" s"), cells
+
+            # ... refreshing without a reload
+            service.call("POST", "/v1/messages/send", seeded.api_key,
+                         json={"topic": seeded.topic, "payload": {"late": True},
+                               "check_url": CHECK_URL})
+            expect(page.locator(row).locator("td").nth(3)).to_have_text("3", timeout=8000)
+
+            # SLA charts: bars with a width, latency lines with a path
+            bars = page.locator("#chart-outcomes svg rect.bar")
+            expect(bars.first).to_be_attached()
+            widths = [float(w or 0) for w in bars.evaluate_all(
+                "nodes => nodes.map(n => n.getAttribute('width'))")]
+            assert len(widths) == 13 and max(widths) > 0
+            compliance = page.locator("#chart-compliance svg rect.bar")
+            expect(compliance).to_have_count(2)
+            lines = page.locator("#chart-latency svg path.series")
+            expect(lines).to_have_count(12)  # 4 stages x p50/p95/p99
+            assert all(len(d or "") > 10 for d in lines.evaluate_all(
+                "nodes => nodes.map(n => n.getAttribute('d'))"))
+            expect(page.locator("#sla-table tbody tr")).to_have_count(2)
+
+            # dead letters: the dead message is listed; open it and resend
+            dead_row = page.locator(f'#dead-table tr[data-id="{seeded.dead_id}"]')
+            expect(dead_row).to_contain_text("delivery-exhausted")
+            dead_row.click()
+            expect(page.locator("#detail-dead")).to_have_text("yes")
+            expect(page.locator("#detail-events li").first).to_be_visible()
+            expect(page.locator("#action-confirm")).to_be_hidden()
+            page.click("#action-resend")
+            expect(page.locator("#action-result")).to_contain_text("Resent: delivery #2")
+            expect(page.locator("#detail-dead")).to_have_text("no")
+            expect(page.locator("#detail-events li[data-event=resent]")).to_be_visible()
+            expect(dead_row).to_have_count(0)
+            expect(page.locator(row).locator("td").nth(6)).to_have_text("0")
+            page.screenshot(path=str(SCREENSHOT), full_page=True)
+        finally:
+            browser.close()
+
+    after = service.call("GET", f"/v1/admin/messages/{seeded.dead_id}")
+    assert after["dead"] is False and after["dead_reason"] is None
+    assert after["delivery_count"] == before["delivery_count"] + 1
+    events = service.call("GET", f"/v1/admin/messages/{seeded.dead_id}/events")["events"]
+    assert "resent" in [event["event"] for event in events]
+    assert problems == []
