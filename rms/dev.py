@@ -121,16 +121,17 @@ def _start(stack: Stack, *, demo: bool) -> None:
         if not stack.postgres.psql(f"SELECT 1 FROM pg_database WHERE datname = '{database}'"):
             stack.postgres.create_database(database)
     upgrade(stack.postgres.url("rms"))
+    orders_port, points_port = stack.port + 1, stack.port + 2
+    if demo:  # before the API answers /readyz, so the demo keys work as soon as it does
+        asyncio.run(_create_demo_apps(stack, orders_port))
+        stack.postgres.psql(  # the demo's callback port follows --port
+            f"UPDATE apps SET check_url_prefixes = ARRAY['http://127.0.0.1:{orders_port}/'] "
+            "WHERE name = 'orders'", "rms")
     stack.spawn("api", ["-m", "rms.cli", "serve", "--port", str(stack.port)])
     _wait_ready(stack)
     for name, argv in _workers():
         stack.spawn(name, argv)
     if demo:
-        orders_port, points_port = stack.port + 1, stack.port + 2
-        asyncio.run(_create_demo_apps(stack, orders_port))
-        stack.postgres.psql(  # the demo's callback port follows --port
-            f"UPDATE apps SET check_url_prefixes = ARRAY['http://127.0.0.1:{orders_port}/'] "
-            "WHERE name = 'orders'", "rms")
         for name, argv, env in _demo_services(stack, orders_port, points_port):
             stack.spawn(name, argv, env)
 

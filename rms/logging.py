@@ -25,5 +25,5 @@ def configure(level: str = "INFO", json: bool = True) -> None:
         cache_logger_on_first_use=True,
     )
     logging.basicConfig(level=level.upper(), stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
-    for noisy in ("aiokafka", "kafka"):
+    for noisy in ("aiokafka", "kafka", "apscheduler"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

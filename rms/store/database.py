@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from rms.config import Settings
@@ -13,6 +14,10 @@ def normalise_url(url: str) -> str:
         if url.startswith(prefix):
             return "postgresql+asyncpg://" + url[len(prefix):]
     return url
+
+
+def _json_dumps(value: object) -> str:
+    return orjson.dumps(value).decode()
 
 
 def create_engine(settings: Settings, *, pool_size: int | None = None) -> AsyncEngine:
@@ -29,4 +34,6 @@ def create_engine(settings: Settings, *, pool_size: int | None = None) -> AsyncE
         # round trip on every request
         pool_reset_on_return=None,
         connect_args={"server_settings": {"application_name": "rms"}},
+        json_serializer=_json_dumps,
+        json_deserializer=orjson.loads,
     )
