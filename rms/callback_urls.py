@@ -63,12 +63,27 @@ def matches_prefix(url: str, prefixes: Iterable[str]) -> bool:
     return False
 
 
+# IPv6 ranges Python 3.11's ``is_global`` still calls global: IPv4-compatible ``::a.b.c.d``
+# (routed as IPv4 by some stacks), deprecated site-local, and local-use NAT64 (RFC 8215).
+_NON_GLOBAL_V6 = tuple(ipaddress.IPv6Network(net) for net in ("::/96", "fec0::/10", "64:ff9b:1::/48"))
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 spelling carries (mapped, 6to4, Teredo client, NAT64)."""
+    if address in _NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address.ipv4_mapped or address.sixtofour or (address.teredo[1] if address.teredo else None)
+
+
 def is_public(address: IPAddress) -> bool:
     """Global unicast only: refuses loopback, private, link-local (cloud metadata
-    169.254.169.254), CGNAT, multicast, reserved, and IPv4-mapped/6to4 spellings of those."""
+    169.254.169.254), CGNAT, multicast, reserved, and IPv6 spellings of those (IPv4-mapped,
+    IPv4-compatible, 6to4, Teredo, NAT64, site-local)."""
     if isinstance(address, ipaddress.IPv6Address):
-        embedded = address.ipv4_mapped or address.sixtofour or (
-            address.teredo[1] if address.teredo else None)
+        if any(address in network for network in _NON_GLOBAL_V6):
+            return False
+        embedded = _embedded_ipv4(address)
         if embedded is not None and not is_public(embedded):
             return False
     return bool(address.is_global) and not address.is_multicast
@@ -101,9 +116,27 @@ async def checked_address(url: str, *, allow_private: bool) -> IPAddress | None:
     return addresses[0]
 
 
-async def validate_check_url(url: str, prefixes: Iterable[str], *, allow_private: bool) -> None:
-    """Prepare-time check: prefix, scheme, and the SSRF guard."""
+@dataclass(frozen=True, slots=True)
+class CallTarget:
+    """Where a check-back call may connect: ``address`` is the checked address (the connection
+    must go there, never to a fresh DNS answer), None when private callbacks are allowed."""
+
+    host: str
+    port: int
+    address: IPAddress | None
+
+
+async def call_target(url: str, prefixes: Iterable[str], *, allow_private: bool) -> CallTarget:
+    """Prefix, scheme and SSRF guard for ``url``; raises Invalid. Run at prepare time and again
+    at call time (the app's prefixes may have changed, and DNS may answer differently now)."""
     if not matches_prefix(url, prefixes):
         raise Invalid(f"check_url {url!r} does not start with one of the app's "
                       "check_url_prefixes")
-    await checked_address(url, allow_private=allow_private)
+    parsed = ParsedUrl.parse(url)
+    return CallTarget(parsed.host, parsed.port,
+                      await checked_address(url, allow_private=allow_private))
+
+
+async def validate_check_url(url: str, prefixes: Iterable[str], *, allow_private: bool) -> None:
+    """Prepare-time check: prefix, scheme, and the SSRF guard."""
+    await call_target(url, prefixes, allow_private=allow_private)

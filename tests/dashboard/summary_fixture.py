@@ -52,8 +52,8 @@ def summary() -> dict[str, Any]:
         hourly=Rows([]), daily=Rows([]), topics=Rows(topics), hours=Rows(hours),
         days=Rows([{"day": AS_OF.date()} | metrics(6, 0.95)]), totals=Rows([metrics(6, 0.95)]),
         stuck=Rows([]),
-        distributions=Rows([{"name": "checkbacks_per_message", "value": 0, "messages": 90},
-                            {"name": "deliveries_per_message", "value": 1, "messages": 100}]),
+        checkbacks_per_message=Rows([{"value": 0, "messages": 90}]),
+        deliveries_per_message=Rows([{"value": 1, "messages": 100}]),
     )
     context = ReportContext(as_of=AS_OF, source="jdbc", generated_at=AS_OF)
     return build_summary(tables, context)
