@@ -116,7 +116,7 @@ def _claim_statement() -> CompoundSelect[Any]:
         select(messages.c.message_id,
                (messages.c.check_count >= messages.c.max_checks).label("exhausted"))
         .where(_DUE).order_by(messages.c.next_check_at).limit(bindparam("limit"))
-        .with_for_update(skip_locked=True).cte("due")
+        .with_for_update(skip_locked=True).cte("due").prefix_with("MATERIALIZED")
     )
     claimed = (
         update(messages)

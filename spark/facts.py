@@ -1,0 +1,203 @@
+"""One row per message of the window: what happened to it and when. Every metric of the report
+is an aggregate of these rows, so the rules below are the report's semantics.
+
+Buckets: ``hour`` and ``day`` are the message's ``created_at`` truncated in UTC.
+
+Kind: a message with a ``prepared`` event is *prepared* (transactional); one with only a
+``sent`` event is *one-shot*. A message whose creation event is missing from the history is
+neither, but counts in ``messages`` and in everything its row and other events show.
+
+Times, row first and events as the fallback (the row and its event are written by one
+statement, so they agree; the fallback covers a history with a missing piece):
+
+- confirmed at: ``messages.confirmed_at``, else the first ``confirmed`` event, else the
+  ``sent`` event of a one-shot message. A message with a confirm time is *sent*.
+- confirmed by / cancelled by: ``detail.by`` of the first ``confirmed`` / ``cancelled`` event
+  (``producer``, ``check-back``, ``admin``); "rolled back by check-back" is a cancel by
+  check-back. A message cancelled in its row but without the event counts in ``cancelled``
+  only.
+- first publish: the earliest ``published`` event (by time, whatever its delivery number).
+- done at: ``messages.done_at``, else the first ``acked`` event. *Done* means state ``done`` or
+  a done time.
+
+Events are ordered by their ``at`` time only, never by insertion order (``id``); two confirm or
+cancel events at the same instant resolve to producer, then check-back, then admin.
+
+Stages, in seconds with microsecond precision, each null when one of its ends is missing (so a
+message still in flight, or one whose history lacks a stage, is left out of that stage's
+percentiles and counted in none of its ``*_count``):
+
+- ``prepare_to_confirm``: created -> confirmed, for messages that are not one-shot;
+- ``confirm_to_first_publish``: confirmed -> first ``published`` event;
+- ``first_publish_to_done``: first ``published`` event -> done;
+- ``prepare_to_done``: created -> done, one-shot messages included.
+
+A stage that ends before it starts counts as 0 s: it happens when a consumer's ack is stored
+before the publisher has recorded the broker's answer (the ack races the ``published`` event).
+
+Counters per message: ``checks`` and their outcomes (``checked`` events), ``publishes``
+(``published`` events: records the broker accepted, redeliveries and admin resends included),
+``publish_failures`` (``publish-failed`` events), ``resends`` (``resent`` events). Unknown
+event names are ignored. Current state, ``dead`` and ``dead_reason`` come from the row.
+
+SLA (``with_sla``): a sent message *met* its topic's target when it was done within the target
+after its confirmation (``confirm -> done <= target``, the boundary included); it *missed* it
+when it was done later, or is not done and its confirmation is already older than the target
+at the report's "now" (dead messages included); otherwise it is *pending* (still in flight
+within the target, or done with no recorded done time). Compliance = met / (met + missed).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+STAGES = (
+    "prepare_to_confirm",
+    "confirm_to_first_publish",
+    "first_publish_to_done",
+    "prepare_to_done",
+)
+
+
+ACTORS = ("producer", "check-back", "admin")  # detail.by of confirmed / cancelled events
+
+
+def _actor_key(event: Any, name: str) -> Any:
+    """``unix_micros(at) * 4 + actor code`` of the ``name`` events (code 0: no known actor).
+
+    The minimum is the first such event and its actor in one fixed-width number, which keeps
+    the per-message aggregation a hash aggregation; events at the same instant resolve to the
+    lowest code (producer, check-back, admin), deterministically."""
+    from pyspark.sql import functions as F
+
+    return F.min(F.when(event == name, F.shiftleft(F.unix_micros("at"), 2) + F.col("actor")))
+
+
+def _decode_actor_key(key: str) -> tuple[Any, Any]:
+    """(time, actor) of an ``_actor_key``; both null for a null key."""
+    from pyspark.sql import functions as F
+
+    code = F.col(key).bitwiseAND(3).cast("int")
+    actor = F.when(code > 0, F.element_at(F.array(*[F.lit(a) for a in ACTORS]), code))
+    return F.timestamp_micros(F.shiftright(F.col(key), 2)), actor
+
+
+def _parsed(events: Any) -> Any:
+    """Each event's JSON detail parsed once, and only where it matters: the check-back outcome
+    of ``checked`` events, the actor code of ``confirmed`` / ``cancelled`` events."""
+    from pyspark.sql import functions as F
+
+    event = F.col("event")
+    actors = F.array(*[F.lit(a) for a in ACTORS])
+    return events.select(
+        "message_id", "at", "event",
+        F.when(event == "checked", F.get_json_object("detail", "$.outcome")).alias("outcome"),
+        F.when(event.isin("confirmed", "cancelled"), F.coalesce(
+            F.array_position(actors, F.get_json_object("detail", "$.by")), F.lit(0)))
+        .alias("actor"),
+    )
+
+
+def _event_summary(events: Any) -> Any:
+    """Per message: creation kind, first times, actors and counters from its events."""
+    from pyspark.sql import functions as F
+
+    event = F.col("event")
+    outcome = F.col("outcome")
+
+    def first_at(name: str) -> Any:
+        return F.min(F.when(event == name, F.col("at")))
+
+    def count(condition: Any) -> Any:
+        return F.count(F.when(condition, True))
+
+    return _parsed(events).groupBy("message_id").agg(
+        F.bool_or(event == "prepared").alias("ev_prepared"),
+        F.bool_or(event == "sent").alias("ev_sent"),
+        first_at("sent").alias("ev_sent_at"),
+        _actor_key(event, "confirmed").alias("ev_confirmed_key"),
+        _actor_key(event, "cancelled").alias("ev_cancelled_key"),
+        first_at("published").alias("first_published_at"),
+        first_at("acked").alias("ev_acked_at"),
+        count(event == "checked").alias("checks"),
+        count(outcome == "committed").alias("checks_committed"),
+        count(outcome == "rolled_back").alias("checks_rolled_back"),
+        count(outcome == "unknown").alias("checks_unknown"),
+        count(event == "published").alias("publishes"),
+        count(event == "publish-failed").alias("publish_failures"),
+        count(event == "resent").alias("resends"),
+    )
+
+
+def seconds_between(start: Any, end: Any) -> Any:
+    """``end - start`` in seconds; null if either is null; 0 if ``end`` is before ``start``."""
+    from pyspark.sql import functions as F
+
+    micros = F.unix_micros(end) - F.unix_micros(start)
+    return F.when(micros < 0, F.lit(0.0)).otherwise(micros / 1_000_000)
+
+
+def message_facts(messages: Any, events: Any, now: datetime) -> Any:
+    from pyspark.sql import functions as F
+
+    joined = messages.join(_event_summary(events), "message_id", "left")
+    col = F.col
+    ev_confirmed_at, confirmed_by = _decode_actor_key("ev_confirmed_key")
+    ev_cancelled_at, cancelled_by = _decode_actor_key("ev_cancelled_key")
+    flag = {name: F.coalesce(col(name), F.lit(False)) for name in ("ev_prepared", "ev_sent")}
+    confirmed_at = F.coalesce(col("confirmed_at"), ev_confirmed_at, col("ev_sent_at"))
+    done_at = F.coalesce(col("done_at"), col("ev_acked_at"))
+    one_shot = flag["ev_sent"] & ~flag["ev_prepared"]
+    dead = F.coalesce(col("dead"), F.lit(False))
+    counters = ("checks", "checks_committed", "checks_rolled_back", "checks_unknown",
+                "publishes", "publish_failures", "resends")
+    return joined.select(
+        "app", "topic",
+        F.date_trunc("hour", col("created_at")).alias("hour"),
+        F.to_date(col("created_at")).alias("day"),
+        flag["ev_prepared"].alias("is_prepared"),
+        one_shot.alias("is_one_shot"),
+        confirmed_at.isNotNull().alias("is_sent"),
+        confirmed_by.alias("confirmed_by"),
+        ((col("state") == "deleted") | col("deleted_at").isNotNull()
+         | ev_cancelled_at.isNotNull()).alias("is_cancelled"),
+        cancelled_by.alias("cancelled_by"),
+        ((col("state") == "done") | done_at.isNotNull()).alias("is_done"),
+        ((col("state") == "pending-send") & ~dead).alias("is_pending_send"),
+        ((col("state") == "sent") & ~dead).alias("is_unacked"),
+        dead.alias("is_dead"),
+        F.when(dead, col("dead_reason")).alias("dead_reason"),
+        *[F.coalesce(col(name), F.lit(0)).alias(name) for name in counters],
+        F.when(~one_shot, seconds_between(col("created_at"), confirmed_at))
+        .alias("prepare_to_confirm"),
+        seconds_between(confirmed_at, col("first_published_at")).alias("confirm_to_first_publish"),
+        seconds_between(col("first_published_at"), done_at).alias("first_publish_to_done"),
+        seconds_between(col("created_at"), done_at).alias("prepare_to_done"),
+        seconds_between(confirmed_at, done_at).alias("confirm_to_done"),
+        seconds_between(confirmed_at, F.lit(now)).alias("confirmed_age"),
+    )
+
+
+def with_sla(facts: Any, targets: dict[str, float]) -> Any:
+    """Adds ``sla_target_seconds`` (by topic) and the ``sla_met`` / ``sla_missed`` flags."""
+    from pyspark.sql import functions as F
+
+    col = F.col
+    if targets:
+        pairs = [F.lit(value) for item in sorted(targets.items()) for value in item]
+        target = F.try_element_at(F.create_map(*pairs), col("topic")).cast("double")
+    else:
+        target = F.lit(None).cast("double")
+    with_target = facts.withColumn("sla_target_seconds", target)
+    target_col = col("sla_target_seconds")
+    met = col("is_sent") & (col("confirm_to_done") <= target_col)
+    missed = col("is_sent") & (
+        (col("confirm_to_done") > target_col)
+        | (~col("is_done") & (col("confirmed_age") > target_col))
+    )
+    return with_target.select(
+        "*",
+        F.coalesce(met, F.lit(False)).alias("sla_met"),
+        F.coalesce(missed, F.lit(False)).alias("sla_missed"),
+    )

@@ -1,0 +1,59 @@
+"""What is stuck at the report's "now" (``--as-of``, else the source's clock: the database
+clock for JDBC, the export snapshot for Parquet).
+
+Among the messages created before ``--until`` (whatever ``--since``, see ``spark.inputs``):
+
+- ``pending-send``: state pending-send, not dead, and its next check-back was due more than
+  ``grace`` seconds ago (``next_check_at < now - grace``): the confirm service is behind or
+  down;
+- ``unacked``: state sent, not dead, and its ack deadline passed more than ``grace`` seconds
+  ago (``next_delivery_at < now - grace``): the recovery service has not redelivered it;
+- ``dead``: every message flagged dead (check-exhausted or delivery-exhausted), listed apart:
+  they wait for an operator, not for a worker.
+
+A pending-send or sent message without a deadline is stuck too (no worker will ever pick it
+up); its ``overdue_seconds`` is null. Rows come sorted: stuck ones most overdue first (no
+deadline first of all), then dead ones oldest first.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from spark.facts import seconds_between
+
+DEFAULT_GRACE_SECONDS = 60.0
+
+
+def stuck_messages(opened: Any, now: datetime, grace_seconds: float) -> Any:
+    from pyspark.sql import functions as F
+
+    col = F.col
+    cutoff = F.lit(now - timedelta(seconds=grace_seconds))
+
+    def overdue(deadline: str) -> Any:
+        return col(deadline).isNull() | (col(deadline) < cutoff)
+
+    kind = (
+        F.when(col("dead"), F.lit("dead"))
+        .when((col("state") == "pending-send") & overdue("next_check_at"), F.lit("pending-send"))
+        .when((col("state") == "sent") & overdue("next_delivery_at"), F.lit("unacked"))
+    )
+    deadline = (F.when(col("dead"), F.lit(None))
+                .when(col("state") == "pending-send", col("next_check_at"))
+                .otherwise(col("next_delivery_at")))
+    rows = opened.select(
+        "message_id", "app", "topic", kind.alias("kind"), "state",
+        F.when(col("dead"), col("dead_reason")).alias("dead_reason"),
+        "created_at", deadline.alias("deadline"),
+        seconds_between(deadline, F.lit(now)).alias("overdue_seconds"),
+        seconds_between(col("created_at"), F.lit(now)).alias("age_seconds"),
+        "check_count", "delivery_count",
+    ).where(col("kind").isNotNull())
+    return rows.orderBy(
+        (col("kind") == "dead").asc(),
+        col("overdue_seconds").desc_nulls_first(),
+        col("created_at").asc(),
+        col("message_id").asc(),
+    )
