@@ -158,7 +158,10 @@ def _demo_services(stack: Stack, orders_port: int, points_port: int
         yield "demo-orders", ["-m", "rms.demo.orders", "--port", str(orders_port)], stack.env() | {
             "DEMO_RMS_URL": stack.api_url, "DEMO_API_KEY": ORDERS_KEY,
             "DEMO_DATABASE_URL": stack.postgres.url("demo_orders"),
-            "DEMO_PORT": str(orders_port)}
+            "DEMO_PORT": str(orders_port),
+            "DEMO_SIGNING_SECRET": stack.postgres.psql(
+                "SELECT signing_secret FROM apps WHERE name = 'orders'", "rms").strip(),
+            "DEMO_CHECK_AFTER_SECONDS": "5"}
     if _module_exists("rms.demo.points"):
         yield "demo-points", ["-m", "rms.demo.points", "--port", str(points_port)], stack.env() | {
             "DEMO_RMS_URL": stack.api_url, "DEMO_API_KEY": POINTS_KEY,

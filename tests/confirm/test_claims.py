@@ -49,10 +49,10 @@ async def test_abandoned_claim_returns_and_a_late_worker_changes_nothing(
     message_id = await api.prepared_id(producer, topic, check_url=server.url + "check", **FAST)
     await asyncio.sleep(0.1)
     store = CheckStore(engine)
-    first = await store.claim(10, 0.3, "killed")  # this worker "dies" mid-batch
+    first = await store.claim(10, 1.0, "killed")  # this worker "dies" mid-batch
     assert [m.message_id for m in first.messages] == [message_id]
-    assert (await store.claim(10, 0.3, "other")).messages == []  # leased: not due
-    await asyncio.sleep(0.4)
+    assert (await store.claim(10, 1.0, "other")).messages == []  # leased: not due
+    await asyncio.sleep(1.1)
     second = await store.claim(10, 30, "survivor")
     [again] = second.messages
     assert (again.message_id, again.check_count) == (message_id, 2)
