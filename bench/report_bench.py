@@ -6,7 +6,8 @@ tree (the Python driver plus the JVM it starts), sampled every 0.2 s with psutil
     python -m bench.report_bench --sizes 1,2,5 --workdir /tmp/rms-bench --driver-memory 6g
 
 Histories are generated once per size and reused (``--regenerate`` to redo them). Results are
-printed and written to ``bench/results/report_bench.json``. Not a test: run it by hand.
+printed and written to ``bench/results/report_bench-<time>.json``. Not a test: run it by hand.
+``--percentile-accuracy N`` runs the report with approximate percentiles instead of exact ones.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import psutil
 
 from bench.history_gen import generate
 
-RESULTS = Path(__file__).resolve().parent / "results" / "report_bench.json"
+RESULTS = Path(__file__).resolve().parent / "results"
 MB = 1024 * 1024
 
 
@@ -76,6 +77,8 @@ def _report(history: Path, out: Path, args: argparse.Namespace) -> tuple[float, 
     command = [sys.executable, "-m", "spark.job", "--input", str(history), "--out", str(out),
                "--master", args.master, "--driver-memory", args.driver_memory,
                "--conf", "spark.ui.enabled=false"]
+    if args.percentile_accuracy:
+        command += ["--percentile-accuracy", str(args.percentile_accuracy)]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     started = time.perf_counter()
     process = psutil.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -115,6 +118,7 @@ def _environment(args: argparse.Namespace) -> dict[str, Any]:
         "python": platform.python_version(), "pyspark": pyspark.__version__,
         "java": java.stderr.splitlines()[0] if java.stderr else None,
         "master": args.master, "driver_memory": args.driver_memory,
+        "percentile_accuracy": args.percentile_accuracy or "exact",
     }
 
 
@@ -126,14 +130,17 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/rms-bench"))
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="6g")
+    parser.add_argument("--percentile-accuracy", type=int,
+                        help="pass to the report (default: exact percentiles)")
     parser.add_argument("--regenerate", action="store_true")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     runs = bench(args)
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps({"environment": _environment(args),
-                                   "runs": [asdict(r) for r in runs]}, indent=2) + "\n")
-    print(f"written to {RESULTS}")
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"report_bench-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    path.write_text(json.dumps({"environment": _environment(args),
+                                "runs": [asdict(r) for r in runs]}, indent=2) + "\n")
+    print(f"written to {path}")
 
 
 if __name__ == "__main__":

@@ -110,9 +110,19 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
     return config, settings
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+def _describe(error: BaseException) -> str:
+    """The first line of the Java exception when there is one (py4j's own message only says
+    which call failed), with a hint when the heap ran out."""
+    java = getattr(error, "java_exception", None)
+    text = str(java.toString() if java is not None else error).strip()
+    first = text.splitlines()[0] if text else type(error).__name__
+    died = java is None and "An error occurred while calling" in first
+    if died:
+        first = "the Spark JVM stopped answering, most likely out of memory"
+    if died or "OutOfMemoryError" in text:
+        first += (" (raise --driver-memory / executor memory, or bound percentile memory with "
+                  "--percentile-accuracy 100000)")
+    return first
 
 
 def _report(config: Any, settings: Any) -> dict[str, Any]:
@@ -129,7 +139,7 @@ def _report(config: Any, settings: Any) -> dict[str, Any]:
         summary: dict[str, Any] = run_report(spark, config)
         return summary
     except (Py4JError, PySparkException) as exc:
-        raise ReportError(f"the report failed: {_first_line(exc)}") from exc
+        raise ReportError(f"the report failed: {_describe(exc)}") from exc
     finally:
         if not borrowed:
             spark.stop()

@@ -36,6 +36,7 @@ def spark_session(spark_jdbc_jar: Path) -> Iterator[Any]:
 
     session = build_session(SessionSettings(
         master="local[2]",
+        driver_memory="2g",
         jdbc_jar=spark_jdbc_jar,
         conf={
             "spark.sql.shuffle.partitions": "2",

@@ -11,6 +11,7 @@ import pytest
 from spark.dburl import asyncpg_dsn, jdbc_target
 from spark.inputs import slice_predicates
 from spark.options import UsageError, Window, parse_instant, parse_window, spark_conf
+from spark.session import SessionSettings, local_cores, session_conf
 from spark.targets import DEFAULT_SECONDS, SlaTargets, load_targets
 
 
@@ -104,3 +105,20 @@ def test_jdbc_slices_cover_the_window_once() -> None:
     # nothing in the window, or a single instant: one query
     assert slice_predicates(Window(), "created_at", None, None, 8) == ["TRUE"]
     assert slice_predicates(Window(), "created_at", low, low, 8) == ["TRUE"]
+
+
+def test_session_defaults_for_local_runs_only() -> None:
+    local = session_conf(SessionSettings(master="local[3]"))
+    assert local["spark.sql.shuffle.partitions"] == "6"
+    assert local["spark.driver.memory"].endswith("m")
+    assert local["spark.sql.session.timeZone"] == "UTC"
+    mine = session_conf(SessionSettings(master="local[3]", driver_memory="3g",
+                                        conf={"spark.sql.shuffle.partitions": "9",
+                                              "spark.sql.session.timeZone": "Asia/Tokyo"}))
+    assert (mine["spark.driver.memory"], mine["spark.sql.shuffle.partitions"]) == ("3g", "9")
+    assert mine["spark.sql.session.timeZone"] == "UTC"  # buckets are UTC, always
+    for cluster in (SessionSettings(master="yarn"), SessionSettings(launched_here=False)):
+        conf = session_conf(cluster)
+        assert "spark.sql.shuffle.partitions" not in conf and "spark.driver.memory" not in conf
+    assert [local_cores(m) for m in ("local", "local[4]", "local[2,3]", "yarn")] == [
+        1, 4, 2, None]
