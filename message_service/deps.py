@@ -57,7 +57,9 @@ class AuthCache:
         self._entries.clear()
 
 
-def services(request: Request) -> Services:
+async def services(request: Request) -> Services:
+    """``async`` on purpose, like every dependency here: FastAPI runs a plain ``def``
+    dependency in a thread pool, a thread hop per request."""
     wired: Services = request.app.state.services
     return wired
 
@@ -90,7 +92,7 @@ OPERATOR_HEADER = "x-rms-operator"
 _OPERATOR_NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}")
 
 
-def admin(request: Request, wired: ServicesDep) -> str:
+async def admin(request: Request, wired: ServicesDep) -> str:
     """The actor recorded in events: ``admin``, or ``admin:<name>`` when the caller names the
     operator in ``X-RMS-Operator`` (the ``rms dead`` CLI sends the user's name)."""
     token = bearer_token(request)

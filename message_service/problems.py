@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import asyncpg
 import orjson
 import structlog
 from fastapi import FastAPI, Request
@@ -79,6 +80,16 @@ def _database_error(request: Request, exc: Exception) -> Response:
     return _unexpected(request, exc)
 
 
+def _driver_error(request: Request, exc: Exception) -> Response:
+    """asyncpg's own errors (the request path's coalesced statements run on the driver
+    connection): a lost or refused connection is 503, anything else unexpected."""
+    if isinstance(exc, asyncpg.InterfaceError | asyncpg.PostgresConnectionError
+                  | asyncpg.exceptions.OperatorInterventionError
+                  | asyncpg.exceptions.InsufficientResourcesError):
+        return _unavailable(request, exc)
+    return _unexpected(request, exc)
+
+
 def install(app: FastAPI) -> None:
     app.add_exception_handler(RmsError, _rms_error)
     app.add_exception_handler(RequestValidationError, _validation)
@@ -87,4 +98,6 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(ConnectionError, _unavailable)
     app.add_exception_handler(OSError, _unavailable)
     app.add_exception_handler(DBAPIError, _database_error)
+    app.add_exception_handler(asyncpg.PostgresError, _driver_error)
+    app.add_exception_handler(asyncpg.InterfaceError, _driver_error)
     app.add_exception_handler(Exception, _unexpected)

@@ -4,8 +4,9 @@ workers and tests call the same functions."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import orjson
@@ -13,7 +14,7 @@ import structlog
 
 from message_service.schemas import PrepareRequest
 from rms import metrics
-from rms.callback_urls import validate_check_url
+from rms.callback_urls import PassedHosts, validate_check_url
 from rms.config import Settings
 from rms.delivery import Dispatcher
 from rms.domain.errors import Forbidden, Invalid, NotFound, PayloadTooLarge
@@ -33,6 +34,7 @@ class MessageService:
     settings: Settings
     store: MessageStore
     dispatcher: Dispatcher
+    passed_hosts: PassedHosts = field(default_factory=PassedHosts)
 
     # ---- producer side -------------------------------------------------------------------
 
@@ -138,7 +140,8 @@ class MessageService:
         if check_url is None:
             raise Invalid("check_url is required (the app has no default_check_url)")
         await validate_check_url(check_url, app.check_url_prefixes,
-                                 allow_private=self.settings.allow_private_callbacks)
+                                 allow_private=self.settings.allow_private_callbacks,
+                                 passed=self.passed_hosts)
         policy = self.settings.policy
         return NewMessage(
             message_id=request.message_id or new_message_id(),
@@ -178,15 +181,24 @@ class MessageService:
                                   f"items; this one has {count}")
 
     def _check_payload(self, request: PrepareRequest) -> None:
-        size = len(orjson.dumps(request.payload))
-        if size > self.settings.max_payload_bytes:
-            raise PayloadTooLarge(f"payload is {size} bytes; the limit is "
+        try:
+            encoded = orjson.dumps(request.payload)
+        except orjson.JSONEncodeError as exc:  # e.g. an integer beyond 64 bits
+            raise Invalid(f"payload cannot be stored: {exc}") from exc
+        if len(encoded) > self.settings.max_payload_bytes:
+            raise PayloadTooLarge(f"payload is {len(encoded)} bytes; the limit is "
                                   f"{self.settings.max_payload_bytes} (RMS_MAX_PAYLOAD_BYTES)")
+        if _ENCODED_NUL.search(encoded):
+            raise Invalid(_NUL)
+        if any("\x00" in text for text in (request.key or "", request.check_url or "")):
+            raise Invalid(_NUL)
 
     def _check_headers(self, headers: dict[str, str]) -> None:
         if len(headers) > self.settings.max_headers:
             raise Invalid(f"at most {self.settings.max_headers} headers are allowed; "
                           f"got {len(headers)}")
+        if any("\x00" in name or "\x00" in value for name, value in headers.items()):
+            raise Invalid(_NUL)
         for name in headers:
             if not name or name.lower().startswith(RESERVED_HEADER_PREFIX):
                 raise Invalid(f"header name {name!r} is empty or uses the reserved "
@@ -195,6 +207,12 @@ class MessageService:
         if size > self.settings.max_header_bytes:
             raise Invalid(f"headers total {size} bytes; the limit is "
                           f"{self.settings.max_header_bytes}")
+
+
+# a JSON escape \u0000 (an even number of backslashes before it, so not the text "\\u0000")
+_ENCODED_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
+_NUL = ("the NUL character (\\u0000) cannot be stored (PostgreSQL text and jsonb refuse it); "
+        "payload, key, headers and check_url must not contain it")
 
 
 def _pick(override: T | None, default: T) -> T:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
@@ -137,6 +138,35 @@ async def call_target(url: str, prefixes: Iterable[str], *, allow_private: bool)
                       await checked_address(url, allow_private=allow_private))
 
 
-async def validate_check_url(url: str, prefixes: Iterable[str], *, allow_private: bool) -> None:
-    """Prepare-time check: prefix, scheme, and the SSRF guard."""
-    await call_target(url, prefixes, allow_private=allow_private)
+class PassedHosts:
+    """Hosts whose addresses passed the SSRF guard recently, so a prepare does not resolve DNS
+    each time. Only the prepare-time check uses it: it gives the producer an early, clear 422,
+    while the confirm service checks again and pins the address at every call."""
+
+    def __init__(self, ttl_seconds: float = 30.0, capacity: int = 10_000) -> None:
+        self._ttl = ttl_seconds
+        self._capacity = capacity
+        self._expiry: dict[tuple[str, int], float] = {}
+
+    def fresh(self, host: str, port: int) -> bool:
+        return self._expiry.get((host, port), 0.0) > time.monotonic()
+
+    def add(self, host: str, port: int) -> None:
+        if len(self._expiry) >= self._capacity:
+            self._expiry.clear()
+        self._expiry[(host, port)] = time.monotonic() + self._ttl
+
+
+async def validate_check_url(url: str, prefixes: Iterable[str], *, allow_private: bool,
+                             passed: PassedHosts | None = None) -> None:
+    """Prepare-time check: prefix, scheme, and the SSRF guard (skipping resolution for a host
+    in ``passed``)."""
+    if not matches_prefix(url, prefixes):
+        raise Invalid(f"check_url {url!r} does not start with one of the app's "
+                      "check_url_prefixes")
+    parsed = ParsedUrl.parse(url)
+    if allow_private or (passed is not None and passed.fresh(parsed.host, parsed.port)):
+        return
+    await checked_address(url, allow_private=False)
+    if passed is not None:
+        passed.add(parsed.host, parsed.port)

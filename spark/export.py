@@ -145,7 +145,7 @@ async def _copy_table(conn: Any, sql: str, args: list[datetime], writer: PartWri
 
 
 async def _export_into(request: ExportRequest, directory: Path) -> ExportResult:
-    import asyncpg  # type: ignore[import-untyped]  # no stubs; add asyncpg.* to mypy overrides
+    import asyncpg
 
     conn = await asyncpg.connect(asyncpg_dsn(request.database_url))
     try:

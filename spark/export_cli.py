@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _export(request: ExportRequest) -> ExportResult:
-    import asyncpg  # type: ignore[import-untyped]
+    import asyncpg
 
     try:
         return export(request)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
+from sqlalchemy import event
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from rms.config import Settings
@@ -22,7 +26,7 @@ def _json_dumps(value: object) -> str:
 
 def create_engine(settings: Settings, *, pool_size: int | None = None) -> AsyncEngine:
     """One engine per process. ``pool_timeout`` bounds the wait so overload answers 503."""
-    return create_async_engine(
+    engine = create_async_engine(
         normalise_url(settings.database_url),
         pool_size=pool_size or settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
@@ -37,3 +41,13 @@ def create_engine(settings: Settings, *, pool_size: int | None = None) -> AsyncE
         json_serializer=_json_dumps,
         json_deserializer=orjson.loads,
     )
+    event.listen(engine.sync_engine.pool, "checkout", _skip_closed)
+    return engine
+
+
+def _skip_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    """A pooled connection the server already closed (restart, ``pg_terminate_backend``) is
+    replaced at checkout, without the round trip of ``pool_pre_ping``: the pool retries with
+    a new connection when a checkout listener raises DisconnectionError."""
+    if dbapi_connection.driver_connection.is_closed():
+        raise DisconnectionError("the server closed this pooled connection")

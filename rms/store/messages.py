@@ -20,12 +20,21 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from rms.domain.errors import Conflict, IllegalTransition, NotFound
 from rms.domain.models import Actor, Message, MessageEvent, NewMessage
 from rms.domain.states import Event, State
+from rms.store.coalesced import (
+    CoalescedWrites,
+    PrepareItem,
+    TransitionItem,
+    driver_connection,
+    insert_kind,
+    insert_messages,
+    transition_sql,
+    update_messages,
+)
 from rms.store.rows import to_event, to_message
 from rms.store.schema import message_events, messages
 
@@ -54,13 +63,23 @@ def delivery_detail(changed: CTE) -> ColumnElement[Any]:
 
 @dataclass(frozen=True, slots=True)
 class Transition:
-    """One guarded state change: from ``source`` to ``target`` with these column values."""
+    """One guarded state change: from ``source`` to ``target`` with these column values.
+
+    ``set_sql`` is the same change as SQL text for the coalesced request path
+    (:mod:`rms.store.coalesced`); a transition without it is always written alone."""
 
     action: str
     source: State
     target: State
     values: Mapping[str, Any]
     event: Event
+    set_sql: str | None = None
+
+    @property
+    def coalesced_sql(self) -> str | None:
+        if self.set_sql is None:
+            return None
+        return transition_sql(self.set_sql, self.source, self.event)
 
 
 def _transition_values(target: State) -> dict[str, Any]:
@@ -81,11 +100,28 @@ def _transition_values(target: State) -> dict[str, Any]:
     raise ValueError(f"no transition into {target}")
 
 
-CONFIRM = Transition("confirm", State.PENDING_SEND, State.SENT,
-                     _transition_values(State.SENT), Event.CONFIRMED)
+def _transition_sql(target: State) -> str:
+    """``_transition_values`` as an SQL SET clause over ``messages m`` (tests check the two
+    write the same row)."""
+    common = f"state = '{target.value}', dead = false, dead_reason = NULL, claim_token = NULL"
+    if target is State.SENT:
+        return (f"{common}, confirmed_at = now(), next_check_at = NULL, "
+                "delivery_count = m.delivery_count + 1, "
+                "next_delivery_at = now() + make_interval(secs => m.ack_timeout_seconds)")
+    if target is State.DELETED:
+        return f"{common}, deleted_at = now(), next_check_at = NULL"
+    if target is State.DONE:
+        return f"{common}, done_at = now(), next_delivery_at = NULL"
+    raise ValueError(f"no transition into {target}")
+
+
+CONFIRM = Transition("confirm", State.PENDING_SEND, State.SENT, _transition_values(State.SENT),
+                     Event.CONFIRMED, _transition_sql(State.SENT))
 CANCEL = Transition("cancel", State.PENDING_SEND, State.DELETED,
-                    _transition_values(State.DELETED), Event.CANCELLED)
-ACK = Transition("ack", State.SENT, State.DONE, _transition_values(State.DONE), Event.ACKED)
+                    _transition_values(State.DELETED), Event.CANCELLED,
+                    _transition_sql(State.DELETED))
+ACK = Transition("ack", State.SENT, State.DONE, _transition_values(State.DONE), Event.ACKED,
+                 _transition_sql(State.DONE))
 
 # A repeated action that already happened answers 200 with the message as it is.
 _ALREADY = {
@@ -99,48 +135,30 @@ _ALREADY = {
 class MessageStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
+        self._coalesced = CoalescedWrites(engine)
 
     # ---- prepare -------------------------------------------------------------------------
 
     async def prepare(self, app: str, draft: NewMessage, *, one_shot: bool) -> tuple[Message, bool]:
         """Store a new message. Returns ``(message, created)``; an identical retry returns the
-        stored message with ``created=False``; a different message under the id raises 409."""
-        async with self._engine.begin() as conn:
-            created = await self._insert(conn, app, [draft], one_shot=one_shot)
-            if created:
-                return created[0], True
-            existing = await self._fetch(conn, [draft.message_id])
-        return _check_retry(app, draft, existing.get(draft.message_id)), False
+        stored message with ``created=False``; a different message under the id raises 409.
+        Concurrent prepares share one statement (:mod:`rms.store.coalesced`)."""
+        stored, created = await self._coalesced.prepare(PrepareItem(app, draft), one_shot=one_shot)
+        if created and stored is not None:
+            return stored, True
+        return _check_retry(app, draft, stored), False
 
     async def prepare_batch(
         self, app: str, drafts: Sequence[NewMessage], *, one_shot: bool = False
     ) -> list[tuple[Message, bool]]:
         """All or nothing: one transaction; any conflicting item rolls the whole batch back."""
-        async with self._engine.begin() as conn:
-            created = {m.message_id: m for m in await self._insert(conn, app, drafts, one_shot)}
-            missing = [d.message_id for d in drafts if d.message_id not in created]
-            existing = await self._fetch(conn, missing) if missing else {}
-            results = []
-            for draft in drafts:
-                if draft.message_id in created:
-                    results.append((created[draft.message_id], True))
-                else:
-                    stored = existing.get(draft.message_id)
-                    results.append((_check_retry(app, draft, stored), False))
-            return results
-
-    async def _insert(
-        self, conn: AsyncConnection, app: str, drafts: Sequence[NewMessage], one_shot: bool
-    ) -> list[Message]:
-        state = State.SENT if one_shot else State.PENDING_SEND
-        rows = [_insert_row(app, draft, state) for draft in drafts]
-        inserted = (
-            pg_insert(messages).values(rows).on_conflict_do_nothing(index_elements=["message_id"])
-        )
-        changed = inserted.returning(*messages.c).cte("changed")
-        event = Event.SENT if one_shot else Event.PREPARED
-        result = await conn.execute(with_event(changed, event, f"app:{app}", {}))
-        return [to_message(row) for row in result]
+        state, event = insert_kind(one_shot)
+        async with driver_connection(self._engine) as driver, driver.transaction():
+            written = await insert_messages(
+                driver, [PrepareItem(app, draft) for draft in drafts], state, event)
+            return [(stored, True) if created and stored is not None
+                    else (_check_retry(app, draft, stored), False)
+                    for draft, (stored, created) in zip(drafts, written, strict=True)]
 
     # ---- transitions ---------------------------------------------------------------------
 
@@ -157,7 +175,17 @@ class MessageStore:
     ) -> tuple[Message, bool]:
         """Apply ``change`` to one message. Returns ``(message, changed)``: ``changed`` is
         False for an idempotent repeat. Raises NotFound (unknown, or another app's) or
-        IllegalTransition naming the current state."""
+        IllegalTransition naming the current state. Without a claim token or a computed
+        detail, concurrent calls share one statement (:mod:`rms.store.coalesced`)."""
+        sql = change.coalesced_sql
+        if self._coalesced is not None and sql is not None and claim_token is None \
+                and not callable(detail):
+            item = TransitionItem(message_id, app, actor,
+                                  dict(detail or {}) | ({"by": by.value} if by else {}))
+            current, did = await self._coalesced.transition(item, sql)
+            if did and current is not None:
+                return current, True
+            return _explain_miss(message_id, change, current, app), False
         guard = [messages.c.message_id == message_id, messages.c.state == change.source.value]
         if app is not None:
             guard.append(messages.c.app == app)
@@ -187,29 +215,16 @@ class MessageStore:
     ) -> list[tuple[Message, bool]]:
         """``transition`` for many messages of one app in one transaction, all or nothing:
         an unknown id or an illegal state rolls everything back, naming the item."""
-        changed = (
-            update(messages)
-            .where(messages.c.message_id.in_(list(message_ids)), messages.c.app == app,
-                   messages.c.state == change.source.value)
-            .values(**change.values)
-            .returning(*messages.c)
-            .cte("changed")
-        )
-        async with self._engine.begin() as conn:
-            rows = await conn.execute(with_event(changed, change.event, actor, {"by": by.value}))
-            done = {row.message_id: to_message(row) for row in rows}
-            rest = await self._fetch(conn, [i for i in message_ids if i not in done])
-            results = []
-            for index, message_id in enumerate(message_ids):
-                if message_id in done:
-                    results.append((done[message_id], True))
-                    continue
-                try:
-                    results.append((_explain_miss(message_id, change, rest.get(message_id), app),
-                                    False))
-                except (NotFound, IllegalTransition) as exc:
-                    raise _itemised(exc, index) from exc
-            return results
+        sql = change.coalesced_sql
+        if sql is None:
+            raise ValueError(f"{change.action} has no batch form")
+        items = [TransitionItem(message_id, app, actor, {"by": by.value})
+                 for message_id in message_ids]
+        async with driver_connection(self._engine) as driver, driver.transaction():
+            written = await update_messages(driver, sql, items)
+            return [_batch_answer(index, message_id, change, app, current, did)
+                    for index, (message_id, (current, did))
+                    in enumerate(zip(message_ids, written, strict=True))]
 
     async def ack_many(self, message_ids: Sequence[str], *, actor: str, via: str) -> list[str]:
         """Mark many ``sent`` messages done in one statement (the ack-topic consumer's path).
@@ -257,31 +272,6 @@ class MessageStore:
         return {row.message_id: to_message(row) for row in await conn.execute(statement)}
 
 
-def _insert_row(app: str, draft: NewMessage, state: State) -> dict[str, Any]:
-    now = func.now()
-    row: dict[str, Any] = {
-        "message_id": draft.message_id,
-        "app": app,
-        "topic": draft.topic,
-        "key": draft.key,
-        "payload": draft.payload,
-        "headers": draft.headers,
-        "check_url": draft.check_url,
-        "state": state.value,
-        "check_after_seconds": draft.check_after_seconds,
-        "max_checks": draft.max_checks,
-        "ack_timeout_seconds": draft.ack_timeout_seconds,
-        "max_deliveries": draft.max_deliveries,
-    }
-    if state is State.PENDING_SEND:
-        row["next_check_at"] = now + seconds(literal(draft.check_after_seconds))
-    else:  # one-shot send: confirmed at once, first delivery reserved (see rms.delivery)
-        row["confirmed_at"] = now
-        row["delivery_count"] = 1
-        row["next_delivery_at"] = now + seconds(literal(draft.ack_timeout_seconds))
-    return row
-
-
 def _check_retry(app: str, draft: NewMessage, stored: Message | None) -> Message:
     if stored is None:  # inserted by nobody yet conflicting: cannot happen in one transaction
         raise Conflict(f"message {draft.message_id!r} could not be stored; retry")
@@ -293,6 +283,16 @@ def _check_retry(app: str, draft: NewMessage, stored: Message | None) -> Message
             "use a new message_id for a new message"
         )
     return stored
+
+
+def _batch_answer(index: int, message_id: str, change: Transition, app: str,
+                  current: Message | None, did: bool) -> tuple[Message, bool]:
+    if did and current is not None:
+        return current, True
+    try:
+        return _explain_miss(message_id, change, current, app), False
+    except (NotFound, IllegalTransition) as exc:
+        raise _itemised(exc, index) from exc
 
 
 def _itemised(error: NotFound | IllegalTransition, index: int) -> Conflict | NotFound:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import Row
@@ -11,7 +12,11 @@ from rms.domain.states import DeadReason, State
 
 
 def to_message(row: Row[Any]) -> Message:
-    m = row._mapping
+    return message_from_mapping(row._mapping)
+
+
+def message_from_mapping(m: Mapping[Any, Any]) -> Message:
+    """A message from any row mapping (SQLAlchemy's, or an asyncpg record)."""
     return Message(
         message_id=m["message_id"],
         app=m["app"],

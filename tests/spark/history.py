@@ -326,7 +326,7 @@ VALUES ($1, $2, $3, '{}'::jsonb, 'http://127.0.0.1/check', $4, $5, $6, $7, $8, 1
 
 
 async def _store(dsn: str, history: History) -> None:
-    import asyncpg  # type: ignore[import-untyped]
+    import asyncpg
 
     conn = await asyncpg.connect(dsn)
     try:

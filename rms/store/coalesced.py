@@ -1,0 +1,226 @@
+"""The request path's writes, many requests per statement (see :mod:`rms.store.batching`).
+
+Prepare, one-shot send and the guarded confirm / cancel / ack transitions of concurrent requests
+are written by one ``INSERT ... SELECT FROM unnest(...)`` or ``UPDATE ... FROM unnest(...)``
+whose event rows are inserted by the same statement, then committed once. The statements are
+constant text run on the asyncpg connection, so PostgreSQL and asyncpg keep them prepared.
+The guarantees are those of :mod:`rms.store.messages`: every change is guarded by the expected
+state (and the app), and a transition and its history commit together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from rms.domain.models import Message, NewMessage
+from rms.domain.states import Event, State
+from rms.store.batching import Coalescer
+from rms.store.rows import message_from_mapping
+
+_INPUT_COLUMNS = ("message_id, app, topic, key, payload, headers, check_url, check_after_seconds, "
+                  "max_checks, ack_timeout_seconds, max_deliveries")
+
+INSERT_SQL = f"""
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                         $7::text[], $8::float8[], $9::int[], $10::float8[], $11::int[])
+        AS u({_INPUT_COLUMNS})
+), inserted AS (
+    INSERT INTO messages ({_INPUT_COLUMNS}, state, next_check_at, confirmed_at, delivery_count,
+                          next_delivery_at)
+    SELECT message_id, app, topic, key, payload::jsonb, headers::jsonb, check_url,
+           check_after_seconds, max_checks, ack_timeout_seconds, max_deliveries, $12::text,
+           CASE WHEN $12::text = 'pending-send'
+                THEN now() + make_interval(secs => check_after_seconds) END,
+           CASE WHEN $12::text = 'sent' THEN now() END,
+           CASE WHEN $12::text = 'sent' THEN 1 ELSE 0 END,
+           CASE WHEN $12::text = 'sent'
+                THEN now() + make_interval(secs => ack_timeout_seconds) END
+    FROM input
+    ON CONFLICT (message_id) DO NOTHING
+    RETURNING *
+), history AS (
+    INSERT INTO message_events (message_id, event, actor, detail)
+    SELECT message_id, $13::text, 'app:' || app, '{{}}'::jsonb FROM inserted
+)
+SELECT * FROM inserted
+"""
+
+SELECT_SQL = "SELECT * FROM messages WHERE message_id = ANY($1::text[])"
+
+
+def transition_sql(set_clause: str, source: State, event: Event) -> str:
+    """``UPDATE messages m SET <set_clause>`` for many ids, each guarded by ``source`` and (when
+    given) its app, appending one ``event`` per changed row with that item's actor and detail."""
+    return f"""
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
+        AS u(message_id, app, actor, detail)
+), changed AS (
+    UPDATE messages m SET {set_clause}
+    FROM input u
+    WHERE m.message_id = u.message_id AND m.state = '{source.value}'
+      AND (u.app IS NULL OR m.app = u.app)
+    RETURNING m.*, u.actor AS event_actor, u.detail AS event_detail
+), history AS (
+    INSERT INTO message_events (message_id, event, actor, detail)
+    SELECT message_id, '{event.value}', event_actor, event_detail::jsonb FROM changed
+)
+SELECT * FROM changed
+"""
+
+
+def insert_kind(one_shot: bool) -> tuple[State, Event]:
+    """A prepare stores ``pending-send``; a one-shot send stores ``sent`` (first delivery
+    reserved, see :mod:`rms.delivery`)."""
+    return (State.SENT, Event.SENT) if one_shot else (State.PENDING_SEND, Event.PREPARED)
+
+
+@dataclass(frozen=True, slots=True)
+class PrepareItem:
+    app: str
+    draft: NewMessage
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionItem:
+    message_id: str
+    app: str | None
+    actor: str
+    detail: dict[str, Any]
+
+
+# (the stored message or None, whether this item created / changed it)
+Written = tuple[Message | None, bool]
+
+
+class CoalescedWrites:
+    """One coalescer per statement kind. A flush is one statement, atomic on its own (no
+    BEGIN/COMMIT round trips); the rows it did not write are read afterwards, so a request
+    that changed nothing is answered from the row as it stands (idempotent repeat, 409 or
+    404), exactly as when it runs alone."""
+
+    def __init__(self, engine: AsyncEngine, max_batch: int = 500, max_inflight: int = 4) -> None:
+        self._engine = engine
+        self._max_batch = max_batch
+        self._max_inflight = max_inflight
+        self._coalescers: dict[str, Coalescer[Any, Written]] = {}
+
+    async def prepare(self, item: PrepareItem, *, one_shot: bool) -> Written:
+        state, event = insert_kind(one_shot)
+        inserter = self._coalescer(f"insert:{state.value}", self._inserter(state, event))
+        return await inserter.submit(item)
+
+    async def transition(self, item: TransitionItem, sql: str) -> Written:
+        return await self._coalescer(sql, self._updater(sql)).submit(item)
+
+    def _coalescer(self, kind: str, flush: Any) -> Coalescer[Any, Written]:
+        coalescer = self._coalescers.get(kind)
+        if coalescer is None:
+            coalescer = Coalescer(flush, self._max_batch, self._max_inflight)
+            self._coalescers[kind] = coalescer
+        return coalescer
+
+    def _inserter(self, state: State, event: Event) -> Any:
+        async def flush(items: Sequence[PrepareItem]) -> list[Written]:
+            async with driver_connection(self._engine) as driver:
+                return await insert_messages(driver, items, state, event)
+        return flush
+
+    def _updater(self, sql: str) -> Any:
+        async def flush(items: Sequence[TransitionItem]) -> list[Written]:
+            async with driver_connection(self._engine) as driver:
+                return await update_messages(driver, sql, items)
+        return flush
+
+
+@asynccontextmanager
+async def driver_connection(engine: AsyncEngine) -> AsyncIterator[Any]:
+    """A pooled connection's asyncpg connection. One that broke while in use (server
+    restarted, backend terminated) is invalidated, so the pool never hands it out again."""
+    async with engine.connect() as conn:
+        driver = await driver_of(conn)
+        try:
+            yield driver
+        except BaseException:
+            if driver.is_closed():
+                await conn.invalidate()
+            raise
+
+
+async def insert_messages(driver: Any, items: Sequence[PrepareItem], state: State,
+                          event: Event) -> list[Written]:
+    """Insert new messages (``ON CONFLICT DO NOTHING``) with their first event; per item the
+    row it created, or the row already under its id. Also the all-or-nothing batch endpoint's
+    statement (run inside its transaction)."""
+    first = _first_of_each([i.draft.message_id for i in items])
+    arrays = _insert_arrays([items[index] for index in first.values()])
+    rows = await driver.fetch(INSERT_SQL, *arrays, state.value, event.value)
+    created = {row["message_id"]: message_from_mapping(row) for row in rows}
+    existing = await _select(driver, [i for i in first if i not in created])
+    return _answers([i.draft.message_id for i in items], first, created, existing)
+
+
+async def update_messages(driver: Any, sql: str, items: Sequence[TransitionItem]) -> list[Written]:
+    """Run a :func:`transition_sql` statement; per item the row it changed, or the row as it
+    stands."""
+    first = _first_of_each([i.message_id for i in items])
+    chosen = [items[index] for index in first.values()]
+    rows = await driver.fetch(
+        sql, [i.message_id for i in chosen], [i.app for i in chosen],
+        [i.actor for i in chosen], [orjson.dumps(i.detail).decode() for i in chosen])
+    changed = {row["message_id"]: message_from_mapping(row) for row in rows}
+    rest = await _select(driver, [i for i in first if i not in changed])
+    return _answers([i.message_id for i in items], first, changed, rest)
+
+
+async def driver_of(conn: Any) -> Any:
+    """The asyncpg connection under an SQLAlchemy ``AsyncConnection``."""
+    raw = await conn.get_raw_connection()
+    return raw.driver_connection
+
+
+async def _select(driver: Any, ids: Sequence[str]) -> dict[str, Message]:
+    if not ids:
+        return {}
+    rows = await driver.fetch(SELECT_SQL, list(ids))
+    return {row["message_id"]: message_from_mapping(row) for row in rows}
+
+
+def _first_of_each(ids: Sequence[str]) -> dict[str, int]:
+    """Index of the first item per id: a second item with the same id in one flush is
+    answered from what the first one did, like a request that came just after it."""
+    first: dict[str, int] = {}
+    for index, message_id in enumerate(ids):
+        first.setdefault(message_id, index)
+    return first
+
+
+def _answers(ids: Sequence[str], first: dict[str, int], written: dict[str, Message],
+             others: dict[str, Message]) -> list[Written]:
+    """Per item: the row this flush wrote (``True`` for the item that wrote it), else the row
+    as it stands (``None`` when there is none)."""
+    answers: list[Written] = []
+    for index, message_id in enumerate(ids):
+        if message_id in written:
+            answers.append((written[message_id], first[message_id] == index))
+        else:
+            answers.append((others.get(message_id), False))
+    return answers
+
+
+def _insert_arrays(items: Sequence[PrepareItem]) -> list[list[Any]]:
+    drafts = [i.draft for i in items]
+    return [
+        [d.message_id for d in drafts], [i.app for i in items], [d.topic for d in drafts],
+        [d.key for d in drafts], [orjson.dumps(d.payload).decode() for d in drafts],
+        [orjson.dumps(d.headers).decode() for d in drafts], [d.check_url for d in drafts],
+        [float(d.check_after_seconds) for d in drafts], [d.max_checks for d in drafts],
+        [float(d.ack_timeout_seconds) for d in drafts], [d.max_deliveries for d in drafts],
+    ]
