@@ -117,8 +117,8 @@ class AckConsumer:
             metrics.ACKS_REJECTED.labels("unknown-consumer").inc(len(ids))
             log.warning("ack_consumer.unknown_consumer", consumer=consumer, count=len(ids))
             return []
-        stored = await self._messages.get_many(ids)
-        allowed = [i for i, m in stored.items() if topic_allowed(m.topic, app.consume_topics)]
+        topics = await self._messages.topics(ids)
+        allowed = [i for i, topic in topics.items() if topic_allowed(topic, app.consume_topics)]
         rejected = len(ids) - len(allowed)
         if rejected:
             metrics.ACKS_REJECTED.labels("not-permitted-or-unknown").inc(rejected)

@@ -53,11 +53,13 @@ SELECT * FROM inserted
 """
 
 SELECT_SQL = "SELECT * FROM messages WHERE message_id = ANY($1::text[])"
+TOPICS_SQL = "SELECT message_id, topic FROM messages WHERE message_id = ANY($1::text[])"
 
 
-def transition_sql(set_clause: str, source: State, event: Event) -> str:
+def transition_sql(set_clause: str, source: State, event: Event, returning: str = "m.*") -> str:
     """``UPDATE messages m SET <set_clause>`` for many ids, each guarded by ``source`` and (when
-    given) its app, appending one ``event`` per changed row with that item's actor and detail."""
+    given) its app, appending one ``event`` per changed row with that item's actor and detail;
+    returns ``returning`` of each changed row."""
     return f"""
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
@@ -67,7 +69,7 @@ WITH input AS (
     FROM input u
     WHERE m.message_id = u.message_id AND m.state = '{source.value}'
       AND (u.app IS NULL OR m.app = u.app)
-    RETURNING m.*, u.actor AS event_actor, u.detail AS event_detail
+    RETURNING {returning}, u.actor AS event_actor, u.detail AS event_detail
 ), history AS (
     INSERT INTO message_events (message_id, event, actor, detail)
     SELECT message_id, '{event.value}', event_actor, event_detail::jsonb FROM changed

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from sqlalchemy import (
     CTE,
     ColumnElement,
@@ -26,6 +27,7 @@ from rms.domain.errors import Conflict, IllegalTransition, NotFound
 from rms.domain.models import Actor, Message, MessageEvent, NewMessage
 from rms.domain.states import Event, State
 from rms.store.coalesced import (
+    TOPICS_SQL,
     CoalescedWrites,
     PrepareItem,
     TransitionItem,
@@ -122,6 +124,8 @@ CANCEL = Transition("cancel", State.PENDING_SEND, State.DELETED,
                     _transition_sql(State.DELETED))
 ACK = Transition("ack", State.SENT, State.DONE, _transition_values(State.DONE), Event.ACKED,
                  _transition_sql(State.DONE))
+_ACK_MANY_SQL = transition_sql(_transition_sql(State.DONE), State.SENT, Event.ACKED,
+                               returning="m.message_id")
 
 # A repeated action that already happened answers 200 with the message as it is.
 _ALREADY = {
@@ -229,19 +233,14 @@ class MessageStore:
     async def ack_many(self, message_ids: Sequence[str], *, actor: str, via: str) -> list[str]:
         """Mark many ``sent`` messages done in one statement (the ack-topic consumer's path).
         Returns the ids that changed; others were done already, unknown or not yet sent."""
-        if not message_ids:
+        ids = list(dict.fromkeys(message_ids))
+        if not ids:
             return []
-        changed = (
-            update(messages)
-            .where(messages.c.message_id == func.any(literal(list(message_ids))),
-                   messages.c.state == State.SENT.value)
-            .values(**ACK.values)
-            .returning(*messages.c)
-            .cte("changed")
-        )
-        async with self._engine.begin() as conn:
-            rows = await conn.execute(with_event(changed, Event.ACKED, actor, {"via": via}))
-            return [row.message_id for row in rows]
+        detail = orjson.dumps({"via": via}).decode()
+        async with driver_connection(self._engine) as driver:
+            rows = await driver.fetch(_ACK_MANY_SQL, ids, [None] * len(ids),
+                                      [actor] * len(ids), [detail] * len(ids))
+        return [row["message_id"] for row in rows]
 
     # ---- reads ---------------------------------------------------------------------------
 
@@ -255,6 +254,12 @@ class MessageStore:
     async def get_many(self, message_ids: Sequence[str]) -> dict[str, Message]:
         async with self._engine.connect() as conn:
             return await self._fetch(conn, message_ids)
+
+    async def topics(self, message_ids: Sequence[str]) -> dict[str, str]:
+        """The topic of each known id (what an ack's permission check needs, without payloads)."""
+        async with driver_connection(self._engine) as driver:
+            rows = await driver.fetch(TOPICS_SQL, list(message_ids))
+        return {row["message_id"]: row["topic"] for row in rows}
 
     async def events(self, message_id: str) -> list[MessageEvent]:
         statement = (
