@@ -2,21 +2,48 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import orjson
+from fastapi.responses import Response
+
 from message_service.schemas import AppCredentialsOut, AppOut, EventOut, MessageOut
 from rms.domain.models import App, Message, MessageEvent
 from rms.store.apps import Credentials
 
 
 def message_out(m: Message) -> MessageOut:
-    return MessageOut(
-        message_id=m.message_id, app=m.app, topic=m.topic, key=m.key, payload=m.payload,
-        headers=m.headers, state=m.state.value, dead=m.dead,
-        dead_reason=m.dead_reason.value if m.dead_reason else None,
-        check_count=m.check_count, delivery_count=m.delivery_count, check_url=m.check_url,
-        max_checks=m.max_checks, max_deliveries=m.max_deliveries, created_at=m.created_at,
-        confirmed_at=m.confirmed_at, done_at=m.done_at, deleted_at=m.deleted_at,
-        next_check_at=m.next_check_at, next_delivery_at=m.next_delivery_at,
-    )
+    return MessageOut(**message_fields(m))
+
+
+def message_fields(m: Message) -> dict[str, Any]:
+    """The message object of the contract (the fields of ``MessageOut``, in its order)."""
+    return {
+        "message_id": m.message_id, "app": m.app, "topic": m.topic, "key": m.key,
+        "payload": m.payload, "headers": m.headers, "state": m.state.value, "dead": m.dead,
+        "dead_reason": m.dead_reason.value if m.dead_reason else None,
+        "check_count": m.check_count, "delivery_count": m.delivery_count,
+        "check_url": m.check_url, "max_checks": m.max_checks,
+        "max_deliveries": m.max_deliveries, "created_at": m.created_at,
+        "confirmed_at": m.confirmed_at, "done_at": m.done_at, "deleted_at": m.deleted_at,
+        "next_check_at": m.next_check_at, "next_delivery_at": m.next_delivery_at,
+    }
+
+
+def json_response(body: Any, status_code: int = 200) -> Response:
+    """A JSON response written by orjson directly: the request path skips the response
+    model's validation and serialisation (the route keeps ``response_model`` for the
+    OpenAPI document; tests check both give the same bytes)."""
+    return Response(orjson.dumps(body, option=orjson.OPT_UTC_Z), status_code=status_code,
+                    media_type="application/json")
+
+
+def message_response(m: Message, status_code: int = 200) -> Response:
+    return json_response(message_fields(m), status_code)
+
+
+def batch_response(found: list[Message], status_code: int = 200) -> Response:
+    return json_response({"messages": [message_fields(m) for m in found]}, status_code)
 
 
 def app_out(app: App) -> AppOut:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Path, Response
 
-from message_service.api.convert import event_out, message_out
+from message_service.api.convert import batch_response, event_out, message_response
 from message_service.deps import CurrentApp, ServicesDep
 from message_service.schemas import (
     BatchIdsRequest,
@@ -29,69 +29,62 @@ ERRORS: dict[int | str, dict[str, object]] = {
 
 
 @router.post("", status_code=201, response_model=MessageOut, responses=ERRORS)
-async def prepare(body: PrepareRequest, app: CurrentApp, wired: ServicesDep,
-                  response: Response) -> MessageOut:
+async def prepare(body: PrepareRequest, app: CurrentApp, wired: ServicesDep) -> Response:
     """Prepare a message: stored as pending-send, not delivered until confirmed."""
     message, created = await wired.service.prepare(app, body, one_shot=False)
-    response.status_code = 201 if created else 200
-    return message_out(message)
+    return message_response(message, 201 if created else 200)
 
 
 @router.post("/send", status_code=201, response_model=MessageOut, responses=ERRORS)
-async def send(body: PrepareRequest, app: CurrentApp, wired: ServicesDep,
-               response: Response) -> MessageOut:
+async def send(body: PrepareRequest, app: CurrentApp, wired: ServicesDep) -> Response:
     """One-shot prepare + confirm for a message outside any local transaction."""
     message, created = await wired.service.prepare(app, body, one_shot=True)
-    response.status_code = 201 if created else 200
-    return message_out(message)
+    return message_response(message, 201 if created else 200)
 
 
 @router.post("/batch", status_code=201, response_model=BatchOut, responses=ERRORS)
 async def prepare_batch(body: BatchPrepareRequest, app: CurrentApp,
-                        wired: ServicesDep) -> BatchOut:
+                        wired: ServicesDep) -> Response:
     """Prepare many messages in one request; all or nothing."""
-    found = await wired.service.prepare_batch(app, body.messages)
-    return BatchOut(messages=[message_out(m) for m in found])
+    return batch_response(await wired.service.prepare_batch(app, body.messages), 201)
 
 
 @router.post("/batch/confirm", response_model=BatchOut, responses=ERRORS)
-async def confirm_batch(body: BatchIdsRequest, app: CurrentApp, wired: ServicesDep) -> BatchOut:
+async def confirm_batch(body: BatchIdsRequest, app: CurrentApp, wired: ServicesDep) -> Response:
     """Confirm many messages in one request; all or nothing."""
-    found = await wired.service.confirm_batch(app, body.message_ids)
-    return BatchOut(messages=[message_out(m) for m in found])
+    return batch_response(await wired.service.confirm_batch(app, body.message_ids))
 
 
 @router.post("/batch/cancel", response_model=BatchOut, responses=ERRORS)
-async def cancel_batch(body: BatchIdsRequest, app: CurrentApp, wired: ServicesDep) -> BatchOut:
+async def cancel_batch(body: BatchIdsRequest, app: CurrentApp, wired: ServicesDep) -> Response:
     """Cancel many messages in one request; all or nothing."""
-    found = await wired.service.cancel_batch(app, body.message_ids)
-    return BatchOut(messages=[message_out(m) for m in found])
+    return batch_response(await wired.service.cancel_batch(app, body.message_ids))
 
 
 @router.post("/{message_id}/confirm", response_model=MessageOut, responses=ERRORS)
 async def confirm(app: CurrentApp, wired: ServicesDep,
-                  message_id: MessageId = IdPath) -> MessageOut:
+                  message_id: MessageId = IdPath) -> Response:
     """Confirm: pending-send -> sent, then publish to Kafka (idempotent)."""
-    return message_out(await wired.service.confirm(app, message_id))
+    return message_response(await wired.service.confirm(app, message_id))
 
 
 @router.post("/{message_id}/cancel", response_model=MessageOut, responses=ERRORS)
 async def cancel(app: CurrentApp, wired: ServicesDep,
-                 message_id: MessageId = IdPath) -> MessageOut:
+                 message_id: MessageId = IdPath) -> Response:
     """Cancel: pending-send -> deleted; never delivered (idempotent)."""
-    return message_out(await wired.service.cancel(app, message_id))
+    return message_response(await wired.service.cancel(app, message_id))
 
 
 @router.post("/{message_id}/ack", response_model=MessageOut, responses=ERRORS)
-async def ack(app: CurrentApp, wired: ServicesDep, message_id: MessageId = IdPath) -> MessageOut:
+async def ack(app: CurrentApp, wired: ServicesDep, message_id: MessageId = IdPath) -> Response:
     """Acknowledge processing by a consumer: sent -> done (idempotent)."""
-    return message_out(await wired.service.ack(app, message_id))
+    return message_response(await wired.service.ack(app, message_id))
 
 
 @router.get("/{message_id}", response_model=MessageOut, responses=ERRORS)
-async def get(app: CurrentApp, wired: ServicesDep, message_id: MessageId = IdPath) -> MessageOut:
+async def get(app: CurrentApp, wired: ServicesDep, message_id: MessageId = IdPath) -> Response:
     """Read one of the app's messages."""
-    return message_out(await wired.messages.get(message_id, app=app.name))
+    return message_response(await wired.messages.get(message_id, app=app.name))
 
 
 @router.get("/{message_id}/events", response_model=EventsOut, responses=ERRORS)

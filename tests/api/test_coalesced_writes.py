@@ -117,3 +117,18 @@ async def test_terminated_connections_answer_503_then_recover(api: Api, topic: s
             break
     assert set(codes) <= {201, 503}, codes
     assert codes[-1] == 201, codes
+
+
+async def test_direct_json_matches_the_response_model(api: Api, topic: str) -> None:
+    """The request path writes message JSON with orjson; the admin API (and the OpenAPI
+    document) use ``MessageOut``: both must give the same bytes."""
+    from message_service.api.convert import message_out, message_response
+
+    app = await api.create_app("producer")
+    message_id = await api.prepared_id(app, topic, key="k", headers={"h": "v"},
+                                       payload={"f": 1.5, "list": [1, "two", None]})
+    await api.post(app, f"/v1/messages/{message_id}/confirm")
+    store = MessageStore(api.client._transport.app.state.engine)  # type: ignore[attr-defined]
+    message = await store.get(message_id)
+    assert message.confirmed_at is not None and message.done_at is None
+    assert bytes(message_response(message).body) == message_out(message).model_dump_json().encode()
