@@ -96,3 +96,14 @@ async def test_a_cancelled_flush_does_not_leave_requests_hanging() -> None:
         task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(waiting, 5)
+
+
+async def test_an_error_of_the_whole_batch_is_everyones_answer_without_retries() -> None:
+    recorder = Recorder(delay=0.02)
+    coalescer = Coalescer(recorder.flush, max_batch=100, max_inflight=1,
+                          item_specific=lambda exc: "refused -3" in str(exc))
+    outcomes = await asyncio.gather(*(coalescer.submit(n) for n in [1, 2, -4, 5]),
+                                    return_exceptions=True)
+    assert outcomes[0] == 2
+    assert all(isinstance(o, ValueError) and "refused -4" in str(o) for o in outcomes[1:])
+    assert recorder.batches == [[1], [2, -4, 5]]  # no one-by-one retries

@@ -8,9 +8,11 @@ meanwhile wait for the next flush. There is no timer: a lone request is flushed 
 during one statement plus its commit, which is where the throughput comes from (one fsync and
 one round trip for many rows).
 
-A flush that raises (a row PostgreSQL refuses, a deadlock between two multi-row statements, a
-dropped connection) is retried item by item, so each request gets its own answer and one bad
-item never fails the others.
+A flush that raises an error ``item_specific`` accepts (a row PostgreSQL refuses, a deadlock
+between two multi-row statements) is retried item by item, so each request gets its own answer
+and one bad item never fails the others. Any other error (no connection in time, the connection
+lost) is every item's answer at once: retrying each alone would multiply the load exactly when
+the database is short of it.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Coalescer(Generic[In, Out]):
     flush: Flush[In, Out]
     max_batch: int = 500
     max_inflight: int = 4
+    item_specific: Callable[[Exception], bool] = lambda _: True
     _waiting: list[_Waiting[In, Out]] = field(default_factory=list)
     _running: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -63,8 +66,8 @@ class Coalescer(Generic[In, Out]):
     async def _run(self, batch: list[_Waiting[In, Out]]) -> None:
         try:
             results = await self.flush([w.item for w in batch])
-        except Exception as exc:  # each item is retried alone and gets its own answer
-            if len(batch) == 1:
+        except Exception as exc:
+            if len(batch) == 1 or not self.item_specific(exc):
                 _fail(batch, exc)
             else:
                 await asyncio.gather(*(self._run_alone(w) for w in batch))

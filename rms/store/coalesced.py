@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
 import orjson
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -125,7 +126,7 @@ class CoalescedWrites:
     def _coalescer(self, kind: str, flush: Any) -> Coalescer[Any, Written]:
         coalescer = self._coalescers.get(kind)
         if coalescer is None:
-            coalescer = Coalescer(flush, self._max_batch, self._max_inflight)
+            coalescer = Coalescer(flush, self._max_batch, self._max_inflight, item_specific)
             self._coalescers[kind] = coalescer
         return coalescer
 
@@ -140,6 +141,16 @@ class CoalescedWrites:
             async with driver_connection(self._engine) as driver:
                 return await update_messages(driver, sql, items)
         return flush
+
+
+def item_specific(exc: Exception) -> bool:
+    """An error PostgreSQL raised for the statement's data (a refused value, a constraint, a
+    deadlock with another batch): worth retrying the items one by one. A lost or refused
+    connection, or no pooled connection in time, is not."""
+    connection_level = (asyncpg.PostgresConnectionError,
+                        asyncpg.exceptions.OperatorInterventionError,
+                        asyncpg.exceptions.InsufficientResourcesError)
+    return isinstance(exc, asyncpg.PostgresError) and not isinstance(exc, connection_level)
 
 
 @asynccontextmanager
