@@ -1,4 +1,4 @@
-"""The request path's writes, many requests per statement (see :mod:`rms.store.batching`).
+"""The request path's writes, many requests per statement (see :mod:`rms.batching`).
 
 Prepare, one-shot send and the guarded confirm / cancel / ack transitions of concurrent requests
 are written by one ``INSERT ... SELECT FROM unnest(...)`` or ``UPDATE ... FROM unnest(...)``
@@ -19,9 +19,9 @@ import asyncpg
 import orjson
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from rms.batching import Coalescer
 from rms.domain.models import Message, NewMessage
 from rms.domain.states import Event, State
-from rms.store.batching import Coalescer
 from rms.store.rows import message_from_mapping
 
 _INPUT_COLUMNS = ("message_id, app, topic, key, payload, headers, check_url, check_after_seconds, "
@@ -126,7 +126,8 @@ class CoalescedWrites:
     def _coalescer(self, kind: str, flush: Any) -> Coalescer[Any, Written]:
         coalescer = self._coalescers.get(kind)
         if coalescer is None:
-            coalescer = Coalescer(flush, self._max_batch, self._max_inflight, item_specific)
+            coalescer = Coalescer(flush, name=kind, max_items=self._max_batch,
+                                  max_inflight=self._max_inflight, item_specific=item_specific)
             self._coalescers[kind] = coalescer
         return coalescer
 
