@@ -12,6 +12,7 @@ from message_service.api import admin, dead_letters, health, messages
 from message_service.body_limit import BodyLimitMiddleware
 from message_service.dashboard import router as dashboard
 from message_service.deps import AuthCache, Services
+from message_service.limits import Limits
 from message_service.service import MessageService
 from rms.config import Settings
 from rms.delivery import Dispatcher
@@ -60,6 +61,7 @@ def create_app(settings: Settings) -> FastAPI:
         summary="prepare / confirm / cancel / ack messages, published to Kafka reliably",
         lifespan=lifespan,
     )
+    app.state.limits = Limits(settings)
     problems.install(app)
     app.add_middleware(
         BodyLimitMiddleware,

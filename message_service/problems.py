@@ -37,6 +37,7 @@ def _rms_error(_: Request, exc: Exception) -> Response:
         extra["current_state"] = exc.current_state
     if isinstance(exc, RateLimited):
         extra["retry_after"] = exc.retry_after_seconds
+        extra.update(exc.extra)
     return problem(exc.status, exc.title, exc.detail, exc.slug, **extra)
 
 

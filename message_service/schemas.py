@@ -115,6 +115,9 @@ class AppOut(BaseModel):
     default_check_url: str | None
     created_at: datetime
     key_rotated_at: datetime | None
+    previous_signing_secret_expires_at: datetime | None = Field(
+        default=None, description="while a signing-secret rotation overlaps: until when the "
+        "previous secret still signs check-backs (null when only one secret signs)")
 
 
 class AppCredentialsOut(AppOut):
@@ -128,6 +131,20 @@ class AppsOut(BaseModel):
 
 class RotateRequest(Strict):
     rotate_signing_secret: bool = False
+
+
+MAX_OVERLAP_SECONDS = 30 * 86_400
+
+
+class RotateSigningSecretRequest(Strict):
+    overlap_seconds: float | None = Field(
+        default=None, ge=0, le=MAX_OVERLAP_SECONDS,
+        description="how long the previous secret keeps signing check-backs next to the new "
+                    "one (default RMS_SIGNING_SECRET_OVERLAP_SECONDS; 0 ends it at once)")
+
+
+class SigningSecretOut(AppOut):
+    signing_secret: str = Field(description="the new secret, shown once")
 
 
 class GroupStats(BaseModel):
@@ -152,3 +169,9 @@ class Problem(BaseModel):
     detail: str
     errors: list[dict[str, Any]] | None = None
     current_state: str | None = None
+    retry_after: int | None = Field(default=None, description="429/503: seconds to wait "
+                                    "(also the Retry-After header)")
+    pending_count: int | None = Field(default=None, description="429 at the pending cap: "
+                                      "the app's pending-send messages")
+    pending_cap: int | None = Field(default=None, description="429 at the pending cap: "
+                                    "RMS_MAX_PENDING_PER_APP")

@@ -29,6 +29,8 @@ class App:
     previous_signing_secret: str | None
     created_at: datetime
     key_rotated_at: datetime | None = None
+    # while set and in the future, check-backs are signed with both secrets
+    previous_signing_secret_expires_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
