@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from message_service import problems
+from message_service import openapi_doc, problems
 from message_service.api import admin, dead_letters, health, messages
 from message_service.body_limit import BodyLimitMiddleware
 from message_service.dashboard import router as dashboard
@@ -63,6 +63,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.state.limits = Limits(settings)
     problems.install(app)
+    openapi_doc.install(app)
     app.add_middleware(
         BodyLimitMiddleware,
         single_limit=settings.max_payload_bytes + REQUEST_OVERHEAD_BYTES,

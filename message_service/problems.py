@@ -18,6 +18,7 @@ from rms.domain.errors import IllegalTransition, RateLimited, RmsError
 log = structlog.get_logger(__name__)
 PROBLEM_TYPE_BASE = "https://rms.dev/problems/"
 MEDIA_TYPE = "application/problem+json"
+DATA_EXCEPTION_CLASS = "22"  # SQLSTATE class 22: data exception (caused by a value)
 
 
 def problem(status: int, title: str, detail: str, slug: str, **extra: Any) -> Response:
@@ -56,6 +57,9 @@ def _validation(_: Request, exc: Exception) -> Response:
 
 def _http(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    if exc.status_code == 400:  # FastAPI could not decode the body (e.g. not UTF-8): the
+        # contract's status for a malformed body is 422, as for any other invalid JSON
+        return problem(422, "Validation failed", f"body: {exc.detail}", "validation")
     title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
     return problem(exc.status_code, title, str(exc.detail), f"http-{exc.status_code}")
 
@@ -77,6 +81,14 @@ def _database_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, DBAPIError)
     if exc.connection_invalidated or isinstance(exc, InterfaceError):
         return _unavailable(request, exc)
+    sqlstate = str(getattr(exc.orig, "sqlstate", None) or "")
+    if sqlstate.startswith(DATA_EXCEPTION_CLASS):
+        # a value PostgreSQL cannot take, e.g. a NUL character in a string or \u0000 in
+        # JSON: bad input, never a 500
+        log.info("request.unstorable_value", path=request.url.path, sqlstate=sqlstate)
+        return problem(422, "Validation failed", "the request holds a value the message "
+                       "store cannot keep (for example a NUL character in a string)",
+                       "validation")
     return _unexpected(request, exc)
 
 
