@@ -26,7 +26,7 @@ from rms.config import Settings
 from tests.conftest import ADMIN_TOKEN
 from tests.security.served import create_app_keys, served
 
-EXAMPLES = {GenerationMode.POSITIVE: 50, GenerationMode.NEGATIVE: 30}
+EXAMPLES = {GenerationMode.POSITIVE: 100, GenerationMode.NEGATIVE: 60}
 UNAUTHENTICATED_EXAMPLES = 5
 CONFORMANCE = [not_a_server_error, status_code_conformance, content_type_conformance,
                response_headers_conformance, response_schema_conformance]
