@@ -110,10 +110,15 @@ class PendingCounter:
         if read is None:
             read = asyncio.ensure_future(self._read(engine, app))
             self._reads[app] = read
-            read.add_done_callback(lambda _: self._reads.pop(app, None))
+            read.add_done_callback(lambda task: self._finished(app, task))
         if cached is not None and not read.done():
             return cached.value + cached.admitted  # a read is on its way: do not wait for it
         return await asyncio.shield(read)
+
+    def _finished(self, app: str, read: asyncio.Task[int]) -> None:
+        self._reads.pop(app, None)
+        if not read.cancelled():
+            read.exception()  # retrieved: a failed read is the waiting request's 503
 
     def admitted(self, app: str) -> None:
         cached = self._counts.get(app)
