@@ -7,11 +7,12 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from message_service import problems
+from message_service import openapi_doc, problems
 from message_service.api import admin, dead_letters, health, messages
 from message_service.body_limit import BodyLimitMiddleware
 from message_service.dashboard import router as dashboard
 from message_service.deps import AuthCache, Services
+from message_service.limits import Limits
 from message_service.service import MessageService
 from rms.config import Settings
 from rms.delivery import Dispatcher
@@ -60,7 +61,9 @@ def create_app(settings: Settings) -> FastAPI:
         summary="prepare / confirm / cancel / ack messages, published to Kafka reliably",
         lifespan=lifespan,
     )
+    app.state.limits = Limits(settings)
     problems.install(app)
+    openapi_doc.install(app)
     app.add_middleware(
         BodyLimitMiddleware,
         single_limit=settings.max_payload_bytes + REQUEST_OVERHEAD_BYTES,

@@ -19,6 +19,7 @@ from rms.domain.errors import IllegalTransition, RateLimited, RmsError
 log = structlog.get_logger(__name__)
 PROBLEM_TYPE_BASE = "https://rms.dev/problems/"
 MEDIA_TYPE = "application/problem+json"
+DATA_EXCEPTION_CLASS = "22"  # SQLSTATE class 22: data exception (caused by a value)
 
 
 def problem(status: int, title: str, detail: str, slug: str, **extra: Any) -> Response:
@@ -38,6 +39,7 @@ def _rms_error(_: Request, exc: Exception) -> Response:
         extra["current_state"] = exc.current_state
     if isinstance(exc, RateLimited):
         extra["retry_after"] = exc.retry_after_seconds
+        extra.update(exc.extra)
     return problem(exc.status, exc.title, exc.detail, exc.slug, **extra)
 
 
@@ -56,6 +58,9 @@ def _validation(_: Request, exc: Exception) -> Response:
 
 def _http(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    if exc.status_code == 400:  # FastAPI could not decode the body (e.g. not UTF-8): the
+        # contract's status for a malformed body is 422, as for any other invalid JSON
+        return problem(422, "Validation failed", f"body: {exc.detail}", "validation")
     title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
     return problem(exc.status_code, title, str(exc.detail), f"http-{exc.status_code}")
 
@@ -77,16 +82,27 @@ def _database_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, DBAPIError)
     if exc.connection_invalidated or isinstance(exc, InterfaceError):
         return _unavailable(request, exc)
-    return _unexpected(request, exc)
+    return _by_sqlstate(request, exc, str(getattr(exc.orig, "sqlstate", None) or ""))
 
 
 def _driver_error(request: Request, exc: Exception) -> Response:
     """asyncpg's own errors (the request path's coalesced statements run on the driver
-    connection): a lost or refused connection is 503, anything else unexpected."""
+    connection): a lost or refused connection is 503, the rest as for SQLAlchemy's."""
     if isinstance(exc, asyncpg.InterfaceError | asyncpg.PostgresConnectionError
                   | asyncpg.exceptions.OperatorInterventionError
                   | asyncpg.exceptions.InsufficientResourcesError):
         return _unavailable(request, exc)
+    return _by_sqlstate(request, exc, str(getattr(exc, "sqlstate", None) or ""))
+
+
+def _by_sqlstate(request: Request, exc: Exception, sqlstate: str) -> Response:
+    if sqlstate.startswith(DATA_EXCEPTION_CLASS):
+        # a value PostgreSQL cannot take, e.g. a NUL character in a string or \u0000 in
+        # JSON: bad input, never a 500
+        log.info("request.unstorable_value", path=request.url.path, sqlstate=sqlstate)
+        return problem(422, "Validation failed", "the request holds a value the message "
+                       "store cannot keep (for example a NUL character in a string)",
+                       "validation")
     return _unexpected(request, exc)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
+import orjson
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from rms.domain.ids import APP_NAME_PATTERN, MESSAGE_ID_PATTERN, RESERVED_MESSAGE_IDS
@@ -23,6 +24,16 @@ def _kafka_topic(value: str) -> str:
     return value
 
 
+def _json_storable(value: Any) -> Any:
+    """The payload is stored and published as JSON: refuse what cannot be encoded (an integer
+    beyond 64 bits) here, as a 422, rather than deep in the service."""
+    try:
+        orjson.dumps(value)
+    except TypeError as exc:
+        raise ValueError(f"payload cannot be encoded as JSON: {exc}") from None
+    return value
+
+
 MessageId = Annotated[str, StringConstraints(pattern=MESSAGE_ID_PATTERN),
                       AfterValidator(_not_reserved)]
 Topic = Annotated[str, StringConstraints(pattern=TOPIC_PATTERN), AfterValidator(_kafka_topic)]
@@ -38,7 +49,8 @@ class PrepareRequest(Strict):
         default=None, description="1-128 chars of A-Za-z0-9._:- ; generated when absent")
     topic: Topic
     key: Annotated[str, StringConstraints(max_length=1024)] | None = None
-    payload: Any = Field(description="any JSON value (the Kafka record value)")
+    payload: Annotated[Any, AfterValidator(_json_storable)] = Field(
+        description="any JSON value (the Kafka record value)")
     headers: dict[str, str] = Field(default_factory=dict)
     check_url: Annotated[str, StringConstraints(max_length=2048)] | None = None
     check_after_seconds: float | None = Field(default=None, ge=0, le=86_400)
@@ -115,6 +127,9 @@ class AppOut(BaseModel):
     default_check_url: str | None
     created_at: datetime
     key_rotated_at: datetime | None
+    previous_signing_secret_expires_at: datetime | None = Field(
+        default=None, description="while a signing-secret rotation overlaps: until when the "
+        "previous secret still signs check-backs (null when only one secret signs)")
 
 
 class AppCredentialsOut(AppOut):
@@ -128,6 +143,20 @@ class AppsOut(BaseModel):
 
 class RotateRequest(Strict):
     rotate_signing_secret: bool = False
+
+
+MAX_OVERLAP_SECONDS = 30 * 86_400
+
+
+class RotateSigningSecretRequest(Strict):
+    overlap_seconds: float | None = Field(
+        default=None, ge=0, le=MAX_OVERLAP_SECONDS,
+        description="how long the previous secret keeps signing check-backs next to the new "
+                    "one (default RMS_SIGNING_SECRET_OVERLAP_SECONDS; 0 ends it at once)")
+
+
+class SigningSecretOut(AppOut):
+    signing_secret: str = Field(description="the new secret, shown once")
 
 
 class GroupStats(BaseModel):
@@ -152,3 +181,9 @@ class Problem(BaseModel):
     detail: str
     errors: list[dict[str, Any]] | None = None
     current_state: str | None = None
+    retry_after: int | None = Field(default=None, description="429/503: seconds to wait "
+                                    "(also the Retry-After header)")
+    pending_count: int | None = Field(default=None, description="429 at the pending cap: "
+                                      "the app's pending-send messages")
+    pending_cap: int | None = Field(default=None, description="429 at the pending cap: "
+                                    "RMS_MAX_PENDING_PER_APP")

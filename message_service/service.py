@@ -181,10 +181,7 @@ class MessageService:
                                   f"items; this one has {count}")
 
     def _check_payload(self, request: PrepareRequest) -> None:
-        try:
-            encoded = orjson.dumps(request.payload)
-        except orjson.JSONEncodeError as exc:  # e.g. an integer beyond 64 bits
-            raise Invalid(f"payload cannot be stored: {exc}") from exc
+        encoded = orjson.dumps(request.payload)  # encodable: PrepareRequest checked it
         if len(encoded) > self.settings.max_payload_bytes:
             raise PayloadTooLarge(f"payload is {len(encoded)} bytes; the limit is "
                                   f"{self.settings.max_payload_bytes} (RMS_MAX_PAYLOAD_BYTES)")

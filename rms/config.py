@@ -49,6 +49,12 @@ class Settings(BaseSettings):
     max_header_bytes: int = Field(default=8 * 1024, ge=1)
     max_batch_items: int = Field(default=1000, ge=1)
     max_batch_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
+    # per app and per API process (message_service/limits.py); 0 turns each off
+    app_rate_limit_per_second: float = Field(default=0.0, ge=0)
+    app_rate_limit_burst: int = Field(default=100, ge=1)
+    max_pending_per_app: int = Field(default=100_000, ge=0)
+    # how long a rotated-out signing secret still signs check-backs next to the new one
+    signing_secret_overlap_seconds: float = Field(default=86_400.0, ge=0)
 
     # Policy defaults (per message overrides come in the prepare body)
     check_after_seconds: float = Field(default=10.0, ge=0)

@@ -20,6 +20,8 @@ from message_service.schemas import (
     MessageOut,
     MessagePage,
     RotateRequest,
+    RotateSigningSecretRequest,
+    SigningSecretOut,
     StatsOut,
 )
 from rms.callback_urls import validate_prefix
@@ -59,9 +61,27 @@ async def rotate_key(name: str, _: AdminActor, wired: ServicesDep,
                      body: RotateRequest | None = None) -> AppCredentialsOut:
     """New API key (the old one stops working); optionally a new signing secret too."""
     rotate_secret = body.rotate_signing_secret if body else False
-    credentials = await wired.apps.rotate_key(name, rotate_signing_secret=rotate_secret)
+    credentials = await wired.apps.rotate_key(
+        name, rotate_signing_secret=rotate_secret,
+        overlap_seconds=wired.settings.signing_secret_overlap_seconds)
     wired.auth_cache.clear()
     return credentials_out(credentials)
+
+
+@router.post("/apps/{name}/rotate-signing-secret", response_model=SigningSecretOut,
+             responses=ERRORS)
+async def rotate_signing_secret(name: str, _: AdminActor, wired: ServicesDep,
+                                body: RotateSigningSecretRequest | None = None
+                                ) -> SigningSecretOut:
+    """New signing secret (shown once); the API key is unchanged. For the overlap
+    (``overlap_seconds``, default RMS_SIGNING_SECRET_OVERLAP_SECONDS) check-backs carry both
+    the new and the previous signature in ``webhook-signature``; a second rotation retires
+    the older secret at once."""
+    overlap = (body.overlap_seconds if body and body.overlap_seconds is not None
+               else wired.settings.signing_secret_overlap_seconds)
+    app = await wired.apps.rotate_signing_secret(name, overlap)
+    wired.auth_cache.clear()
+    return SigningSecretOut(**app_out(app).model_dump(), signing_secret=app.signing_secret)
 
 
 @router.get("/messages", response_model=MessagePage, responses=ERRORS)

@@ -52,6 +52,8 @@ def app_out(app: App) -> AppOut:
         consume_topics=list(app.consume_topics), check_url_prefixes=list(app.check_url_prefixes),
         default_check_url=app.default_check_url, created_at=app.created_at,
         key_rotated_at=app.key_rotated_at,
+        previous_signing_secret_expires_at=(
+            app.previous_signing_secret_expires_at if app.previous_signing_secret else None),
     )
 
 

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Path, Response
 
 from message_service.api.convert import batch_response, event_out, message_response
 from message_service.deps import CurrentApp, ServicesDep
+from message_service.limits import LIMIT_RESPONSES, PENDING_CAP, RATE_LIMIT
 from message_service.schemas import (
     BatchIdsRequest,
     BatchOut,
@@ -18,7 +19,8 @@ from message_service.schemas import (
 )
 from rms.domain.ids import MESSAGE_ID_PATTERN
 
-router = APIRouter(prefix="/v1/messages", tags=["messages"])
+router = APIRouter(prefix="/v1/messages", tags=["messages"], dependencies=[RATE_LIMIT],
+                   responses=LIMIT_RESPONSES)
 IdPath = Path(pattern=MESSAGE_ID_PATTERN, description="the message id")
 ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": Problem, "description": text}
@@ -28,7 +30,8 @@ ERRORS: dict[int | str, dict[str, object]] = {
 }
 
 
-@router.post("", status_code=201, response_model=MessageOut, responses=ERRORS)
+@router.post("", status_code=201, response_model=MessageOut, responses=ERRORS,
+             dependencies=[PENDING_CAP])
 async def prepare(body: PrepareRequest, app: CurrentApp, wired: ServicesDep) -> Response:
     """Prepare a message: stored as pending-send, not delivered until confirmed."""
     message, created = await wired.service.prepare(app, body, one_shot=False)
@@ -42,7 +45,8 @@ async def send(body: PrepareRequest, app: CurrentApp, wired: ServicesDep) -> Res
     return message_response(message, 201 if created else 200)
 
 
-@router.post("/batch", status_code=201, response_model=BatchOut, responses=ERRORS)
+@router.post("/batch", status_code=201, response_model=BatchOut, responses=ERRORS,
+             dependencies=[PENDING_CAP])
 async def prepare_batch(body: BatchPrepareRequest, app: CurrentApp,
                         wired: ServicesDep) -> Response:
     """Prepare many messages in one request; all or nothing."""

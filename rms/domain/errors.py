@@ -54,9 +54,11 @@ class Invalid(RmsError):
 class RateLimited(RmsError):
     status, title, slug = 429, "Too many requests", "rate-limited"
 
-    def __init__(self, detail: str, retry_after_seconds: int) -> None:
+    def __init__(self, detail: str, retry_after_seconds: int,
+                 extra: dict[str, int | str] | None = None) -> None:
         super().__init__(detail)
         self.retry_after_seconds = retry_after_seconds
+        self.extra = dict(extra or {})  # further members of the problem document
 
 
 class Unavailable(RmsError):

@@ -25,10 +25,12 @@ class App:
     consume_topics: tuple[str, ...]
     check_url_prefixes: tuple[str, ...]
     default_check_url: str | None
-    signing_secret: str
-    previous_signing_secret: str | None
+    signing_secret: str = field(repr=False)  # never in a log line that prints an App
+    previous_signing_secret: str | None = field(repr=False)
     created_at: datetime
     key_rotated_at: datetime | None = None
+    # while set and in the future, check-backs are signed with both secrets
+    previous_signing_secret_expires_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

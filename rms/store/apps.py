@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import ColumnElement, case, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -13,6 +14,21 @@ from rms.domain.models import App
 from rms.domain.secrets import hash_api_key, new_api_key, new_signing_secret
 from rms.store.rows import to_app
 from rms.store.schema import apps
+
+
+def _live_previous_secret() -> ColumnElement[Any]:
+    """The previous signing secret while its overlap lasts (database clock), else NULL. A
+    previous secret without a deadline (a rotation from before deadlines existed) stays."""
+    expires = apps.c.previous_signing_secret_expires_at
+    return case((or_(expires.is_(None), expires > func.now()), apps.c.previous_signing_secret),
+                else_=None).label("previous_signing_secret")
+
+
+# every read of an app: a previous secret past its overlap is never handed out
+APP_COLUMNS: list[Any] = [
+    *(column for column in apps.c if column.name != "previous_signing_secret"),
+    _live_previous_secret(),
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,36 +78,55 @@ class AppStore:
 
     async def get(self, name: str) -> App:
         async with self._engine.connect() as conn:
-            row = (await conn.execute(select(apps).where(apps.c.name == name))).first()
+            row = (await conn.execute(select(*APP_COLUMNS).where(apps.c.name == name))).first()
         if row is None:
             raise NotFound(f"no app named {name!r}")
         return to_app(row)
 
     async def list(self) -> list[App]:
         async with self._engine.connect() as conn:
-            rows = (await conn.execute(select(apps).order_by(apps.c.name))).all()
+            rows = (await conn.execute(select(*APP_COLUMNS).order_by(apps.c.name))).all()
         return [to_app(row) for row in rows]
 
     async def by_api_key(self, api_key: str) -> App | None:
-        statement = select(apps).where(apps.c.api_key_hash == hash_api_key(api_key))
+        statement = select(*APP_COLUMNS).where(apps.c.api_key_hash == hash_api_key(api_key))
         async with self._engine.connect() as conn:
             row = (await conn.execute(statement)).first()
         return to_app(row) if row is not None else None
 
-    async def rotate_key(self, name: str, *, rotate_signing_secret: bool = False) -> Credentials:
+    async def rotate_key(self, name: str, *, rotate_signing_secret: bool = False,
+                         overlap_seconds: float = 86_400.0) -> Credentials:
         """New API key at once (the old one stops working). A rotated signing secret keeps the
-        previous one, so producers verify both until they switch."""
+        previous one for ``overlap_seconds`` (see :meth:`rotate_signing_secret`)."""
         key = new_api_key()
         values: dict[str, object] = {"api_key_hash": hash_api_key(key),
                                      "key_rotated_at": func.now()}
         if rotate_signing_secret:
-            values["previous_signing_secret"] = apps.c.signing_secret
-            values["signing_secret"] = new_signing_secret()
-        statement = update(apps).where(apps.c.name == name).values(**values).returning(*apps.c)
+            values |= _secret_rotation(new_signing_secret(), overlap_seconds)
+        app = await self._update(name, values)
+        return Credentials(app, key, app.signing_secret)
+
+    async def rotate_signing_secret(self, name: str, overlap_seconds: float) -> App:
+        """A new signing secret; the current one becomes the previous one and still signs
+        check-backs for ``overlap_seconds`` (database clock). A second rotation within the
+        overlap retires the older secret at once: at most two secrets sign at any time."""
+        return await self._update(name, _secret_rotation(new_signing_secret(), overlap_seconds))
+
+    async def _update(self, name: str, values: dict[str, object]) -> App:
+        statement = (update(apps).where(apps.c.name == name).values(**values)
+                     .returning(*APP_COLUMNS))
         async with self._engine.begin() as conn:
             row = (await conn.execute(statement)).first()
         if row is None:
             raise NotFound(f"no app named {name!r}")
-        app = to_app(row)
-        return Credentials(app, key, app.signing_secret)
+        return to_app(row)
+
+
+def _secret_rotation(secret: str, overlap_seconds: float) -> dict[str, object]:
+    return {
+        "previous_signing_secret": apps.c.signing_secret,
+        "signing_secret": secret,
+        "previous_signing_secret_expires_at": func.now() + func.make_interval(
+            0, 0, 0, 0, 0, 0, float(overlap_seconds)),
+    }
 

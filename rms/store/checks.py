@@ -36,6 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.domain.models import Actor, App, Message
 from rms.domain.states import DeadReason, Event, State
+from rms.store.apps import APP_COLUMNS
 from rms.store.messages import CANCEL, CONFIRM, seconds
 from rms.store.rows import to_app, to_message
 from rms.store.schema import apps, message_events, messages
@@ -175,7 +176,7 @@ class CheckStore:
 
     async def apps(self, names: Sequence[str]) -> dict[str, App]:
         """The apps of a batch (their signing secrets and current check_url prefixes)."""
-        statement = select(apps).where(apps.c.name.in_(sorted(set(names))))
+        statement = select(*APP_COLUMNS).where(apps.c.name.in_(sorted(set(names))))
         async with self._engine.connect() as conn:
             return {row.name: to_app(row) for row in await conn.execute(statement)}
 

@@ -57,6 +57,7 @@ def to_app(row: Row[Any]) -> App:
         previous_signing_secret=m["previous_signing_secret"],
         created_at=m["created_at"],
         key_rotated_at=m["key_rotated_at"],
+        previous_signing_secret_expires_at=m.get("previous_signing_secret_expires_at"),
     )
 
 

@@ -31,6 +31,7 @@ apps = Table(
     Column("api_key_hash", Text, nullable=False, unique=True),
     Column("signing_secret", Text, nullable=False),
     Column("previous_signing_secret", Text, nullable=True),
+    Column("previous_signing_secret_expires_at", DateTime(timezone=True), nullable=True),
     Column("produce_topics", ARRAY(Text), nullable=False, server_default="{}"),
     Column("consume_topics", ARRAY(Text), nullable=False, server_default="{}"),
     Column("check_url_prefixes", ARRAY(Text), nullable=False, server_default="{}"),
