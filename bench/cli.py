@@ -45,6 +45,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--worker-batch", type=int, default=1000, help="RMS_WORKER_BATCH_SIZE of the workers")
     add("--worker-concurrency", type=int, default=256,
         help="RMS_WORKER_CONCURRENCY of the workers")
+    add("--worker-timeout", type=float, default=600.0,
+        help="seconds the worker paths wait for resolution (the rest count as errors)")
     add("--soak", type=float, default=0.0, metavar="SECONDS",
         help="after the paths, sample rms serve RSS for this long under load (default off)")
     add("--soak-rate", type=float, default=1000.0, help="open-loop rate of the soak")
@@ -84,7 +86,8 @@ def _load_runs(args: argparse.Namespace) -> Iterator[Any]:
 def _worker_runs(args: argparse.Namespace) -> Iterator[Any]:
     from bench.workerpaths import WorkerLoad
 
-    common = {"batch_size": args.worker_batch, "concurrency": args.worker_concurrency}
+    common = {"batch_size": args.worker_batch, "concurrency": args.worker_concurrency,
+              "timeout": args.worker_timeout}
     for workers in args.confirm_workers:
         yield WorkerLoad("checkback", args.checkback_messages, workers, **common)
     for workers in args.recovery_workers:
@@ -94,11 +97,13 @@ def _worker_runs(args: argparse.Namespace) -> Iterator[Any]:
 def _measure(stack: Any, args: argparse.Namespace, stamp: str,
              progress: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
     from bench import baseline
-    from bench.paths import run_load
+    from bench.paths import run_load, warm_up
     from bench.workerpaths import run_worker_path
 
     runs = []
     bare_url = baseline.start(stack, args.api_workers) if "bare" in args.paths else ""
+    for url in filter(None, (stack.api_url, bare_url)):
+        warm_up(stack, url, f"{stamp}-warm{'bare' if url == bare_url else ''}")
     for load in _load_runs(args):
         if load.path in args.paths:
             url = bare_url if load.path == "bare" else stack.api_url
@@ -125,6 +130,7 @@ def _bench(args: argparse.Namespace, stamp: str) -> dict[str, Any]:
 
     load_average = [round(x, 2) for x in os.getloadavg()]
     sampler = Sampler()
+    sampler.add("bench", os.getpid())  # this process: the sampler and the polling
     sampler.start()
     print("rms bench: starting the stack ...", flush=True)
     stack = (stacks.target_stack if args.target else stacks.own_stack)(args, sampler)

@@ -11,6 +11,7 @@ Kinds of transaction:
 Modes: ``closed`` (``concurrency`` clients, each starting its next transaction when the last
 one ended) and ``open`` (transaction ``n`` is scheduled at ``start + n / rate``; latency is
 measured from that scheduled time, so queueing in the client counts: no coordinated omission).
+A transaction not finished ``timeout`` seconds after its start is abandoned as an error.
 
 The output (JSON) lists every transaction as ``[n, outcome, t0, t1, t2]``: ``t0`` the
 (scheduled) start, ``t1`` the end of prepare (or send), ``t2`` the end of confirm/cancel, all
@@ -52,6 +53,7 @@ class Spec:
     batch_size: int = 500
     max_in_flight: int = 5000
     connections: int = 256
+    timeout: float = 30.0  # a transaction not finished by then (queueing included) is an error
 
 
 def message_ids(spec_kind: str, id_prefix: str, n: int, batch_size: int) -> list[str]:
@@ -97,9 +99,12 @@ class Driver:
 
     async def transaction(self, n: int, t0: float) -> None:
         try:
-            await self._run(n, t0)
+            async with asyncio.timeout(self.spec.timeout):
+                await self._run(n, t0)
         except (HttpError, OSError) as exc:
             self.out.error(n, t0, str(exc))
+        except TimeoutError:
+            self.out.error(n, t0, f"no answer within {self.spec.timeout:g}s")
 
     async def _run(self, n: int, t0: float) -> None:
         kind, spec = self.spec.kind, self.spec
@@ -162,13 +167,14 @@ async def open_loop(driver: Driver) -> None:
 
 async def drive(spec: Spec) -> dict[str, Any]:
     driver = Driver(spec)
+    before = resource.getrusage(resource.RUSAGE_SELF)  # start-up (imports) not counted
     started = time.time()
     await (open_loop(driver) if spec.mode == "open" else closed_loop(driver))
     ended = time.time()
     driver.pool.close()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {"spec": asdict(spec), "started": started, "ended": ended,
-            "cpu_seconds": usage.ru_utime + usage.ru_stime,
+            "cpu_seconds": usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime,
             "peak_rss_mb": usage.ru_maxrss / 1024, "errors": driver.out.errors,
             "error_samples": driver.out.error_samples,
             "transactions": driver.out.transactions}

@@ -110,5 +110,13 @@ def run_load(stack: Stack, load: Load, base_url: str, run_id: str) -> dict[str, 
     }
 
 
+def warm_up(stack: Stack, base_url: str, run_id: str, transactions: int = 200) -> None:
+    """Unmeasured transactions (connections, caches, first publishes) before the first run;
+    their messages still have to reach ``done``."""
+    path = "happy" if base_url == stack.api_url else "bare"
+    run_load(stack, Load(path, "closed", concurrency=8, transactions=transactions), base_url,
+             run_id)
+
+
 def usage_dict(usage: dict[str, Usage]) -> dict[str, dict[str, float]]:
     return {group: asdict(u) for group, u in sorted(usage.items())}

@@ -4,8 +4,10 @@ background thread.
 
 A group is a set of root pids plus all their descendants. CPU of a window = for every process
 seen in it, its last sampled CPU time minus its CPU time when the window opened (0 for a
-process created during the window). RSS is the sum over the group at one sample; the peak is
-the largest such sum in the window. ``series`` keeps ``(time, rss MB)`` of chosen groups for
+process created during the window). The group's RSS at one sample is the sum of each
+process's private resident memory (RSS minus shared) plus the largest shared part once, so
+PostgreSQL's shared buffers are not counted once per backend; the peak is the largest sample
+in the window. ``series`` keeps ``(time, rss MB)`` of chosen groups for
 the soak.
 """
 
@@ -57,7 +59,7 @@ class Window:
 
 
 class Sampler:
-    def __init__(self, interval: float = 0.25) -> None:
+    def __init__(self, interval: float = 0.5) -> None:
         self.interval = interval
         self.groups: dict[str, set[int]] = defaultdict(set)
         self.series: dict[str, list[tuple[float, float]]] = defaultdict(list)
@@ -104,24 +106,29 @@ class Sampler:
             window = self._window
         now = time.time()
         for name, pids in groups.items():
-            rss = 0.0
+            private, shared = 0.0, 0.0
             for pid in pids:
                 for process in _tree(pid):
-                    rss += self._observe(window, name, process)
+                    mine, common = self._observe(window, name, process)
+                    private, shared = private + mine, max(shared, common)
+            rss = private + shared
             if window is not None:
                 window.peak[name] = max(window.peak[name], rss / MB)
             if name in self.record_series:
                 self.series[name].append((now, rss / MB))
 
     @staticmethod
-    def _observe(window: Window | None, group: str, process: psutil.Process) -> float:
+    def _observe(window: Window | None, group: str, process: psutil.Process
+                 ) -> tuple[float, float]:
+        """Record the process's CPU time; returns its (private, shared) resident bytes."""
         with contextlib.suppress(psutil.Error):
             with process.oneshot():
-                cpu, rss = _cpu(process), float(process.memory_info().rss)
+                cpu, memory = _cpu(process), process.memory_info()
                 created = process.create_time()
             if window is not None:
                 if process.pid not in window.first:
                     window.first[process.pid] = 0.0 if created >= window.opened else cpu
                 window.last[process.pid] = (group, cpu)
-            return rss
-        return 0.0
+            shared = float(getattr(memory, "shared", 0))
+            return float(memory.rss) - shared, shared
+        return 0.0, 0.0

@@ -87,6 +87,10 @@ def render(result: dict[str, Any]) -> str:
     lines += _processes(result["runs"])
     lines += _soak(result.get("soak"))
     lines += targets.render(result)
+    for run in result["runs"]:
+        if run["error_samples"]:
+            lines.append(f"errors in {run['path']} {run['load']}, e.g.: "
+                         f"{run['error_samples'][0][:200]}")
     failed = [r for r in result["runs"] if not r["verification"]["passed"]]
     for run in failed:
         lines.append(f"\nVERIFICATION FAILED for {run['path']} {run['load']}: "
