@@ -33,11 +33,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="closed-loop clients, one run per value (default 1 32)")
     add("--rate", type=float, nargs="*", default=[1500.0],
         help="open-loop arrival rates in tx/s, one run per value (default 1500)")
-    add("--api-workers", type=int, default=1, help="uvicorn workers of rms serve and bare")
+    add("--api-workers", type=int, default=1, help="uvicorn workers of rms serve and bare (default 1)")
     add("--bulk-batch", type=int, default=500, help="messages per bulk request (default 500)")
     add("--bulk-concurrency", type=int, default=4, help="bulk clients (default 4)")
-    add("--checkback-messages", type=int, default=20_000)
-    add("--redelivery-messages", type=int, default=50_000)
+    add("--checkback-messages", type=int, default=20_000,
+        help="messages of the check-back run (default 20000)")
+    add("--redelivery-messages", type=int, default=50_000,
+        help="messages of the redelivery run (default 50000)")
     add("--confirm-workers", type=int, nargs="+", default=[1],
         help="confirm-worker processes, one check-back run per value (default 1)")
     add("--recovery-workers", type=int, nargs="+", default=[1],
@@ -132,7 +134,8 @@ def _bench(args: argparse.Namespace, stamp: str) -> dict[str, Any]:
     sampler = Sampler()
     sampler.add("bench", os.getpid())  # this process: the sampler and the polling
     sampler.start()
-    print("rms bench: starting the stack ...", flush=True)
+    print(f"rms bench: {'using ' + args.target if args.target else 'starting the stack'} ...",
+          flush=True)
     stack = (stacks.target_stack if args.target else stacks.own_stack)(args, sampler)
     try:
         stacks.register_app(stack)
