@@ -18,7 +18,9 @@ SELECT m.message_id, m.state,
        (SELECT count(*) FROM message_events e
          WHERE e.message_id = m.message_id AND e.event = 'published')::int,
        extract(epoch FROM m.created_at)::float8,
-       extract(epoch FROM m.confirmed_at)::float8, extract(epoch FROM m.done_at)::float8
+       extract(epoch FROM m.confirmed_at)::float8, extract(epoch FROM m.done_at)::float8,
+       (SELECT count(*) FROM message_events e
+         WHERE e.message_id = m.message_id AND e.event = 'acked')::int
 FROM messages m WHERE m.message_id = ANY($1::text[])
 """
 DONE = "SELECT count(*) FROM messages WHERE message_id = ANY($1::text[]) AND state = 'done'"

@@ -2,8 +2,8 @@
 observe it. Pure: it judges a history given to it (tests feed it fabricated ones).
 
 * every message whose confirm (or one-shot send, or committed check-back) succeeded must be
-  ``done`` with a ``done_at``, have at least one ``published`` event, and have reached the
-  consumer on Kafka at least once;
+  ``done`` with ``confirmed_at <= done_at``, have at least one ``published`` event and exactly
+  one ``acked`` event, and have reached the consumer on Kafka at least once;
 * every message whose cancel succeeded must be ``deleted``, with no ``published`` event, and
   must never have reached the consumer.
 """
@@ -27,6 +27,7 @@ class Stored:
     created_at: float
     confirmed_at: float | None
     done_at: float | None
+    acked: int = 1  # ``acked`` events: exactly one for a done message
 
 
 @dataclass
@@ -56,6 +57,10 @@ def _confirmed(message_id: str, stored: Stored | None, received: bool) -> str | 
         return f"{message_id}: confirmed but state is {stored.state!r}, not done"
     if stored.published < 1:
         return f"{message_id}: done without a published event"
+    if stored.acked != 1:
+        return f"{message_id}: {stored.acked} acked events (one transition to done expected)"
+    if stored.confirmed_at is None or stored.confirmed_at > stored.done_at:
+        return f"{message_id}: done_at before confirmed_at (or no confirmed_at)"
     if not received:
         return f"{message_id}: done but never received from Kafka"
     return None

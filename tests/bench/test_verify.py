@@ -36,6 +36,10 @@ def test_a_confirmed_message_not_done_or_never_received_fails() -> None:
     assert not verify({"a": CONFIRMED}, {"a": _done("a")}, {}).passed
     unpublished = Stored("a", "done", 0, 100.0, 100.1, 100.3)
     assert not verify({"a": CONFIRMED}, {"a": unpublished}, {"a": [(1, 1.0)]}).passed
+    acked_twice = Stored("a", "done", 1, 100.0, 100.1, 100.3, acked=2)
+    assert not verify({"a": CONFIRMED}, {"a": acked_twice}, {"a": [(1, 1.0)]}).passed
+    done_first = Stored("a", "done", 1, 100.0, 100.5, 100.3)
+    assert not verify({"a": CONFIRMED}, {"a": done_first}, {"a": [(1, 1.0)]}).passed
 
 
 def test_a_published_cancelled_message_fails() -> None:
