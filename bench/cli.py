@@ -158,11 +158,16 @@ def _bench(args: argparse.Namespace, stamp: str) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from bench import report
+    from bench.stack import StackError
 
     started = datetime.now(UTC)
     stamp = f"b{uuid.uuid4().hex[:6]}"
     clock = time.monotonic()
-    result = _bench(args, stamp)
+    try:
+        result = _bench(args, stamp)
+    except (StackError, RuntimeError) as exc:
+        print(f"rms bench: {exc}", file=sys.stderr)
+        return 2
     result["started"] = started.isoformat()
     result["wall_seconds"] = round(time.monotonic() - clock, 1)
     out = args.out or RESULTS / f"bench-{started.strftime('%Y%m%dT%H%M%SZ')}.json"

@@ -133,9 +133,12 @@ async def closed_loop(driver: Driver) -> None:
     deadline = time.monotonic() + spec.duration
     counter = iter(range(sys.maxsize))
 
+    def finished(n: int) -> bool:
+        return n >= spec.transactions if spec.transactions else time.monotonic() > deadline
+
     async def client() -> None:
         for n in counter:
-            if (n >= spec.transactions) if spec.transactions else time.monotonic() > deadline:
+            if finished(n):
                 return
             await driver.transaction(n, time.time())
 

@@ -39,6 +39,7 @@ from bench.stats import rate, summarize
 from bench.verify import CONFIRMED, verify
 
 SEED_BATCH = 1000
+SEED_ATTEMPTS = 30
 GATES = {
     "checkback": "UPDATE messages SET next_check_at = now() "
                  "WHERE message_id = ANY($1::text[]) AND state = 'pending-send'",
@@ -65,6 +66,22 @@ class WorkerLoad:
     timeout: float = 600.0
 
 
+def _post(client: httpx.Client, path: str, body: dict[str, Any]) -> None:
+    """POST a batch, retried while RMS answers 503/429 or the connection breaks: batches are
+    all or nothing, a repeated prepare of the same content and a repeated confirm are no-ops."""
+    for _ in range(SEED_ATTEMPTS):
+        try:
+            response = client.post(path, json=body)
+        except httpx.TransportError:
+            time.sleep(1.0)
+            continue
+        if response.status_code not in (429, 503):
+            response.raise_for_status()
+            return
+        time.sleep(float(response.headers.get("retry-after", "1")))
+    raise RuntimeError(f"seeding {path} failed {SEED_ATTEMPTS} times (overloaded)")
+
+
 def _seed(stack: Stack, load: WorkerLoad, ids: list[str]) -> None:
     auth = {"Authorization": f"Bearer {stack.api_key}"}
     policy = ({"check_after_seconds": 86_400} if load.path == "checkback"
@@ -74,10 +91,9 @@ def _seed(stack: Stack, load: WorkerLoad, ids: list[str]) -> None:
             chunk = ids[start:start + SEED_BATCH]
             body = [{"message_id": i, "topic": TOPICS[load.path], "payload": {"id": i},
                      "check_url": stack.check_url} | policy for i in chunk]
-            client.post("/v1/messages/batch", json={"messages": body}).raise_for_status()
+            _post(client, "/v1/messages/batch", {"messages": body})
             if load.path == "redelivery":
-                client.post("/v1/messages/batch/confirm",
-                            json={"message_ids": chunk}).raise_for_status()
+                _post(client, "/v1/messages/batch/confirm", {"message_ids": chunk})
     if load.path == "redelivery":  # delivery 1 is out and seen (and not acked) before the gate
         history.wait_received(receipts_file(stack), set(ids), 1, load.timeout)
 
