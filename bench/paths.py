@@ -2,8 +2,8 @@
 generator process per run, then wait until every confirmed message is ``done``, then stages,
 CPU per process and the verification.
 
-Throughput: ``throughput`` = transactions completed without error per second of the load
-generator's run (messages per second for bulk); ``done_per_s`` = messages that reached
+Throughput: ``throughput`` = transactions completed without error (confirmed or cancelled)
+per second of the load generator's run (messages per second for bulk); ``done_per_s`` = messages that reached
 ``done`` per second from the run's start to the last ``done_at`` (end to end).
 """
 
@@ -17,12 +17,12 @@ from typing import Any
 import orjson
 
 from bench import history
-from bench.loadgen import ERROR, Spec, message_ids
+from bench.loadgen import DROPPED, ERROR, Spec, message_ids
 from bench.procs import Usage
 from bench.stack import TOPICS, Stack, receipts_file
 from bench.stages import load_stages
 from bench.stats import rate, summarize
-from bench.verify import CONFIRMED, verify
+from bench.verify import CANCELLED, CONFIRMED, verify
 
 DONE_GRACE_SECONDS = 60.0
 
@@ -71,7 +71,7 @@ def _drive(stack: Stack, spec: Spec, run_id: str) -> dict[str, Any]:
 def _expected(spec: Spec, transactions: list[list[Any]]) -> dict[str, str]:
     expected = {}
     for n, outcome, *_ in transactions:
-        if outcome != ERROR and outcome != "dropped":
+        if outcome not in (ERROR, DROPPED):
             for message_id in message_ids(spec.kind, spec.id_prefix, n, spec.batch_size):
                 expected[message_id] = outcome
     return expected
@@ -93,7 +93,7 @@ def run_load(stack: Stack, load: Load, base_url: str, run_id: str) -> dict[str, 
     stages = load_stages(generated["transactions"],
                          lambda n: message_ids(spec.kind, spec.id_prefix, n, spec.batch_size),
                          receipts, stored)
-    ok = sum(1 for t in generated["transactions"] if t[1] == CONFIRMED)
+    ok = sum(1 for t in generated["transactions"] if t[1] in (CONFIRMED, CANCELLED))
     per_tx = spec.batch_size if spec.kind == "bulk" else 1
     done_at = [s.done_at for i in confirmed if (s := stored.get(i)) and s.done_at]
     return {
