@@ -132,7 +132,7 @@ def _bench(args: argparse.Namespace, stamp: str) -> dict[str, Any]:
 
     load_average = [round(x, 2) for x in os.getloadavg()]
     sampler = Sampler()
-    sampler.add("bench", os.getpid())  # this process: the sampler and the polling
+    sampler.add("bench", os.getpid(), descendants=False)  # the sampler and the polling
     sampler.start()
     print(f"rms bench: {'using ' + args.target if args.target else 'starting the stack'} ...",
           flush=True)

@@ -2,7 +2,8 @@
 PostgreSQL processes, tansu, workers, load generator, consumer, ...), sampled with psutil by a
 background thread.
 
-A group is a set of root pids plus all their descendants. CPU of a window = for every process
+A group is a set of root pids plus all their descendants (``bench``, the orchestrator, is
+its own pid only: every other process is its descendant). CPU of a window = for every process
 seen in it, its last sampled CPU time minus its CPU time when the window opened (0 for a
 process created during the window). The group's RSS at one sample is the sum of each
 process's private resident memory (RSS minus shared) plus the largest shared part once, so
@@ -30,12 +31,15 @@ class Usage:
     peak_rss_mb: float
 
 
-def _tree(pid: int) -> list[psutil.Process]:
+def _tree(pid: int, *, descendants: bool = True) -> list[psutil.Process]:
     try:
         root = psutil.Process(pid)
-        return [root, *root.children(recursive=True)]
     except psutil.Error:
         return []
+    try:
+        return [root, *root.children(recursive=True)] if descendants else [root]
+    except psutil.Error:  # a child vanished while listing: the root alone this time
+        return [root]
 
 
 def _cpu(process: psutil.Process) -> float:
@@ -62,6 +66,7 @@ class Sampler:
     def __init__(self, interval: float = 0.5) -> None:
         self.interval = interval
         self.groups: dict[str, set[int]] = defaultdict(set)
+        self.solo: set[str] = set()  # groups measured without their descendants
         self.series: dict[str, list[tuple[float, float]]] = defaultdict(list)
         self.record_series: set[str] = set()
         self._window: Window | None = None
@@ -69,9 +74,11 @@ class Sampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="bench-sampler", daemon=True)
 
-    def add(self, group: str, pid: int) -> None:
+    def add(self, group: str, pid: int, *, descendants: bool = True) -> None:
         with self._lock:
             self.groups[group].add(pid)
+            if not descendants:
+                self.solo.add(group)
 
     def remove(self, group: str) -> None:
         with self._lock:
@@ -103,12 +110,13 @@ class Sampler:
     def sample(self) -> None:
         with self._lock:
             groups = {name: set(pids) for name, pids in self.groups.items()}
+            solo = set(self.solo)
             window = self._window
         now = time.time()
         for name, pids in groups.items():
             private, shared = 0.0, 0.0
             for pid in pids:
-                for process in _tree(pid):
+                for process in _tree(pid, descendants=name not in solo):
                     mine, common = self._observe(window, name, process)
                     private, shared = private + mine, max(shared, common)
             rss = private + shared
