@@ -88,7 +88,8 @@ def _database_error(request: Request, exc: Exception) -> Response:
 def _driver_error(request: Request, exc: Exception) -> Response:
     """asyncpg's own errors (the request path's coalesced statements run on the driver
     connection): a lost or refused connection is 503, the rest as for SQLAlchemy's."""
-    if isinstance(exc, asyncpg.InterfaceError | asyncpg.PostgresConnectionError
+    if isinstance(exc, asyncpg.InterfaceError | asyncpg.InternalClientError
+                  | asyncpg.PostgresConnectionError
                   | asyncpg.exceptions.OperatorInterventionError
                   | asyncpg.exceptions.InsufficientResourcesError):
         return _unavailable(request, exc)
@@ -116,4 +117,5 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(DBAPIError, _database_error)
     app.add_exception_handler(asyncpg.PostgresError, _driver_error)
     app.add_exception_handler(asyncpg.InterfaceError, _driver_error)
+    app.add_exception_handler(asyncpg.InternalClientError, _driver_error)
     app.add_exception_handler(Exception, _unexpected)

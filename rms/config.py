@@ -37,6 +37,7 @@ class Settings(BaseSettings):
     ack_topic: str = "rms.acks"
     ack_consumer_enabled: bool = True
     ack_consumer_group: str = "rms-ack-consumer"
+    ack_consumer_max_wait_ms: int = Field(default=50, ge=1)
 
     # Security
     admin_token: str | None = None

@@ -156,14 +156,16 @@ def item_specific(exc: Exception) -> bool:
 
 @asynccontextmanager
 async def driver_connection(engine: AsyncEngine) -> AsyncIterator[Any]:
-    """A pooled connection's asyncpg connection. One that broke while in use (server
-    restarted, backend terminated) is invalidated, so the pool never hands it out again."""
+    """A pooled connection's asyncpg connection. After anything but an error PostgreSQL
+    reported for the statement (which leaves the connection usable), the connection is
+    invalidated: lost, cancelled mid-operation or in an unknown protocol state, it must never
+    be handed out again."""
     async with engine.connect() as conn:
         driver = await driver_of(conn)
         try:
             yield driver
-        except BaseException:
-            if driver.is_closed():
+        except BaseException as exc:
+            if driver.is_closed() or not (isinstance(exc, Exception) and item_specific(exc)):
                 await conn.invalidate()
             raise
 

@@ -1,0 +1,114 @@
+"""The printed table and the JSON file."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench import targets
+
+DEFINITIONS = """\
+definitions (all times on this machine's clock; full text in bench/README.md):
+  throughput  happy/bare/oneshot: transactions without error per second of the load run;
+              bulk: messages/s; checkback: messages resolved per second (gate -> last
+              confirmed_at); redelivery: re-published per second (gate -> last published)
+  done/s      messages that reached `done` per second, run start (or gate) -> last done_at
+  prepare     prepare (send, batch prepare) response end - start (open loop: scheduled start)
+  confirm     confirm (batch confirm) response end - prepare response end
+  record      consumer receive time - confirm response end (may be < 0: the record can
+              arrive before the producer reads the answer); worker paths: - resolution
+  done        done_at (database) - receive time of the acknowledged delivery
+  resolve     worker paths: confirmed_at / delivery-2 published event - gate
+  RMS/bare    RMS happy-path done/s / bare-baseline done/s at the same load (full
+              transactions: prepare, confirm, publish, consume, ack on the ack topic, done)
+  cells are p50/p95/p99 in ms"""
+
+
+def _ms(value: Any) -> str:
+    return "-" if value is None else f"{value:.1f}" if abs(value) < 100 else f"{value:.0f}"
+
+
+def _stage_cell(name: str, figures: dict[str, Any]) -> str:
+    if not figures.get("count"):
+        return f"{name} -"
+    return f"{name} {_ms(figures['p50_ms'])}/{_ms(figures['p95_ms'])}/{_ms(figures['p99_ms'])}"
+
+
+def _row(run: dict[str, Any]) -> str:
+    verified = "ok" if run["verification"]["passed"] else "FAILED"
+    ratio = f"{run['rms_over_bare']:.2f}" if run.get("rms_over_bare") is not None else "-"
+    stages = "  ".join(_stage_cell(n, f) for n, f in run["stages"].items())
+    return (f"{run['path']:<10} {run['load']:<10} {run['throughput']:>10,.0f} "
+            f"{run['unit']:<13} {run['done_per_s']:>9,.0f} {run['errors']:>6} {ratio:>8} "
+            f"{verified:>8}  {stages}")
+
+
+def _processes(runs: Iterable[dict[str, Any]]) -> list[str]:
+    lines = ["", "CPU seconds / peak RSS MB per process group during each run:"]
+    for run in runs:
+        cells = [f"{group} {u['cpu_seconds']:.1f}s/{u['peak_rss_mb']:.0f}MB"
+                 for group, u in run["processes"].items()]
+        lines.append(f"  {run['path']:<10} {run['load']:<10} " + "  ".join(cells))
+    return lines
+
+
+def _conditions(conditions: dict[str, Any]) -> list[str]:
+    pg = conditions["postgresql"]
+    packages = " ".join(f"{k} {v}" for k, v in conditions["packages"].items())
+    return [
+        f"conditions: {conditions['cores']} cores, {conditions['memory_gib']} GiB, load average "
+        f"at start {conditions['load_average_at_start']}, {conditions['platform']}",
+        f"  Python {conditions['python']}; {packages}",
+        f"  PostgreSQL {pg['server_version']} fsync={pg['fsync']} synchronous_commit="
+        f"{pg['synchronous_commit']} shared_buffers={pg['shared_buffers']} wal_level="
+        f"{pg['wal_level']} max_connections={pg['max_connections']}",
+        f"  broker: {conditions['broker']}; rms serve workers: "
+        f"{conditions['rms_serve_workers']}; {conditions['stack']}; git {conditions['git_commit']}",
+    ]
+
+
+def _soak(soak: dict[str, Any] | None) -> list[str]:
+    if not soak:
+        return []
+    return ["", f"soak: rms serve RSS over {soak['seconds']:.0f}s at {soak['rate']:g} tx/s: "
+                f"first {soak['first_mb']:.0f} MB, last {soak['last_mb']:.0f} MB, peak "
+                f"{soak['peak_mb']:.0f} MB, slope {soak['slope_mb_per_min']:+.2f} MB/min "
+                f"({soak['samples']} samples)"]
+
+
+def render(result: dict[str, Any]) -> str:
+    header = (f"{'path':<10} {'load':<10} {'throughput':>10} {'':<13} {'done/s':>9} "
+              f"{'errors':>6} {'RMS/bare':>8} {'verified':>8}  stages p50/p95/p99 ms")
+    lines = [*_conditions(result["conditions"]), "", header, "-" * len(header)]
+    lines += [_row(run) for run in result["runs"]]
+    lines += _processes(result["runs"])
+    lines += _soak(result.get("soak"))
+    lines += targets.render(result)
+    for run in result["runs"]:
+        if run["error_samples"]:
+            lines.append(f"errors in {run['path']} {run['load']}, e.g.: "
+                         f"{run['error_samples'][0][:200]}")
+    failed = [r for r in result["runs"] if not r["verification"]["passed"]]
+    for run in failed:
+        lines.append(f"\nVERIFICATION FAILED for {run['path']} {run['load']}: "
+                     f"{run['verification']['problems']} problem(s), e.g.")
+        lines += [f"  {sample}" for sample in run["verification"]["samples"]]
+    lines += ["", DEFINITIONS]
+    return "\n".join(lines)
+
+
+def add_ratios(runs: list[dict[str, Any]]) -> None:
+    """``rms_over_bare`` on each happy-path run that has a bare run at the same load."""
+    bare = {run["load"]: run for run in runs if run["path"] == "bare"}
+    for run in runs:
+        partner = bare.get(run["load"]) if run["path"] == "happy" else None
+        if partner and partner["done_per_s"]:
+            run["rms_over_bare"] = round(run["done_per_s"] / partner["done_per_s"], 3)
+
+
+def write_json(result: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))

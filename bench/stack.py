@@ -1,0 +1,223 @@
+"""The system under test: either the bench's own stack (embedded PostgreSQL with fsync on,
+tansu, migrations, ``rms serve`` as a subprocess) or an existing one (``--target``), plus the
+bench's helper processes (consumer, callback server, workers, bare baseline), each registered
+with the CPU/RSS sampler under a group name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from aiokafka import AIOKafkaProducer
+
+from bench.procs import Sampler
+from rms.embedded import EmbeddedKafka, EmbeddedPostgres, free_port, remove_tree, wait_for_port
+from rms.store.migrate import upgrade
+
+ADMIN_TOKEN = "bench-admin-token"
+TOPICS = {path: f"bench.{path}" for path in
+          ("happy", "oneshot", "bulk", "checkback", "redelivery", "bare", "soak")}
+BARE_ACK_TOPIC = "bench.bare-acks"
+STOP_SECONDS = 15
+
+
+class StackError(RuntimeError):
+    """The stack could not start or a process died."""
+
+
+@dataclass
+class Stack:
+    work: Path
+    api_url: str
+    database_url: str
+    bootstrap: str
+    ack_topic: str
+    admin_token: str
+    sampler: Sampler
+    own: bool
+    callback_port: int = field(default_factory=free_port)
+    app: str = ""
+    api_key: str = ""
+    postgres: EmbeddedPostgres | None = None
+    kafka: EmbeddedKafka | None = None
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def dsn(self) -> str:
+        """libpq URL for asyncpg (the ``+asyncpg`` driver suffix removed)."""
+        return self.database_url.replace("+asyncpg", "")
+
+    @property
+    def check_url(self) -> str:
+        return f"http://127.0.0.1:{self.callback_port}/check"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        base = {k: v for k, v in os.environ.items() if not k.startswith("RMS_")}
+        return base | {
+            "RMS_DATABASE_URL": self.database_url, "RMS_KAFKA_BOOTSTRAP_SERVERS": self.bootstrap,
+            "RMS_ADMIN_TOKEN": self.admin_token, "RMS_ALLOW_PRIVATE_CALLBACKS": "true",
+            "RMS_ACK_TOPIC": self.ack_topic} | extra
+
+    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None,
+              group: str | None = None) -> subprocess.Popen[bytes]:
+        log = (self.work / f"{name}.log").open("ab")
+        process = subprocess.Popen([sys.executable, *argv], env=env or self.env(), stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        self.processes[name] = process
+        self.sampler.add(group or name, process.pid)
+        return process
+
+    def stop_process(self, name: str, group: str | None = None) -> None:
+        process = self.processes.pop(name, None)
+        self.sampler.remove(group or name)
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+    def check_alive(self) -> None:
+        for name, process in self.processes.items():
+            if process.poll() is not None:
+                raise StackError(f"{name} exited with {process.returncode}; see "
+                                 f"{self.work / (name + '.log')}")
+
+    def log_contains(self, name: str, text: bytes) -> bool:
+        log = self.work / f"{name}.log"
+        return log.exists() and text in log.read_bytes()
+
+    def wait_log(self, name: str, text: bytes, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.log_contains(name, text):
+            self.check_alive()
+            if time.monotonic() > deadline:
+                raise StackError(f"{name} did not log {text!r} in {timeout:.0f}s")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        for name in list(self.processes):
+            self.stop_process(name)
+        if self.kafka is not None:
+            self.kafka.stop()
+        if self.postgres is not None:
+            self.postgres.stop()
+            remove_tree(self.postgres.data_dir)  # the logs stay in the work dir
+
+
+def wait_http(url: str, timeout: float = 60.0, stack: Stack | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if stack is not None:
+            stack.check_alive()
+        try:
+            if httpx.get(url, timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise StackError(f"{url} not ready after {timeout:.0f}s")
+
+
+def start_serve(stack: Stack, workers: int) -> None:
+    port = int(stack.api_url.rsplit(":", 1)[1])
+    stack.spawn("rms-serve", ["-m", "rms.cli", "serve", "--port", str(port),
+                              "--workers", str(workers)])
+    wait_http(f"{stack.api_url}/readyz", stack=stack)
+
+
+def own_stack(args: argparse.Namespace, sampler: Sampler) -> Stack:
+    work = Path(tempfile.mkdtemp(prefix="rms-bench-"))
+    postgres = EmbeddedPostgres(work / "pg", fsync=True)
+    kafka = EmbeddedKafka(log_path=work / "tansu.log")
+    stack = Stack(work, f"http://127.0.0.1:{free_port()}", postgres.url("rms"),
+                  kafka.bootstrap_servers, "rms.acks", ADMIN_TOKEN, sampler, own=True,
+                  postgres=postgres, kafka=kafka)
+    try:
+        postgres.start()
+        kafka.start()
+        postgres.create_database("rms")
+        upgrade(postgres.url("rms"))
+        sampler.add("postgres", _postmaster_pid(postgres))
+        assert kafka.process is not None
+        sampler.add("tansu", kafka.process.pid)
+        start_serve(stack, args.api_workers)
+    except BaseException:
+        stack.stop()
+        raise
+    return stack
+
+
+def target_stack(args: argparse.Namespace, sampler: Sampler) -> Stack:
+    if not (args.database_url and args.kafka and args.admin_token):
+        raise StackError("--target needs --database-url, --kafka and --admin-token")
+    work = Path(tempfile.mkdtemp(prefix="rms-bench-"))
+    wait_http(f"{args.target.rstrip('/')}/readyz", timeout=10)
+    return Stack(work, args.target.rstrip("/"), args.database_url, args.kafka, args.ack_topic,
+                 args.admin_token, sampler, own=False)
+
+
+def _postmaster_pid(postgres: EmbeddedPostgres) -> int:
+    return int((postgres.data_dir / "postmaster.pid").read_text().split()[0])
+
+
+def register_app(stack: Stack) -> None:
+    """One app that produces and consumes ``bench.*`` and may be called back locally."""
+    stack.app = f"bench-{uuid.uuid4().hex[:8]}"
+    response = httpx.post(
+        f"{stack.api_url}/v1/admin/apps", headers={"Authorization": f"Bearer {stack.admin_token}"},
+        json={"name": stack.app, "produce_topics": ["bench.*"], "consume_topics": ["bench.*"],
+              "check_url_prefixes": [f"http://127.0.0.1:{stack.callback_port}/"]}, timeout=10)
+    if response.status_code != 201:
+        raise StackError(f"cannot register the bench app: {response.status_code} {response.text}")
+    stack.api_key = response.json()["api_key"]
+
+
+async def create_topics(bootstrap: str, topics: list[str]) -> None:
+    """Produce one header-less record to each topic (the consumer ignores it), so every topic
+    exists before the consumer subscribes."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False)
+    await producer.start()
+    try:
+        await asyncio.gather(*(producer.send_and_wait(t, b"{}") for t in topics))
+    finally:
+        await producer.stop()
+
+
+def start_helpers(stack: Stack) -> None:
+    """The consumer (acks every record; delivery 1 of the redelivery path is not acked) and
+    the callback server."""
+    topics = [*TOPICS.values()]
+    asyncio.run(create_topics(stack.bootstrap, [*topics, stack.ack_topic, BARE_ACK_TOPIC]))
+    ready = stack.work / "consumer.ready"
+    stack.spawn("consumer", [
+        "-m", "bench.consumer", "--bootstrap", stack.bootstrap, "--topics", ",".join(topics),
+        "--ack-topic", stack.ack_topic, "--consumer-app", stack.app,
+        "--skip-first", TOPICS["redelivery"], "--route", f"{TOPICS['bare']}={BARE_ACK_TOPIC}",
+        "--out", str(receipts_file(stack)), "--ready", str(ready)])
+    stack.spawn("callback", ["-m", "bench.callback", str(stack.callback_port)])
+    wait_for_port("127.0.0.1", stack.callback_port, 30)
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        stack.check_alive()
+        if time.monotonic() > deadline:
+            raise StackError("the consumer did not get its partitions in 60s")
+        time.sleep(0.05)
+
+
+def receipts_file(stack: Stack) -> Path:
+    return stack.work / "receipts.tsv"

@@ -1,0 +1,48 @@
+"""``rms bench`` at a tiny scale on its own stack: it runs every path, writes every stage and
+the conditions, and its verification passes. Never asserts speed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+STAGES = {
+    "happy": {"prepare", "confirm", "record", "done"},
+    "bare": {"prepare", "confirm", "record", "done"},
+    "oneshot": {"prepare", "confirm", "record", "done"},
+    "bulk": {"prepare", "confirm", "record", "done"},
+    "checkback": {"resolve", "record", "done"},
+    "redelivery": {"resolve", "record", "done"},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_tiny_bench_runs_every_path_and_verifies(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "rms.cli", "bench", "--transactions", "30", "--concurrency", "2",
+         "--rate", "30", "--bulk-batch", "10", "--bulk-concurrency", "2",
+         "--checkback-messages", "30", "--redelivery-messages", "30", "--out", str(out)],
+        capture_output=True, text=True, timeout=540, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    runs = {(run["path"], run["mode"]): run for run in result["runs"]}
+    assert {path for path, _ in runs} == set(STAGES)
+    assert {("happy", "closed"), ("happy", "open"), ("bare", "closed"), ("bare", "open"),
+            ("oneshot", "open")} <= set(runs)
+    for (path, _), run in runs.items():
+        assert set(run["stages"]) == STAGES[path], path
+        assert run["verification"]["passed"], run["verification"]
+        assert run["verification"]["checked"] > 0
+        assert run["stages"]["done"]["count"] > 0, path
+        assert "rms-serve" in run["processes"] and "postgres" in run["processes"]
+    assert runs[("happy", "closed")]["rms_over_bare"] is not None
+    for key in ("cores", "postgresql", "broker", "packages", "git_commit"):
+        assert key in result["conditions"]
+    assert result["conditions"]["postgresql"]["fsync"] == "on"
+    assert "RMS/bare" in done.stdout and "conditions:" in done.stdout
