@@ -1,6 +1,11 @@
 """The confirm worker's tick: claim due messages, call their producers (bounded concurrency),
 apply each answer as soon as it arrives, and keep the metrics an alert needs.
 
+Answers are written by a :class:`~rms.batching.Coalescer`: the answers that arrive while one
+write is running go into the next one, a single statement (:meth:`CheckStore.resolve_many`)
+whatever their number, each still guarded by its own claim token. The publishes of confirmed
+messages go through the dispatcher, whose bookkeeping is coalesced the same way.
+
 A tick keeps claiming while batches come back full, so a backlog drains at the speed of the
 producers rather than one batch per interval. ``tick`` is a plain coroutine: the scheduler
 calls it in production, tests call it directly.
@@ -16,12 +21,13 @@ import structlog
 
 from confirm_service.caller import CheckCaller, CheckResult, Outcome
 from rms import metrics
+from rms.batching import Coalescer
 from rms.config import Settings
 from rms.delivery import Dispatcher
 from rms.domain.models import App, Message
 from rms.domain.policy import DeliveryPolicy, next_check_delay
 from rms.domain.states import DeadReason
-from rms.store.checks import Answer, CheckStore, Claim
+from rms.store.checks import Action, Answer, CheckStore, Claim, Resolution, Resolved
 
 log = structlog.get_logger(__name__)
 DEAD = DeadReason.CHECK_EXHAUSTED.value
@@ -33,12 +39,11 @@ class WorkerSettings:
     lease_seconds: float
     concurrency: int
     check_backoff_cap_seconds: float
-    db_slots: int  # answers recorded at once: the pool's steady size, so it never overflows
 
     @classmethod
-    def from_settings(cls, settings: Settings, db_slots: int) -> WorkerSettings:
+    def from_settings(cls, settings: Settings) -> WorkerSettings:
         return cls(settings.worker_batch_size, settings.worker_lease_seconds,
-                   settings.worker_concurrency, settings.check_backoff_cap_seconds, db_slots)
+                   settings.worker_concurrency, settings.check_backoff_cap_seconds)
 
 
 class ConfirmWorker:
@@ -50,9 +55,8 @@ class ConfirmWorker:
         self._dispatcher = dispatcher
         self._actor = actor
         self._slots = asyncio.Semaphore(settings.concurrency)
-        # more concurrent writers than pooled connections would open and close an overflow
-        # connection per answer (on bench/checkback_bench.py: 144 -> 251 resolved/s)
-        self._db_slots = asyncio.Semaphore(settings.db_slots)
+        self._answers: Coalescer[Resolution, Resolved] = Coalescer(store.resolve_many,
+                                                                    name="answers")
 
     async def tick(self) -> int:
         """Check everything due now; returns how many messages were claimed."""
@@ -88,33 +92,37 @@ class ConfirmWorker:
                      attempt=message.check_count, outcome=result.outcome.value,
                      error=result.error, seconds=round(elapsed, 4))
             try:
-                async with self._db_slots:
-                    await self._apply(claim.token, message, result)
+                await self._apply(claim.token, message, result)
             except Exception:  # the claim expires and the message is checked again
                 log.exception("check.apply_failed", message_id=message.message_id,
                               app=message.app, attempt=message.check_count)
 
     async def _apply(self, token: str, message: Message, result: CheckResult) -> None:
+        action, delay = self._action(message, result.outcome)
         answer = Answer(message.check_count, result.outcome.value, result.error)
-        if result.outcome is Outcome.COMMITTED:
-            sent = await self._store.confirm(message, token, self._actor, answer)
-            if sent is not None:
-                metrics.TRANSITIONS.labels("confirmed").inc()
-                await self._dispatcher.deliver(sent, actor=self._actor, reschedule=False)
-            return self._note_lost(message, sent)
-        if result.outcome is Outcome.ROLLED_BACK:
-            cancelled = await self._store.cancel(message, token, self._actor, answer)
-            if cancelled is not None:
-                metrics.TRANSITIONS.labels("cancelled").inc()
-            return self._note_lost(message, cancelled)
+        resolved = await self._answers.submit(Resolution(
+            message.message_id, token, self._actor, action, answer, delay))
+        if not resolved.applied:
+            return self._note_lost(message)
+        if action is Action.EXHAUST:
+            return self._count_dead(message, attempt=message.check_count, at_claim=False)
+        if action is Action.CANCEL:
+            return metrics.TRANSITIONS.labels("cancelled").inc()
+        if resolved.sent is not None:
+            metrics.TRANSITIONS.labels("confirmed").inc()
+            await self._dispatcher.deliver(resolved.sent, actor=self._actor, reschedule=False)
+        return None
+
+    def _action(self, message: Message, outcome: Outcome) -> tuple[Action, float]:
+        """What the answer does, and (for a retry) after how many seconds. ``check_count``
+        already counts this call, so the last allowed call that answers unknown exhausts."""
+        if outcome is Outcome.COMMITTED:
+            return Action.CONFIRM, 0.0
+        if outcome is Outcome.ROLLED_BACK:
+            return Action.CANCEL, 0.0
         if message.check_count >= message.max_checks:
-            dead = await self._store.exhaust(message, token, self._actor, answer)
-            if dead is not None:
-                self._count_dead(message, attempt=message.check_count, at_claim=False)
-            return self._note_lost(message, dead)
-        delay = next_check_delay(self._policy(message), message.check_count)
-        later = await self._store.retry_later(message, token, self._actor, answer, delay)
-        return self._note_lost(message, later)
+            return Action.EXHAUST, 0.0
+        return Action.RETRY, next_check_delay(self._policy(message), message.check_count)
 
     def _policy(self, message: Message) -> DeliveryPolicy:
         return DeliveryPolicy(check_after_seconds=message.check_after_seconds,
@@ -125,9 +133,8 @@ class ConfirmWorker:
         log.warning("check.exhausted", message_id=message.message_id, app=message.app,
                     attempt=attempt, reason=DEAD, unanswered_last_attempt=at_claim)
 
-    def _note_lost(self, message: Message, applied: Message | None) -> None:
+    def _note_lost(self, message: Message) -> None:
         """A guard miss: the lease expired (another worker owns the message now) or the
         producer/operator resolved it meanwhile. Nothing was overwritten."""
-        if applied is None:
-            log.warning("check.claim_lost", message_id=message.message_id, app=message.app,
+        log.warning("check.claim_lost", message_id=message.message_id, app=message.app,
                         attempt=message.check_count)

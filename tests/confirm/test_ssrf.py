@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from confirm_service.pinning import PinnedTransport, pinned
+from confirm_service.http11 import ConnectError, Http11Pool, Request
 from confirm_service.runtime import confirm_worker
 from rms import callback_urls
 from rms.callback_urls import CallTarget, IPAddress, is_public
@@ -199,24 +199,26 @@ async def test_private_targets_are_called_when_allowed(api: Api, worker_settings
 async def test_connection_goes_to_the_checked_address(server: CallbackServer) -> None:
     """The name never resolves: the connect can only have used the pinned address, while the
     request still names the host (Host header, and SNI for https)."""
-    transport = PinnedTransport(allow_unpinned=False, limits=httpx.Limits())
+    pool = Http11Pool(allow_unpinned=False, keepalive_seconds=1.5)
     target = CallTarget("callback.invalid", server.port, ipaddress.ip_address("127.0.0.1"))
-    async with httpx.AsyncClient(transport=transport) as client:
-        with pinned(target):
-            response = await client.post(f"http://callback.invalid:{server.port}/pinned")
-    assert response.status_code == 200
+    try:
+        reply = await pool.post(Request(f"http://callback.invalid:{server.port}/pinned", target,
+                                        b"{}", {"content-type": "application/json"}, 65536))
+    finally:
+        await pool.aclose()
+    assert reply.status == 200
     [call] = server.calls
     assert (call.path, call.headers["host"]) == ("/pinned", f"callback.invalid:{server.port}")
 
 
 async def test_no_connection_without_a_checked_address(server: CallbackServer) -> None:
-    transport = PinnedTransport(allow_unpinned=False, limits=httpx.Limits())
-    elsewhere = CallTarget("other.invalid", server.port, ipaddress.ip_address("127.0.0.1"))
-    async with httpx.AsyncClient(transport=transport) as client:
-        with pytest.raises(httpx.ConnectError, match="no checked address"):
-            await client.post(f"http://127.0.0.1:{server.port}/unpinned")
-        with pinned(elsewhere), pytest.raises(httpx.ConnectError, match="checked target is"):
-            await client.post(f"http://127.0.0.1:{server.port}/mismatch")
+    """The host, port and address of a connection all come from the checked target (the URL
+    gives only the path), so only a target without a checked address could go astray."""
+    pool = Http11Pool(allow_unpinned=False, keepalive_seconds=1.5)
+    unchecked = CallTarget("127.0.0.1", server.port, None)
+    with pytest.raises(ConnectError, match="no checked address"):
+        await pool.post(Request(f"http://127.0.0.1:{server.port}/unpinned", unchecked, b"{}",
+                                {}, 65536))
     assert server.calls == []
 
 
