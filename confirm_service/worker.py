@@ -55,20 +55,40 @@ class ConfirmWorker:
         self._dispatcher = dispatcher
         self._actor = actor
         self._slots = asyncio.Semaphore(settings.concurrency)
+        self._waiting = 0  # started checks still waiting for a slot
+        self._all_started = asyncio.Event()
         self._answers: Coalescer[Resolution, Resolved] = Coalescer(store.resolve_many,
                                                                     name="answers")
 
     async def tick(self) -> int:
-        """Check everything due now; returns how many messages were claimed."""
+        """Check everything due now; returns how many messages were claimed.
+
+        Batches overlap: the next batch is claimed as soon as every call of the current one
+        has started (holds a concurrency slot), so the slots stay busy while the last calls of
+        a batch finish. Claimed messages wait for a slot at most one batch long, as before."""
         total = 0
-        while True:
-            claimed = await self.run_batch()
-            total += claimed
-            if claimed < self._settings.batch_size:
-                return total
+        checks: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                claimed = await self.start_batch(checks)
+                total += claimed
+                if claimed < self._settings.batch_size:
+                    break
+                await self._all_started.wait()
+        finally:
+            await asyncio.gather(*checks)
+        return total
 
     async def run_batch(self) -> int:
         """Claim one batch and resolve it; returns its size."""
+        checks: set[asyncio.Task[None]] = set()
+        claimed = await self.start_batch(checks)
+        await asyncio.gather(*checks)
+        return claimed
+
+    async def start_batch(self, checks: set[asyncio.Task[None]]) -> int:
+        """Claim one batch and start its checks (added to ``checks`` until done); returns its
+        size."""
         metrics.OLDEST_DUE_CHECK_LAG.set(await self._store.oldest_due_lag())
         claim = await self._store.claim(self._settings.batch_size, self._settings.lease_seconds,
                                         self._actor)
@@ -77,11 +97,19 @@ class ConfirmWorker:
             self._count_dead(message, attempt=message.check_count, at_claim=True)
         if claim.messages:
             apps = await self._store.apps([m.app for m in claim.messages])
-            await asyncio.gather(*(self._check(claim, m, apps[m.app]) for m in claim.messages))
+            self._all_started.clear()
+            self._waiting += len(claim.messages)
+            for message in claim.messages:
+                task = asyncio.create_task(self._check(claim, message, apps[message.app]))
+                checks.add(task)
+                task.add_done_callback(checks.discard)
         return len(claim.messages) + len(claim.exhausted)
 
     async def _check(self, claim: Claim, message: Message, app: App) -> None:
         async with self._slots:
+            self._waiting -= 1
+            if self._waiting == 0:
+                self._all_started.set()
             started = time.perf_counter()
             result = await self._caller.check(message, app)
             elapsed = time.perf_counter() - started
