@@ -15,7 +15,7 @@ from enum import StrEnum
 import orjson
 
 from confirm_service.http11 import Http11Pool, HttpError, Request, TooLarge
-from rms.callback_urls import call_target
+from rms.callback_urls import CallTarget, call_target
 from rms.domain.errors import Invalid
 from rms.domain.models import App, Message
 from rms.kafka.records import rfc3339
@@ -23,6 +23,7 @@ from rms.sdk.signing import signed_headers
 
 # idle connections are dropped before common servers drop them (uvicorn: 5 s, gunicorn: 2 s)
 KEEPALIVE_SECONDS = 1.5
+MAX_REMEMBERED_TARGETS = 1024
 
 
 class Outcome(StrEnum):
@@ -75,6 +76,7 @@ class CheckCaller:
         self._settings = settings
         self._pool = Http11Pool(allow_unpinned=settings.allow_private,
                                 keepalive_seconds=KEEPALIVE_SECONDS)
+        self._private_targets: dict[tuple[str, tuple[str, ...]], CallTarget] = {}
 
     async def aclose(self) -> None:
         await self._pool.aclose()
@@ -95,13 +97,29 @@ class CheckCaller:
         except (HttpError, ValueError) as exc:
             return CheckResult(Outcome.UNKNOWN, f"{type(exc).__name__}: {exc}".rstrip(": "))
 
+    async def _target(self, url: str, prefixes: tuple[str, ...]) -> CallTarget:
+        """The guard of :func:`rms.callback_urls.call_target`, run at every call. Without
+        private callbacks it resolves and checks the host every time (DNS may answer
+        differently now); with them the answer depends only on the URL and the app's current
+        prefixes, so it is remembered (a few hundred URLs at most: one per producer
+        endpoint)."""
+        if not self._settings.allow_private:
+            return await call_target(url, prefixes, allow_private=False)
+        key = (url, prefixes)
+        target = self._private_targets.get(key)
+        if target is None:
+            target = await call_target(url, prefixes, allow_private=True)
+            if len(self._private_targets) >= MAX_REMEMBERED_TARGETS:
+                self._private_targets.clear()
+            self._private_targets[key] = target
+        return target
+
     async def _ask(self, message: Message, app: App) -> Outcome:
         url = message.check_url
         if url is None:
             raise Refused("message has no check_url")
         try:
-            target = await call_target(url, app.check_url_prefixes,
-                                       allow_private=self._settings.allow_private)
+            target = await self._target(url, app.check_url_prefixes)
         except Invalid as exc:
             raise Refused(f"refused: {exc.detail}") from exc
         body = callback_body(message)

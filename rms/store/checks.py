@@ -23,7 +23,6 @@ from sqlalchemy import (
     CompoundSelect,
     Float,
     Integer,
-    Row,
     Select,
     Text,
     and_,
@@ -43,6 +42,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from rms.domain.models import Actor, App, Message
 from rms.domain.states import DeadReason, Event, State
 from rms.store.messages import CANCEL, CONFIRM, seconds
+from rms.store.raw import RawStatement, message_from_record
 from rms.store.rows import to_app, to_message
 from rms.store.schema import apps, message_events, messages
 
@@ -265,6 +265,7 @@ class CheckStore:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._record_answers = RawStatement(RECORD_ANSWERS, engine.dialect)
 
     async def claim(self, limit: int, lease_seconds: float, actor: str) -> Claim:
         """Claim up to ``limit`` due messages, oldest due first (the partial index
@@ -290,9 +291,8 @@ class CheckStore:
             return []
         if len({(i.message_id, i.token) for i in items}) < len(items):
             raise ValueError("an answer is recorded once per claim")
-        async with self._engine.connect() as conn:
-            rows = (await conn.execute(RECORD_ANSWERS, _answer_params(items))).all()
-        applied = {row.resolved_id: row for row in rows}
+        rows = await self._record_answers.fetch(self._engine, **_answer_params(items))
+        applied = {row["resolved_id"]: row for row in rows}
         return [_resolved(item, applied.get(item.message_id)) for item in items]
 
     async def confirm(self, message: Message, token: str, actor: str, answer: Answer
@@ -342,8 +342,10 @@ class CheckStore:
         return to_message(row) if row is not None else None
 
 
-def _resolved(item: Resolution, row: Row[Any] | None) -> Resolved:
+def _resolved(item: Resolution, row: Any) -> Resolved:
+    """From a row of :data:`RECORD_ANSWERS` (``resolved_id``, ``action``, then the sent
+    message's columns), or None when the answer was not applied."""
     if row is None:
         return Resolved(applied=False)
-    sent = to_message(row) if item.action is Action.CONFIRM else None
+    sent = message_from_record(tuple(row)[2:]) if item.action is Action.CONFIRM else None
     return Resolved(applied=True, sent=sent)

@@ -38,6 +38,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from rms.domain.models import PublishOutcome
 from rms.domain.states import Event, State
 from rms.store.messages import seconds
+from rms.store.raw import RawStatement
 from rms.store.schema import message_events, messages
 
 
@@ -111,6 +112,7 @@ def _params(records: Sequence[Recorded]) -> dict[str, list[Any]]:
 class DeliveryStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._record = RawStatement(RECORD, engine.dialect)
 
     async def record_many(self, records: Sequence[Recorded]) -> list[bool]:
         """Write every outcome with one statement (atomic on its own, so autocommit). Returns,
@@ -118,9 +120,8 @@ class DeliveryStore:
         or the confirm path's accepted publish, which only appends its event)."""
         if not records:
             return []
-        async with self._engine.connect() as conn:
-            rows = await conn.execute(RECORD, _params(records))
-            changed = {row.message_id for row in rows}
+        rows = await self._record.fetch(self._engine, **_params(records))
+        changed = {row["message_id"] for row in rows}
         return [r.outcome.message_id in changed
                 and (not r.outcome.ok or r.next_due_seconds is not None) for r in records]
 

@@ -38,11 +38,19 @@ class RawStatement:
         assert isinstance(compiled, SQLCompiler)
         self.sql = str(compiled)
         self._names: Sequence[str] = compiled.positiontup or []
-        self._values: dict[str, Any] = dict(compiled.params)
+        # the type's bind processing (JSON serialisation, arrays) as Core would apply it
+        self._processors: dict[str, Any] = dict(compiled._bind_processors)
+        self._values: dict[str, Any] = {name: self._process(name, value)
+                                        for name, value in compiled.params.items()}
 
     def args(self, **values: Any) -> list[Any]:
-        merged = self._values | values
+        merged = self._values | {name: self._process(name, value)
+                                 for name, value in values.items()}
         return [merged[name] for name in self._names]
+
+    def _process(self, name: str, value: Any) -> Any:
+        processor = self._processors.get(name)
+        return value if processor is None or value is None else processor(value)
 
     async def fetch(self, engine: AsyncEngine, **values: Any) -> list[Any]:
         """Run in autocommit (one statement is atomic on its own); returns asyncpg records."""
