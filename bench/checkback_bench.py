@@ -162,6 +162,7 @@ async def wait_started(stack: Stack, run: int, count: int) -> None:
 async def measure(stack: Stack, engine: AsyncEngine, args: argparse.Namespace, count: int,
                   run: int) -> dict[str, float]:
     topic = f"bench.run{run}"
+    load_before = os.getloadavg()[0]
     await prepare(engine, args.messages, f"http://127.0.0.1:{stack.callback_port}/check", topic)
     workers = start_workers(stack, args, count, run)
     try:
@@ -189,7 +190,8 @@ async def measure(stack: Stack, engine: AsyncEngine, args: argparse.Namespace, c
     seconds = (last - opened).total_seconds()
     return {"workers": count, "messages": args.messages, "seconds": seconds,
             "per_second": args.messages / seconds, "wall_seconds": wall,
-            "checked_twice": float(retried or 0)}
+            "checked_twice": float(retried or 0), "load_before": load_before,
+            "load_after": os.getloadavg()[0]}
 
 
 async def _drained(engine: AsyncEngine, topic: str) -> None:
@@ -218,10 +220,12 @@ async def main(args: argparse.Namespace, stack: Stack) -> list[dict[str, float]]
 def report(results: list[dict[str, float]], args: argparse.Namespace) -> None:
     print(f"\ncheck-back throughput: {args.messages} messages per run, batch {args.batch_size},"
           f" concurrency {args.concurrency} per worker, {os.cpu_count()} CPUs")
-    print(f"{'workers':>8} {'seconds':>9} {'resolved/s':>11} {'checked twice':>14}")
+    print(f"{'workers':>8} {'seconds':>9} {'resolved/s':>11} {'checked twice':>14} "
+          f"{'load avg (1 min) before/after':>30}")
     for row in results:
+        load = f"{row['load_before']:.2f} / {row['load_after']:.2f}"
         print(f"{int(row['workers']):>8} {row['seconds']:>9.2f} {row['per_second']:>11.0f} "
-              f"{int(row['checked_twice']):>14}")
+              f"{int(row['checked_twice']):>14} {load:>30}")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

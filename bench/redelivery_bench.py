@@ -47,6 +47,8 @@ class Result:
     workers: int
     messages: int
     seconds: float
+    load_before: float  # 1-minute load average: the machine may be shared
+    load_after: float
 
     @property
     def rate(self) -> float:
@@ -107,6 +109,7 @@ def run_once(postgres: EmbeddedPostgres, workers: int, messages: int, args: argp
     processes: list[subprocess.Popen[bytes]] = []
     try:
         processes = _start_workers(workers, env, work_dir)
+        load_before = os.getloadavg()[0]
         started = float(postgres.psql(
             "UPDATE messages SET next_delivery_at = now(); SELECT extract(epoch FROM now())",
             database).strip().splitlines()[-1])
@@ -122,7 +125,7 @@ def run_once(postgres: EmbeddedPostgres, workers: int, messages: int, args: argp
         _stop(processes)
         kafka.stop()
         postgres.psql(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
-    return Result(workers, messages, finished - started)
+    return Result(workers, messages, finished - started, load_before, os.getloadavg()[0])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,13 +148,15 @@ def main(argv: list[str] | None = None) -> int:
             result = run_once(postgres, workers, args.messages, args, work_dir)
             results.append(result)
             print(f"{workers} worker(s): {result.messages} re-published in "
-                  f"{result.seconds:.2f} s = {result.rate:,.0f} messages/s", flush=True)
+                  f"{result.seconds:.2f} s = {result.rate:,.0f} messages/s (load average "
+                  f"{result.load_before:.2f} -> {result.load_after:.2f})", flush=True)
     finally:
         postgres.stop()
     print(f"\nredelivery throughput (batch {args.batch_size}, concurrency {args.concurrency}, "
-          f"fsync on, logs in {work_dir}):")
+          f"fsync on, {os.cpu_count()} CPUs, logs in {work_dir}):")
     for result in results:
-        print(f"  {result.workers} worker(s): {result.rate:>10,.0f} messages/s")
+        print(f"  {result.workers} worker(s): {result.rate:>10,.0f} messages/s   (load average "
+              f"{result.load_before:.2f} -> {result.load_after:.2f})")
     return 0
 
 
