@@ -39,6 +39,7 @@ import httptools
 from rms.callback_urls import CallTarget
 
 USER_AGENT = "rms-confirm-service/1"
+MAX_HEAD_BYTES = 65536
 _SAFE_PATH = "/%:@!$&'()*+,;=-._~"
 _SAFE_QUERY = _SAFE_PATH + "?"
 
@@ -71,7 +72,8 @@ class _Exchange:
 
     limit: int
     done: asyncio.Future[Reply]
-    status: int = 0
+    status: int = 0  # set once the head (status line and headers) is complete
+    head_bytes: int = 0
     declared: int = -1
     size: int = 0
     chunks: list[bytes] = field(default_factory=list)
@@ -101,6 +103,11 @@ class _Connection(asyncio.Protocol):
             self._fail(RemoteProtocolError("unexpected protocol upgrade"))
         except httptools.HttpParserError as exc:
             self._fail(RemoteProtocolError(f"malformed HTTP response: {exc}"))
+        exchange = self._exchange
+        if exchange is not None and not exchange.status:  # the head is still incomplete
+            exchange.head_bytes += len(data)
+            if exchange.head_bytes > MAX_HEAD_BYTES:  # as h11's limit: no endless headers
+                self._fail(RemoteProtocolError(f"response head exceeds {MAX_HEAD_BYTES} bytes"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True

@@ -4,13 +4,15 @@ every address is global; the connection goes to the checked address (no DNS rebi
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ipaddress
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
-from confirm_service.http11 import ConnectError, Http11Pool, Request
+from confirm_service.http11 import ConnectError, Http11Pool, RemoteProtocolError, Request
 from confirm_service.runtime import confirm_worker
 from rms import callback_urls
 from rms.callback_urls import CallTarget, IPAddress, is_public
@@ -256,3 +258,24 @@ async def test_dns_rebinding_cannot_redirect_the_call(
         ("/first", f"rebind.invalid:{server.port}")]
     assert (await message(api, app, first))["state"] == "sent"
     assert (await message(api, app, second))["dead"] is True
+
+
+async def test_an_endless_response_head_is_cut_off() -> None:
+    """A server that never ends its headers cannot make the client buffer without bound."""
+    async def endless(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\n")
+        with contextlib.suppress(ConnectionError):
+            for _ in range(200):
+                writer.write(b"x-filler: " + b"a" * 1000 + b"\r\n")
+                await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(endless, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    pool = Http11Pool(allow_unpinned=True, keepalive_seconds=1.5)
+    target = CallTarget("127.0.0.1", port, None)
+    async with server:
+        with pytest.raises(RemoteProtocolError, match="response head exceeds"):
+            await pool.post(Request(f"http://127.0.0.1:{port}/c", target, b"{}", {}, 65536))
+    await pool.aclose()
