@@ -2,7 +2,8 @@
 messages they never confirmed or cancelled, and applies their answers.
 
 ``store`` work lives in :mod:`rms.store.checks`; this package holds the worker tick
-(:mod:`confirm_service.worker`), the HTTP call (:mod:`confirm_service.caller`), connection
-pinning against DNS rebinding (:mod:`confirm_service.pinning`) and the ``rms confirm-worker``
+(:mod:`confirm_service.worker`), the HTTP call (:mod:`confirm_service.caller`) over a pinned
+keep-alive HTTP/1.1 pool (:mod:`confirm_service.http11`: connections go to the address the
+SSRF guard checked, never to a fresh DNS answer) and the ``rms confirm-worker``
 command (:mod:`confirm_service.cli`).
 """

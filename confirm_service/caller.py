@@ -1,5 +1,6 @@
 """One check-back call (design section 5): guard the URL again, sign the body with the app's
-secret(s), POST it over a shared pinned connection pool, and read the answer defensively.
+secret(s), POST it over the worker's pinned keep-alive pool (:mod:`confirm_service.http11`),
+and read the answer defensively.
 
 Anything but a 2xx answer of ``{"status": "committed" | "rolled_back" | "unknown"}`` within the
 timeout and the size cap is ``unknown``: the caller never raises for what a producer does.
@@ -11,21 +12,18 @@ import asyncio
 from dataclasses import dataclass
 from enum import StrEnum
 
-import httpx
 import orjson
 
-from confirm_service.lanes import Lanes
-from confirm_service.pinning import PinnedTransport, pinned
+from confirm_service.http11 import Http11Pool, HttpError, Request, TooLarge
 from rms.callback_urls import CallTarget, call_target
 from rms.domain.errors import Invalid
 from rms.domain.models import App, Message
 from rms.kafka.records import rfc3339
 from rms.sdk.signing import signed_headers
 
-USER_AGENT = "rms-confirm-service/1"
-CONNECTION_LOST = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
 # idle connections are dropped before common servers drop them (uvicorn: 5 s, gunicorn: 2 s)
 KEEPALIVE_SECONDS = 1.5
+MAX_REMEMBERED_TARGETS = 1024
 
 
 class Outcome(StrEnum):
@@ -76,21 +74,12 @@ class CheckCaller:
 
     def __init__(self, settings: CallerSettings) -> None:
         self._settings = settings
-        one = httpx.Limits(max_connections=1, max_keepalive_connections=1,
-                           keepalive_expiry=KEEPALIVE_SECONDS)
-
-        def client() -> httpx.AsyncClient:
-            transport = PinnedTransport(allow_unpinned=settings.allow_private, limits=one)
-            return httpx.AsyncClient(
-                transport=transport, timeout=httpx.Timeout(settings.timeout_seconds),
-                follow_redirects=False, trust_env=False,
-                # identity: the size cap then bounds what is read, no decompression bomb
-                headers={"user-agent": USER_AGENT, "accept-encoding": "identity"})
-
-        self._lanes = Lanes(settings.concurrency, client)
+        self._pool = Http11Pool(allow_unpinned=settings.allow_private,
+                                keepalive_seconds=KEEPALIVE_SECONDS)
+        self._private_targets: dict[tuple[str, tuple[str, ...]], CallTarget] = {}
 
     async def aclose(self) -> None:
-        await self._lanes.aclose()
+        await self._pool.aclose()
 
     async def check(self, message: Message, app: App) -> CheckResult:
         """Ask the producer about ``message``; never raises for network or producer faults.
@@ -103,63 +92,47 @@ class CheckCaller:
         except TimeoutError:
             return CheckResult(Outcome.UNKNOWN,
                                f"no answer within {self._settings.timeout_seconds:g}s")
-        except Unanswered as exc:
+        except (Unanswered, TooLarge) as exc:
             return CheckResult(Outcome.UNKNOWN, str(exc))
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        except (HttpError, ValueError) as exc:
             return CheckResult(Outcome.UNKNOWN, f"{type(exc).__name__}: {exc}".rstrip(": "))
+
+    async def _target(self, url: str, prefixes: tuple[str, ...]) -> CallTarget:
+        """The guard of :func:`rms.callback_urls.call_target`, run at every call. Without
+        private callbacks it resolves and checks the host every time (DNS may answer
+        differently now); with them the answer depends only on the URL and the app's current
+        prefixes, so it is remembered (a few hundred URLs at most: one per producer
+        endpoint)."""
+        if not self._settings.allow_private:
+            return await call_target(url, prefixes, allow_private=False)
+        key = (url, prefixes)
+        target = self._private_targets.get(key)
+        if target is None:
+            target = await call_target(url, prefixes, allow_private=True)
+            if len(self._private_targets) >= MAX_REMEMBERED_TARGETS:
+                self._private_targets.clear()
+            self._private_targets[key] = target
+        return target
 
     async def _ask(self, message: Message, app: App) -> Outcome:
         url = message.check_url
         if url is None:
             raise Refused("message has no check_url")
         try:
-            target = await call_target(url, app.check_url_prefixes,
-                                       allow_private=self._settings.allow_private)
+            target = await self._target(url, app.check_url_prefixes)
         except Invalid as exc:
             raise Refused(f"refused: {exc.detail}") from exc
         body = callback_body(message)
         secrets = [s for s in (app.signing_secret, app.previous_signing_secret) if s]
         headers = signed_headers(secrets, webhook_id(message), body) | {
             "content-type": "application/json"}
-        return await self._post(url, target, body, headers)
-
-    async def _post(self, url: str, target: CallTarget, body: bytes, headers: dict[str, str]
-                    ) -> Outcome:
-        """One exchange, repeated once if the connection died under it: a keep-alive
-        connection the server closed just as we reused it fails that way, and asking again is
-        harmless (a check-back is a query; the SDK refuses a true duplicate as a replay)."""
-        origin = f"{target.host}:{target.port}:{target.address}"
-        async with self._lanes.lane(origin) as client:
-            with pinned(target):
-                try:
-                    return await self._exchange(client, url, body, headers)
-                except CONNECTION_LOST:
-                    return await self._exchange(client, url, body, headers)
-
-    async def _exchange(self, client: httpx.AsyncClient, url: str, body: bytes,
-                        headers: dict[str, str]) -> Outcome:
-        async with client.stream("POST", url, content=body, headers=headers) as reply:
-            if 300 <= reply.status_code < 400:
-                raise Unanswered(f"HTTP {reply.status_code} redirect (never followed)")
-            if not reply.is_success:
-                raise Unanswered(f"HTTP {reply.status_code}")
-            raw = await _read_capped(reply, self._settings.max_response_bytes)
-        return parse_answer(raw)
-
-
-async def _read_capped(reply: httpx.Response, limit: int) -> bytes:
-    """The body, refusing (without reading on) anything over ``limit`` bytes."""
-    declared = reply.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise Unanswered(f"response of {declared} bytes exceeds the {limit}-byte limit")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in reply.aiter_raw():
-        size += len(chunk)
-        if size > limit:
-            raise Unanswered(f"response exceeds the {limit}-byte limit")
-        chunks.append(chunk)
-    return b"".join(chunks)
+        reply = await self._pool.post(Request(url, target, body, headers,
+                                              self._settings.max_response_bytes))
+        if 300 <= reply.status < 400:
+            raise Unanswered(f"HTTP {reply.status} redirect (never followed)")
+        if not 200 <= reply.status < 300:
+            raise Unanswered(f"HTTP {reply.status}")
+        return parse_answer(reply.body)
 
 
 def parse_answer(raw: bytes) -> Outcome:

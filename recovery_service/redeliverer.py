@@ -13,13 +13,13 @@ from typing import Any
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from recovery_service.recorder import BatchedDeliveries, Outcomes
 from rms import metrics
 from rms.config import Settings
 from rms.delivery import Dispatcher
-from rms.domain.models import Message
+from rms.domain.models import Message, PublishOutcome
 from rms.kafka.publisher import Publisher
 from rms.store.admin import AdminStore
+from rms.store.deliveries import DeliveryStore
 from rms.store.redeliveries import RedeliveryStore, Round
 from rms.worker import WorkerContext
 
@@ -50,7 +50,6 @@ class RecoveryWorker:
     engine: AsyncEngine
     publisher: Publisher
     worker_id: str
-    recorder: BatchedDeliveries = field(init=False)
     dispatcher: Dispatcher = field(init=False)
     store: RedeliveryStore = field(init=False)
     probing: bool = field(default=False, init=False)
@@ -62,8 +61,7 @@ class RecoveryWorker:
                         publish_timeout_seconds=self.settings.kafka_publish_timeout_seconds,
                         hint="a claim may expire while its publish is still in flight; set "
                              "RMS_WORKER_LEASE_SECONDS well above RMS_KAFKA_PUBLISH_TIMEOUT_SECONDS")
-        self.recorder = BatchedDeliveries(self.engine)
-        self.dispatcher = Dispatcher(self.publisher, self.recorder,
+        self.dispatcher = Dispatcher(self.publisher, DeliveryStore(self.engine),
                                      self.settings.publish_retry_seconds,
                                      self.settings.delivery_backoff_cap_seconds)
         self.store = RedeliveryStore(self.engine)
@@ -78,13 +76,13 @@ class RecoveryWorker:
 
         The rounds are pipelined for throughput: while a batch is being published the next one
         is already being claimed (only after a full batch), and a batch's outcomes are written
-        while the next batch is published. Every guard still holds per message, so the overlap
-        changes timing only.
+        (one statement, :meth:`rms.delivery.Dispatcher.record`) while the next batch is
+        published. Every guard still holds per message, so the overlap changes timing only.
         """
         report = TickReport()
         await self._refresh_gauge()
         claim = self._claim() if self.publisher.ready else None
-        writing: asyncio.Task[int] | None = None
+        writing: asyncio.Task[None] | None = None
         try:
             while claim is not None:
                 limit, found = await claim
@@ -93,7 +91,8 @@ class RecoveryWorker:
                 outcomes = await self._publish_round(found, report)
                 if writing is not None:
                     await writing
-                writing = asyncio.create_task(self.recorder.write(outcomes))
+                writing = asyncio.create_task(self.dispatcher.record(
+                    found.claimed, outcomes, actor=self.worker_id, reschedule=True))
             await _finish(writing)
         finally:
             await _abandon(claim, writing)
@@ -116,12 +115,12 @@ class RecoveryWorker:
 
         return asyncio.create_task(claim())
 
-    async def _publish_round(self, found: Round, report: TickReport) -> Outcomes:
+    async def _publish_round(self, found: Round, report: TickReport) -> list[PublishOutcome]:
         """Publish a claimed round; returns its outcomes, still to be written."""
         self._report_dead(found)
-        await self._publish(found.claimed)
-        outcomes = self.recorder.take()
-        published, failed = len(outcomes.accepted), len(outcomes.failed)
+        outcomes = await self._publish(found.claimed)
+        published = sum(1 for outcome in outcomes if outcome.ok)
+        failed = len(outcomes) - published
         report.add(len(found.claimed), published, failed, len(found.dead))
         metrics.REDELIVERIES.inc(published)
         metrics.REDELIVERY_BATCH.observe(len(found.claimed))
@@ -129,21 +128,14 @@ class RecoveryWorker:
             self.probing = published == 0
         return outcomes
 
-    async def _publish(self, claimed: list[Message]) -> None:
-        """Concurrent publishes, at most ``RMS_WORKER_CONCURRENCY`` in flight."""
-        if len(claimed) <= self.settings.worker_concurrency:
-            await asyncio.gather(*(self._deliver(message) for message in claimed))
-            return
-        gate = asyncio.Semaphore(self.settings.worker_concurrency)
-
-        async def gated(message: Message) -> None:
-            async with gate:
-                await self._deliver(message)
-
-        await asyncio.gather(*(gated(message) for message in claimed))
-
-    async def _deliver(self, message: Message) -> None:
-        await self.dispatcher.deliver(message, actor=self.worker_id, reschedule=True)
+    async def _publish(self, claimed: list[Message]) -> list[PublishOutcome]:
+        """Concurrent publishes, at most ``RMS_WORKER_CONCURRENCY`` in flight: the batch is
+        handed to the producer in slices of that size."""
+        step = max(1, self.settings.worker_concurrency)
+        outcomes: list[PublishOutcome] = []
+        for start in range(0, len(claimed), step):
+            outcomes += await self.dispatcher.publish_many(claimed[start:start + step])
+        return outcomes
 
     def _report_dead(self, found: Round) -> None:
         for message in found.dead:
@@ -167,12 +159,12 @@ class RecoveryWorker:
         return f"{self.worker_id}:{uuid.uuid4().hex[:8]}"
 
 
-async def _finish(task: asyncio.Task[int] | None) -> None:
+async def _finish(task: asyncio.Task[None] | None) -> None:
     if task is not None:
         await task
 
 
-async def _abandon(claim: asyncio.Task[Any] | None, writing: asyncio.Task[int] | None) -> None:
+async def _abandon(claim: asyncio.Task[Any] | None, writing: asyncio.Task[None] | None) -> None:
     """After a failed round: stop a claim still running (one stopped after it committed leaves
     its messages under their lease, so they come due again) but let the last write finish, so
     the publishes it records are not made again."""

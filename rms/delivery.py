@@ -1,17 +1,25 @@
 """The one publish path: producer confirm, check-back confirm, one-shot send, recovery
 re-delivery and admin resend all hand a message whose delivery number is reserved to
-:meth:`Dispatcher.deliver`."""
+:meth:`Dispatcher.deliver` (or, for many at once, :meth:`Dispatcher.deliver_many`).
+
+The broker's answers are written by a :class:`~rms.batching.Coalescer`: concurrent deliveries
+(concurrent API confirms, a worker's batch) share one statement per flush, and each call still
+returns only after its own outcome is durably recorded.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import structlog
 
 from rms import metrics
+from rms.batching import Coalescer
 from rms.domain.models import Message, PublishOutcome
 from rms.domain.policy import DeliveryPolicy, ack_deadline
 from rms.kafka.publisher import Publisher, PublishError
 from rms.kafka.records import build_record
-from rms.store.deliveries import DeliveryStore
+from rms.store.deliveries import DeliveryStore, Recorded
 
 log = structlog.get_logger(__name__)
 
@@ -23,9 +31,11 @@ class Dispatcher:
         self._store = store
         self._retry_seconds = retry_seconds
         self._cap = backoff_cap_seconds
+        self._writer: Coalescer[Recorded, bool] = Coalescer(store.record_many, name="deliveries")
 
     async def deliver(self, message: Message, *, actor: str, reschedule: bool) -> PublishOutcome:
-        """Publish delivery number ``message.delivery_count`` and record the broker's answer.
+        """Publish delivery number ``message.delivery_count`` and record the broker's answer;
+        returns once that answer is durably recorded.
 
         ``reschedule``: set the ack deadline after an accepted publish (recovery, resend); the
         confirm path set it already in the confirming statement.
@@ -35,16 +45,45 @@ class Dispatcher:
             await self._publisher.publish(build_record(message, delivery))
         except PublishError as exc:
             outcome = PublishOutcome(message.message_id, delivery, ok=False, error=str(exc))
+        else:
+            outcome = PublishOutcome(message.message_id, delivery, ok=True)
+        recorded = self.recorded(message, outcome, actor=actor, reschedule=reschedule)
+        await self._writer.submit(recorded)
+        return outcome
+
+    async def deliver_many(self, batch: Sequence[Message], *, actor: str, reschedule: bool
+                           ) -> list[PublishOutcome]:
+        """:meth:`deliver` for many messages: concurrent sends, one bookkeeping write."""
+        outcomes = await self.publish_many(batch)
+        await self.record(batch, outcomes, actor=actor, reschedule=reschedule)
+        return outcomes
+
+    async def publish_many(self, batch: Sequence[Message]) -> list[PublishOutcome]:
+        """Publish every message (concurrently) without recording anything yet: the caller
+        must pass the outcomes to :meth:`record` (a worker overlaps that with its next batch)."""
+        records = [build_record(message, message.delivery_count) for message in batch]
+        errors = await self._publisher.publish_many(records)
+        return [PublishOutcome(m.message_id, m.delivery_count, ok=error is None, error=error)
+                for m, error in zip(batch, errors, strict=True)]
+
+    async def record(self, batch: Sequence[Message], outcomes: Sequence[PublishOutcome], *,
+                     actor: str, reschedule: bool) -> None:
+        """Durably record the outcomes of :meth:`publish_many`."""
+        await self._writer.submit_many([
+            self.recorded(message, outcome, actor=actor, reschedule=reschedule)
+            for message, outcome in zip(batch, outcomes, strict=True)])
+
+    def recorded(self, message: Message, outcome: PublishOutcome, *, actor: str,
+                 reschedule: bool) -> Recorded:
+        """What to write for ``outcome`` (and its metrics and log line)."""
+        if not outcome.ok:
             metrics.PUBLISH_FAILURES.inc()
             log.warning("publish.failed", message_id=message.message_id, app=message.app,
-                        topic=message.topic, attempt=delivery, error=str(exc))
-            await self._store.record_failed(outcome, actor, self._retry_seconds)
-            return outcome
-        outcome = PublishOutcome(message.message_id, delivery, ok=True)
+                        topic=message.topic, attempt=outcome.delivery, error=outcome.error)
+            return Recorded(outcome, actor, retry_seconds=self._retry_seconds)
         metrics.PUBLISHES.inc()
         due = self._ack_deadline(message) if reschedule else None
-        await self._store.record_accepted(outcome, actor, due)
-        return outcome
+        return Recorded(outcome, actor, next_due_seconds=due)
 
     def _ack_deadline(self, message: Message) -> float:
         policy = DeliveryPolicy(ack_timeout_seconds=message.ack_timeout_seconds,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -37,6 +38,8 @@ class Publisher(Protocol):
     def ready(self) -> bool: ...
 
     async def publish(self, record: OutgoingRecord) -> None: ...
+
+    async def publish_many(self, records: Sequence[OutgoingRecord]) -> list[str | None]: ...
 
 
 def producer_options(settings: Settings) -> dict[str, Any]:
@@ -102,6 +105,30 @@ class KafkaPublisher:
             raise PublishError(f"{type(exc).__name__}: {exc}") from exc
         metrics.PUBLISH_SECONDS.observe(time.perf_counter() - started)
 
+    async def publish_many(self, records: Sequence[OutgoingRecord]) -> list[str | None]:
+        """Hand every record to the producer at once (it batches them per partition) and wait
+        for all answers within one publish timeout. Returns, per record, None when the broker
+        accepted it, else why not (as :class:`PublishError` would say it)."""
+        producer = self._producer
+        if producer is None or not self.ready:
+            return [f"Kafka producer is {self.state.value}"] * len(records)
+        started = time.perf_counter()
+        errors: list[str | None] = [None] * len(records)
+        pending: dict[asyncio.Future[Any], int] = {}
+        try:
+            async with asyncio.timeout(self._timeout):
+                for index, record in enumerate(records):
+                    pending[await _send(producer, record)] = index
+                if pending:
+                    await asyncio.wait(pending)
+        except (KafkaError, TimeoutError, OSError) as exc:
+            errors = [_error(exc)] * len(records)  # the send loop failed: nothing is known
+        for future, index in pending.items():
+            if future.done():
+                errors[index] = _answer(future)
+        metrics.PUBLISH_SECONDS.observe(time.perf_counter() - started)
+        return errors
+
     async def _connect_loop(self) -> None:
         while self.state is ConnectionState.CONNECTING:
             producer = AIOKafkaProducer(**self._options)
@@ -117,6 +144,24 @@ class KafkaPublisher:
             self.state = ConnectionState.CONNECTED
             self._connected.set()
             log.info("kafka.connected", servers=self._options["bootstrap_servers"])
+
+
+async def _send(producer: AIOKafkaProducer, record: OutgoingRecord) -> asyncio.Future[Any]:
+    future: asyncio.Future[Any] = await producer.send(record.topic, record.value, key=record.key,
+                                                      headers=record.headers)
+    return future
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _answer(future: asyncio.Future[Any]) -> str | None:
+    """None when the broker accepted the record, else the error text."""
+    if future.cancelled():
+        return "CancelledError"
+    exc = future.exception()
+    return None if exc is None else _error(exc)
 
 
 async def broker_reachable(publisher: KafkaPublisher, within: float = 2.0) -> bool:

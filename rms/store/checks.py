@@ -13,18 +13,23 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
+    ARRAY,
     CTE,
-    BindParameter,
     ColumnElement,
     CompoundSelect,
+    Float,
+    Integer,
     Select,
+    Text,
     and_,
     bindparam,
+    case,
+    column,
     func,
-    insert,
     literal,
     not_,
     select,
@@ -38,11 +43,11 @@ from rms.domain.models import Actor, App, Message
 from rms.domain.states import DeadReason, Event, State
 from rms.store.apps import APP_COLUMNS
 from rms.store.messages import CANCEL, CONFIRM, seconds
+from rms.store.raw import RawStatement, message_from_record
 from rms.store.rows import to_app, to_message
 from rms.store.schema import apps, message_events, messages
 
-Detail = Mapping[str, Any] | BindParameter[Any]
-EventSpec = tuple[Event, Detail]
+EventSpec = tuple[Event, Mapping[str, Any]]
 DEAD_DETAIL = {"reason": DeadReason.CHECK_EXHAUSTED.value}
 BY_CHECK_BACK = {"by": Actor.CHECK_BACK.value}
 _DUE = and_(messages.c.state == State.PENDING_SEND.value, not_(messages.c.dead),
@@ -72,43 +77,6 @@ class Answer:
     def detail(self) -> dict[str, Any]:
         detail: dict[str, Any] = {"attempt": self.attempt, "outcome": self.outcome}
         return detail | ({"error": self.error} if self.error else {})
-
-
-def _detail(detail: Detail) -> ColumnElement[Any]:
-    return detail if isinstance(detail, BindParameter) else literal(dict(detail), JSONB)
-
-
-def with_events(changed: CTE, actor: ColumnElement[Any], events: Sequence[EventSpec]
-                ) -> Select[Any]:
-    """``SELECT * FROM changed`` that also appends ``events`` (in this order) for every changed
-    row: like :func:`rms.store.messages.with_event`, for a change that tells two things (a
-    check was made, and what it changed)."""
-    parts = [
-        select(changed.c.message_id, literal(order).label("ord"),
-               literal(event.value).label("event"), _detail(detail).label("detail"))
-        for order, (event, detail) in enumerate(events)
-    ]
-    rows = union_all(*parts).subquery("new_events")
-    history = message_events.insert().from_select(
-        ["message_id", "event", "actor", "detail"],
-        select(rows.c.message_id, rows.c.event, actor, rows.c.detail).order_by(
-            rows.c.message_id, rows.c.ord),
-    ).cte("history")
-    return select(changed).add_cte(history)
-
-
-def _guarded(values: Mapping[str, Any], events: Sequence[EventSpec]) -> Select[Any]:
-    """A result statement, built once: the change and its events for one message, only while
-    this claim holds it. Binds: target_id, token, actor, checked (the checked event detail).
-    No bind is named after a column: Core would read it as a SET value."""
-    changed = (
-        update(messages)
-        .where(messages.c.message_id == bindparam("target_id"),
-               messages.c.state == State.PENDING_SEND.value,
-               messages.c.claim_token == bindparam("token"))
-        .values(**values).returning(*messages.c).cte("changed")
-    )
-    return with_events(changed, bindparam("actor"), events)
 
 
 def _claim_statement() -> CompoundSelect[Any]:
@@ -144,17 +112,152 @@ def _claim_statement() -> CompoundSelect[Any]:
     )
 
 
-_CHECKED = bindparam("checked", type_=JSONB)
 CLAIM = _claim_statement()
-CONFIRM_CHECKED = _guarded(CONFIRM.values, [(Event.CHECKED, _CHECKED),
-                                            (CONFIRM.event, BY_CHECK_BACK)])
-CANCEL_CHECKED = _guarded(CANCEL.values, [(Event.CHECKED, _CHECKED),
-                                          (CANCEL.event, BY_CHECK_BACK)])
-RETRY_LATER = _guarded({"next_check_at": func.now() + seconds(bindparam("delay")),
-                        "claim_token": None}, [(Event.CHECKED, _CHECKED)])
-EXHAUST = _guarded({"dead": True, "dead_reason": DeadReason.CHECK_EXHAUSTED.value,
-                    "next_check_at": None, "claim_token": None},
-                   [(Event.CHECKED, _CHECKED), (Event.DEAD, DEAD_DETAIL)])
+
+
+class Action(StrEnum):
+    """What a check-back answer does to its claimed message."""
+
+    CONFIRM = "confirm"  # committed: the producer-confirm transition
+    CANCEL = "cancel"  # rolled_back: the producer-cancel transition
+    RETRY = "retry"  # unknown with attempts left: due again after a delay
+    EXHAUST = "exhaust"  # unknown on the last attempt: flagged dead
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """One answer to record for a message claimed under ``token``."""
+
+    message_id: str
+    token: str
+    actor: str
+    action: Action
+    answer: Answer
+    delay_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """What recording a :class:`Resolution` did: ``applied`` is False when the claim was lost
+    (only a ``checked`` event marked stale was written); ``sent`` is the confirmed message, to
+    publish."""
+
+    applied: bool
+    sent: Message | None = None
+
+
+_BATCH_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("message_id", Text), ("token", Text), ("actor", Text), ("action", Text),
+    ("attempt", Integer), ("outcome", Text), ("error", Text), ("delay", Float))
+_CHANGES: dict[Action, Mapping[str, Any]] = {
+    Action.CONFIRM: CONFIRM.values,
+    Action.CANCEL: CANCEL.values,
+    Action.RETRY: {"claim_token": None},  # and next_check_at: now() + the row's delay
+    Action.EXHAUST: {"dead": True, "dead_reason": DeadReason.CHECK_EXHAUSTED.value,
+                     "next_check_at": None, "claim_token": None},
+}
+# the event that tells what the answer changed, after the ``checked`` event
+_SECOND_EVENT: dict[Action, EventSpec] = {
+    Action.CONFIRM: (CONFIRM.event, BY_CHECK_BACK),
+    Action.CANCEL: (CANCEL.event, BY_CHECK_BACK),
+    Action.EXHAUST: (Event.DEAD, DEAD_DETAIL),
+}
+
+
+def _answer_batch() -> CTE:
+    # no bind is named after a column: Core would read it as a SET value of the UPDATEs
+    arrays = [bindparam(f"rows_{name}", type_=ARRAY(kind)) for name, kind in _BATCH_COLUMNS]
+    rows = (func.unnest(*arrays)
+            .table_valued(*(column(name, kind) for name, kind in _BATCH_COLUMNS))
+            .render_derived(name="rows"))
+    return select(rows).cte("batch")
+
+
+def _resolve(batch: CTE, action: Action) -> CTE:
+    """The guarded change for the batch rows of ``action``: only while the row is pending-send
+    and still claimed by the token that claimed it (a late worker matches nothing)."""
+    values = dict(_CHANGES[action])
+    if action is Action.RETRY:
+        values["next_check_at"] = func.now() + seconds(batch.c.delay)
+    returned = [*messages.c] if action is Action.CONFIRM else [messages.c.message_id]
+    return (
+        update(messages)
+        .where(messages.c.message_id == batch.c.message_id, batch.c.action == action.value,
+               messages.c.state == State.PENDING_SEND.value,
+               messages.c.claim_token == batch.c.token)
+        .values(**values)
+        .returning(*returned, batch.c.token.label("resolved_token"))
+        .cte(f"resolved_{action.value}")
+    )
+
+
+def _checked_detail(batch: CTE) -> ColumnElement[Any]:
+    """``{"attempt", "outcome"[, "error"]}``, as :attr:`Answer.detail`."""
+    base = func.jsonb_build_object("attempt", batch.c.attempt, "outcome", batch.c.outcome)
+    return base.op("||")(case((batch.c.error.is_(None), literal({}, JSONB)),
+                              else_=func.jsonb_build_object("error", batch.c.error)))
+
+
+def _answers_history(batch: CTE, changed: CTE) -> CTE:
+    """Every answer's ``checked`` event (marked stale when its claim was lost), then for every
+    applied one the event of its change, in this order per message."""
+    joined = batch.outerjoin(changed, and_(changed.c.message_id == batch.c.message_id,
+                                           changed.c.resolved_token == batch.c.token))
+    stale = case((changed.c.message_id.is_(None), literal({"stale": True}, JSONB)),
+                 else_=literal({}, JSONB))
+    checked = select(batch.c.message_id, literal(0).label("ord"),
+                     literal(Event.CHECKED.value).label("event"), batch.c.actor,
+                     _checked_detail(batch).op("||")(stale).label("detail")).select_from(joined)
+    seconds_events = [
+        select(changed.c.message_id, literal(1), literal(event.value), changed.c.actor,
+               literal(dict(detail), JSONB)).where(changed.c.action == action.value)
+        for action, (event, detail) in _SECOND_EVENT.items()
+    ]
+    rows = union_all(checked, *seconds_events).subquery("new_events")
+    return message_events.insert().from_select(
+        ["message_id", "event", "actor", "detail"],
+        select(rows.c.message_id, rows.c.event, rows.c.actor, rows.c.detail)
+        .order_by(rows.c.message_id, rows.c.ord),
+    ).cte("answers_history")
+
+
+def _answers_statement() -> Select[Any]:
+    """Built once: record many answers (of any claims) in one statement. Binds: one array per
+    column of :data:`_BATCH_COLUMNS`, named ``rows_<column>``. Returns one row per applied
+    answer: ``resolved_id``, ``action``, and for a confirm the whole sent message."""
+    batch = _answer_batch()
+    resolved = {action: _resolve(batch, action) for action in Action}
+    changed = union_all(*(
+        select(cte.c.message_id, cte.c.resolved_token, literal(action.value).label("action"))
+        for action, cte in resolved.items()
+    )).cte("changed")
+    with_actor = select(changed, batch.c.actor).join_from(
+        changed, batch, and_(batch.c.message_id == changed.c.message_id,
+                             batch.c.token == changed.c.resolved_token)).cte("changed_by")
+    history = _answers_history(batch, with_actor)
+    sent = resolved[Action.CONFIRM]
+    return (
+        select(changed.c.message_id.label("resolved_id"), changed.c.action,
+               *(c for c in sent.c if c.name != "resolved_token"))
+        .select_from(changed.outerjoin(sent, sent.c.message_id == changed.c.message_id))
+        .add_cte(history)
+    )
+
+
+RECORD_ANSWERS = _answers_statement()
+
+
+def _answer_params(items: Sequence[Resolution]) -> dict[str, list[Any]]:
+    return {
+        "rows_message_id": [i.message_id for i in items],
+        "rows_token": [i.token for i in items],
+        "rows_actor": [i.actor for i in items],
+        "rows_action": [i.action.value for i in items],
+        "rows_attempt": [i.answer.attempt for i in items],
+        "rows_outcome": [i.answer.outcome for i in items],
+        "rows_error": [i.answer.error or None for i in items],
+        "rows_delay": [i.delay_seconds for i in items],
+    }
 
 
 class CheckStore:
@@ -163,6 +266,7 @@ class CheckStore:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._record_answers = RawStatement(RECORD_ANSWERS, engine.dialect)
 
     async def claim(self, limit: int, lease_seconds: float, actor: str) -> Claim:
         """Claim up to ``limit`` due messages, oldest due first (the partial index
@@ -180,27 +284,38 @@ class CheckStore:
         async with self._engine.connect() as conn:
             return {row.name: to_app(row) for row in await conn.execute(statement)}
 
+    async def resolve_many(self, items: Sequence[Resolution]) -> list[Resolved]:
+        """Record many answers with one statement: each one's guarded change (only while its
+        claim holds) and events; a lost claim gets only a ``checked`` event marked stale,
+        since the call did happen. Returns one :class:`Resolved` per item, in order."""
+        if not items:
+            return []
+        if len({(i.message_id, i.token) for i in items}) < len(items):
+            raise ValueError("an answer is recorded once per claim")
+        rows = await self._record_answers.fetch(self._engine, **_answer_params(items))
+        applied = {row["resolved_id"]: row for row in rows}
+        return [_resolved(item, applied.get(item.message_id)) for item in items]
+
     async def confirm(self, message: Message, token: str, actor: str, answer: Answer
                       ) -> Message | None:
         """``committed``: the producer-confirm transition (same values, same event), guarded by
         the claim. Returns the sent message to publish, or None when the claim was lost."""
-        return await self._apply(CONFIRM_CHECKED, message, token, actor, answer)
+        return (await self._one(Action.CONFIRM, message, token, actor, answer)).sent
 
     async def cancel(self, message: Message, token: str, actor: str, answer: Answer
                      ) -> Message | None:
         """``rolled_back``: the producer-cancel transition, guarded by the claim."""
-        return await self._apply(CANCEL_CHECKED, message, token, actor, answer)
+        return await self._changed(Action.CANCEL, message, token, actor, answer)
 
     async def retry_later(self, message: Message, token: str, actor: str, answer: Answer,
                           delay_seconds: float) -> Message | None:
         """``unknown`` with attempts left: due again after ``delay_seconds`` (database clock)."""
-        return await self._apply(RETRY_LATER, message, token, actor, answer,
-                                 delay=delay_seconds)
+        return await self._changed(Action.RETRY, message, token, actor, answer, delay_seconds)
 
     async def exhaust(self, message: Message, token: str, actor: str, answer: Answer
                       ) -> Message | None:
         """``unknown`` on the last attempt: flag dead (kept, never called again)."""
-        return await self._apply(EXHAUST, message, token, actor, answer)
+        return await self._changed(Action.EXHAUST, message, token, actor, answer)
 
     async def oldest_due_lag(self) -> float:
         """Seconds the oldest due, unclaimed check is overdue (0 when none is)."""
@@ -210,17 +325,28 @@ class CheckStore:
             lag = (await conn.execute(statement)).scalar()
         return max(0.0, float(lag)) if lag is not None else 0.0
 
-    async def _apply(self, statement: Select[Any], message: Message, token: str, actor: str,
-                     answer: Answer, **extra: Any) -> Message | None:
-        """One guarded statement: the change and its events, or (claim lost) only a ``checked``
-        event marked stale, since the call did happen."""
-        params = {"target_id": message.message_id, "token": token, "actor": actor,
-                  "checked": answer.detail} | extra
+    async def _one(self, action: Action, message: Message, token: str, actor: str,
+                   answer: Answer, delay_seconds: float = 0.0) -> Resolved:
+        [resolved] = await self.resolve_many([Resolution(
+            message.message_id, token, actor, action, answer, delay_seconds)])
+        return resolved
+
+    async def _changed(self, action: Action, message: Message, token: str, actor: str,
+                       answer: Answer, delay_seconds: float = 0.0) -> Message | None:
+        """The stored message after the change (read back), or None when the claim was lost."""
+        resolved = await self._one(action, message, token, actor, answer, delay_seconds)
+        if not resolved.applied:
+            return None
+        statement = select(messages).where(messages.c.message_id == message.message_id)
         async with self._engine.connect() as conn:
-            row = (await conn.execute(statement, params)).first()
-            if row is not None:
-                return to_message(row)
-            await conn.execute(insert(message_events).values(
-                message_id=message.message_id, event=Event.CHECKED.value, actor=actor,
-                detail=answer.detail | {"stale": True}))
-        return None
+            row = (await conn.execute(statement)).first()
+        return to_message(row) if row is not None else None
+
+
+def _resolved(item: Resolution, row: Any) -> Resolved:
+    """From a row of :data:`RECORD_ANSWERS` (``resolved_id``, ``action``, then the sent
+    message's columns), or None when the answer was not applied."""
+    if row is None:
+        return Resolved(applied=False)
+    sent = message_from_record(tuple(row)[2:]) if item.action is Action.CONFIRM else None
+    return Resolved(applied=True, sent=sent)

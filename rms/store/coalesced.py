@@ -10,18 +10,17 @@ state (and the app), and a transition and its history commit together.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import asyncpg
 import orjson
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.batching import Coalescer
 from rms.domain.models import Message, NewMessage
 from rms.domain.states import Event, State
+from rms.store.raw import driver_connection, item_specific
 from rms.store.rows import message_from_mapping
 
 _INPUT_COLUMNS = ("message_id, app, topic, key, payload, headers, check_url, check_after_seconds, "
@@ -144,32 +143,6 @@ class CoalescedWrites:
         return flush
 
 
-def item_specific(exc: Exception) -> bool:
-    """An error PostgreSQL raised for the statement's data (a refused value, a constraint, a
-    deadlock with another batch): worth retrying the items one by one. A lost or refused
-    connection, or no pooled connection in time, is not."""
-    connection_level = (asyncpg.PostgresConnectionError,
-                        asyncpg.exceptions.OperatorInterventionError,
-                        asyncpg.exceptions.InsufficientResourcesError)
-    return isinstance(exc, asyncpg.PostgresError) and not isinstance(exc, connection_level)
-
-
-@asynccontextmanager
-async def driver_connection(engine: AsyncEngine) -> AsyncIterator[Any]:
-    """A pooled connection's asyncpg connection. After anything but an error PostgreSQL
-    reported for the statement (which leaves the connection usable), the connection is
-    invalidated: lost, cancelled mid-operation or in an unknown protocol state, it must never
-    be handed out again."""
-    async with engine.connect() as conn:
-        driver = await driver_of(conn)
-        try:
-            yield driver
-        except BaseException as exc:
-            if driver.is_closed() or not (isinstance(exc, Exception) and item_specific(exc)):
-                await conn.invalidate()
-            raise
-
-
 async def insert_messages(driver: Any, items: Sequence[PrepareItem], state: State,
                           event: Event) -> list[Written]:
     """Insert new messages (``ON CONFLICT DO NOTHING``) with their first event; per item the
@@ -194,12 +167,6 @@ async def update_messages(driver: Any, sql: str, items: Sequence[TransitionItem]
     changed = {row["message_id"]: message_from_mapping(row) for row in rows}
     rest = await _select(driver, [i for i in first if i not in changed])
     return _answers([i.message_id for i in items], first, changed, rest)
-
-
-async def driver_of(conn: Any) -> Any:
-    """The asyncpg connection under an SQLAlchemy ``AsyncConnection``."""
-    raw = await conn.get_raw_connection()
-    return raw.driver_connection
 
 
 async def _select(driver: Any, ids: Sequence[str]) -> dict[str, Message]:

@@ -6,70 +6,132 @@ Budget rule (issue 4): only publishes the broker accepted count toward ``max_del
 A refused or timed-out publish gives its number back (``delivery_count - 1``) and makes the
 message due again after ``publish_retry_seconds``; a process that dies between the reservation
 and the publish cannot know the outcome, so that reserved number stays counted.
+
+Many outcomes are written by one statement (:meth:`DeliveryStore.record_many`): the rows come
+in as one array parameter per column (``unnest``), every guarded change and every event are
+made by the same statement, so a batch costs one round trip and one commit whatever its size.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, insert, literal, update
+from sqlalchemy import (
+    ARRAY,
+    Boolean,
+    Float,
+    Integer,
+    Text,
+    and_,
+    bindparam,
+    case,
+    column,
+    func,
+    literal,
+    select,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.domain.models import PublishOutcome
 from rms.domain.states import Event, State
-from rms.store.messages import seconds, with_event
+from rms.store.messages import seconds
+from rms.store.raw import RawStatement
 from rms.store.schema import message_events, messages
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """One publish outcome to write. ``next_due_seconds``: after an accepted publish, the next
+    ack deadline (None on the confirm path, which set it in the confirming statement);
+    ``retry_seconds``: after a failed one, when the message is due again."""
+
+    outcome: PublishOutcome
+    actor: str
+    next_due_seconds: float | None = None
+    retry_seconds: float = 0.0
+
+
+_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("message_id", Text), ("delivery", Integer), ("ok", Boolean), ("due", Float),
+    ("retry", Float), ("error", Text), ("actor", Text))
+
+
+def _record_statement() -> Any:
+    """Built once. Binds: one array per column of :data:`_COLUMNS`, named ``rows_<column>``.
+    Returns one row per message whose state row changed (accepted and rescheduled, or given
+    back)."""
+    # no bind is named after a column: Core would read it as a SET value of the UPDATEs
+    arrays = [bindparam(f"rows_{name}", type_=ARRAY(kind)) for name, kind in _COLUMNS]
+    rows = (func.unnest(*arrays)
+            .table_valued(*(column(name, kind) for name, kind in _COLUMNS))
+            .render_derived(name="rows"))
+    batch = select(rows).cte("batch")
+    guard = and_(messages.c.message_id == batch.c.message_id,
+                 messages.c.state == State.SENT.value,
+                 messages.c.delivery_count == batch.c.delivery)
+    rescheduled = (
+        update(messages).where(guard, batch.c.ok, batch.c.due.is_not(None))
+        .values(next_delivery_at=func.now() + seconds(batch.c.due), claim_token=None)
+        .returning(messages.c.message_id).cte("rescheduled"))
+    given_back = (
+        update(messages).where(guard, ~batch.c.ok)
+        .values(delivery_count=messages.c.delivery_count - 1, claim_token=None,
+                next_delivery_at=func.now() + seconds(batch.c.retry))
+        .returning(messages.c.message_id).cte("given_back"))
+    event = case((batch.c.ok, literal(Event.PUBLISHED.value)),
+                 else_=literal(Event.PUBLISH_FAILED.value))
+    detail = case((batch.c.ok, func.jsonb_build_object("delivery", batch.c.delivery)),
+                  else_=func.jsonb_build_object("delivery", batch.c.delivery,
+                                                "error", batch.c.error))
+    # history counts every outcome, also when an ack or a re-reservation won meanwhile
+    history = message_events.insert().from_select(
+        ["message_id", "event", "actor", "detail"],
+        select(batch.c.message_id, event, batch.c.actor, detail)).cte("history")
+    changed = select(rescheduled.c.message_id).union_all(select(given_back.c.message_id))
+    return changed.add_cte(history)
+
+
+RECORD = _record_statement()
+
+
+def _params(records: Sequence[Recorded]) -> dict[str, list[Any]]:
+    return {
+        "rows_message_id": [r.outcome.message_id for r in records],
+        "rows_delivery": [r.outcome.delivery for r in records],
+        "rows_ok": [r.outcome.ok for r in records],
+        "rows_due": [r.next_due_seconds for r in records],
+        "rows_retry": [r.retry_seconds for r in records],
+        "rows_error": [r.outcome.error for r in records],
+        "rows_actor": [r.actor for r in records],
+    }
 
 
 class DeliveryStore:
     def __init__(self, engine: AsyncEngine) -> None:
-        self._engine = engine
+        self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._record = RawStatement(RECORD, engine.dialect)
+
+    async def record_many(self, records: Sequence[Recorded]) -> list[bool]:
+        """Write every outcome with one statement (atomic on its own, so autocommit). Returns,
+        per record, whether its message row changed (False: acked or re-reserved meanwhile,
+        or the confirm path's accepted publish, which only appends its event)."""
+        if not records:
+            return []
+        rows = await self._record.fetch(self._engine, **_params(records))
+        changed = {row["message_id"] for row in rows}
+        return [r.outcome.message_id in changed
+                and (not r.outcome.ok or r.next_due_seconds is not None) for r in records]
 
     async def record_accepted(
         self, outcome: PublishOutcome, actor: str, next_due_seconds: float | None
     ) -> None:
         """Append the ``published`` event; with ``next_due_seconds`` also set the ack deadline
         (the confirm path set it already in the confirming statement)."""
-        detail = {"delivery": outcome.delivery}
-        async with self._engine.begin() as conn:
-            if next_due_seconds is None:
-                await conn.execute(insert(message_events).values(
-                    message_id=outcome.message_id, event=Event.PUBLISHED.value, actor=actor,
-                    detail=detail))
-                return
-            changed = (
-                update(messages)
-                .where(messages.c.message_id == outcome.message_id,
-                       messages.c.state == State.SENT.value,
-                       messages.c.delivery_count == outcome.delivery)
-                .values(next_delivery_at=func.now() + seconds(literal(next_due_seconds)),
-                        claim_token=None)
-                .returning(messages.c.message_id)
-                .cte("changed")
-            )
-            result = await conn.execute(with_event(changed, Event.PUBLISHED, actor, detail))
-            if result.first() is None:  # acked meanwhile, or re-reserved: history still counts
-                await conn.execute(insert(message_events).values(
-                    message_id=outcome.message_id, event=Event.PUBLISHED.value, actor=actor,
-                    detail=detail))
+        await self.record_many([Recorded(outcome, actor, next_due_seconds)])
 
     async def record_failed(self, outcome: PublishOutcome, actor: str, retry_seconds: float) -> None:
         """Give the reserved delivery number back and make the message due again soon."""
-        detail: dict[str, Any] = {"delivery": outcome.delivery, "error": outcome.error}
-        changed = (
-            update(messages)
-            .where(messages.c.message_id == outcome.message_id,
-                   messages.c.state == State.SENT.value,
-                   messages.c.delivery_count == outcome.delivery)
-            .values(delivery_count=messages.c.delivery_count - 1,
-                    next_delivery_at=func.now() + seconds(literal(retry_seconds)),
-                    claim_token=None)
-            .returning(messages.c.message_id)
-            .cte("changed")
-        )
-        async with self._engine.begin() as conn:
-            result = await conn.execute(with_event(changed, Event.PUBLISH_FAILED, actor, detail))
-            if result.first() is None:
-                await conn.execute(insert(message_events).values(
-                    message_id=outcome.message_id, event=Event.PUBLISH_FAILED.value, actor=actor,
-                    detail=detail))
+        await self.record_many([Recorded(outcome, actor, retry_seconds=retry_seconds)])

@@ -31,12 +31,12 @@ from rms.store.coalesced import (
     CoalescedWrites,
     PrepareItem,
     TransitionItem,
-    driver_connection,
     insert_kind,
     insert_messages,
     transition_sql,
     update_messages,
 )
+from rms.store.raw import driver_connection
 from rms.store.rows import to_event, to_message
 from rms.store.schema import message_events, messages
 

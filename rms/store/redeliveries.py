@@ -1,5 +1,5 @@
-"""The recovery service's SQL: claim due messages, flag spent ones dead, record many publish
-outcomes at once, and resend dead letters in bulk.
+"""The recovery service's SQL: claim due messages, flag spent ones dead and resend dead letters in
+bulk (publish outcomes are written by :mod:`rms.store.deliveries`).
 
 Each statement is guarded the same way as :mod:`rms.store.messages` (``state = 'sent'``, and for
 outcomes ``delivery_count = <the number published>``), so an ack, an admin resend or another
@@ -22,21 +22,15 @@ Claiming (design decisions of issue 4), one statement per round (:func:`round_st
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
-    ARRAY,
     CTE,
     ColumnElement,
-    Float,
-    Integer,
     Select,
-    Text,
-    column,
+    bindparam,
     func,
-    insert,
     literal,
     select,
     union_all,
@@ -48,29 +42,9 @@ from rms.domain.models import Message
 from rms.domain.states import DeadReason, Event, State
 from rms.store.admin import RESEND, MessageFilter
 from rms.store.messages import delivery_detail, seconds, with_event
+from rms.store.raw import RawStatement, message_from_record
 from rms.store.rows import to_message
-from rms.store.schema import message_events, messages
-
-
-@dataclass(frozen=True, slots=True)
-class Accepted:
-    """A publish the broker accepted; the next ack deadline is ``due_seconds`` from now."""
-
-    message_id: str
-    delivery: int
-    due_seconds: float
-    actor: str
-
-
-@dataclass(frozen=True, slots=True)
-class Failed:
-    """A publish the broker refused or timed out; its delivery number is given back."""
-
-    message_id: str
-    delivery: int
-    error: str | None
-    retry_seconds: float
-    actor: str
+from rms.store.schema import messages
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +98,8 @@ def round_statement(limit: int, token: str, lease_seconds: float, actor: str) ->
     claimed = (
         update(messages)
         .where(messages.c.message_id == due.c.message_id, ~due.c.spent)
-        .values(delivery_count=messages.c.delivery_count + 1, claim_token=token,
+        .values(delivery_count=messages.c.delivery_count + 1,
+                claim_token=bindparam("round_token", token),
                 next_delivery_at=func.now() + seconds(literal(lease_seconds)))
         .returning(*messages.c)
         .cte("claimed")
@@ -140,83 +115,25 @@ def round_statement(limit: int, token: str, lease_seconds: float, actor: str) ->
     return union_all(flagged, select(claimed, literal(False).label("flagged_dead")))
 
 
-def _batch(*columns: tuple[str, Any, list[Any]]) -> Any:
-    """``unnest(:a, :b, ...) AS batch(a, b, ...)``: many rows as one parameter per column."""
-    arrays = [literal(values, ARRAY(kind)) for _, kind, values in columns]
-    return (
-        func.unnest(*arrays)
-        .table_valued(*(column(name, kind) for name, kind, _ in columns))
-        .render_derived(name="batch")
-    )
-
-
 class RedeliveryStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
+        self._rounds: dict[tuple[int, float, str], RawStatement] = {}
 
     async def claim_round(self, *, limit: int, token: str, lease_seconds: float,
                           actor: str) -> Round:
-        """Flag the spent and claim the rest of up to ``limit`` due messages (one statement)."""
-        statement = round_statement(limit, token, lease_seconds, actor)
-        async with self._engine.begin() as conn:
-            rows = (await conn.execute(statement)).all()
-        return Round(dead=[to_message(row) for row in rows if row.flagged_dead],
-                     claimed=[to_message(row) for row in rows if not row.flagged_dead])
-
-    async def record_accepted_many(self, accepted: Sequence[Accepted]) -> int:
-        """Set the next ack deadline of every row still at the published number and append
-        every ``published`` event (history counts even if an ack won meanwhile). Two statements,
-        whatever the batch size. Returns how many rows were rescheduled."""
-        if not accepted:
-            return 0
-        batch = _batch(("message_id", Text, [a.message_id for a in accepted]),
-                       ("delivery", Integer, [a.delivery for a in accepted]),
-                       ("due", Float, [a.due_seconds for a in accepted]),
-                       ("actor", Text, [a.actor for a in accepted]))
-        reschedule = (
-            update(messages)
-            .where(messages.c.message_id == batch.c.message_id,
-                   messages.c.state == State.SENT.value,
-                   messages.c.delivery_count == batch.c.delivery)
-            .values(next_delivery_at=func.now() + seconds(batch.c.due), claim_token=None)
-        )
-        history = insert(message_events).from_select(
-            ["message_id", "event", "actor", "detail"],
-            select(batch.c.message_id, literal(Event.PUBLISHED.value), batch.c.actor,
-                   func.jsonb_build_object("delivery", batch.c.delivery)),
-        )
-        async with self._engine.begin() as conn:
-            changed = (await conn.execute(reschedule)).rowcount
-            await conn.execute(history)
-        return int(changed)
-
-    async def record_failed_many(self, failed: Sequence[Failed]) -> int:
-        """Give every reserved number back, make the rows due again after their retry time and
-        append the ``publish-failed`` events. Returns how many rows changed."""
-        if not failed:
-            return 0
-        batch = _batch(("message_id", Text, [f.message_id for f in failed]),
-                       ("delivery", Integer, [f.delivery for f in failed]),
-                       ("retry", Float, [f.retry_seconds for f in failed]),
-                       ("error", Text, [f.error for f in failed]),
-                       ("actor", Text, [f.actor for f in failed]))
-        give_back = (
-            update(messages)
-            .where(messages.c.message_id == batch.c.message_id,
-                   messages.c.state == State.SENT.value,
-                   messages.c.delivery_count == batch.c.delivery)
-            .values(delivery_count=messages.c.delivery_count - 1, claim_token=None,
-                    next_delivery_at=func.now() + seconds(batch.c.retry))
-        )
-        history = insert(message_events).from_select(
-            ["message_id", "event", "actor", "detail"],
-            select(batch.c.message_id, literal(Event.PUBLISH_FAILED.value), batch.c.actor,
-                   func.jsonb_build_object("delivery", batch.c.delivery, "error", batch.c.error)),
-        )
-        async with self._engine.begin() as conn:
-            changed = (await conn.execute(give_back)).rowcount
-            await conn.execute(history)
-        return int(changed)
+        """Flag the spent and claim the rest of up to ``limit`` due messages (one statement,
+        on the driver connection: it runs per 1000 messages at full speed)."""
+        key = (limit, lease_seconds, actor)
+        statement = self._rounds.get(key)
+        if statement is None:  # a worker uses one limit, lease and actor (two while probing)
+            statement = RawStatement(round_statement(limit, "", lease_seconds, actor),
+                                     self._engine.dialect)
+            self._rounds[key] = statement
+        rows = await statement.fetch(self._engine, round_token=token)
+        found = [(row["flagged_dead"], message_from_record(row)) for row in rows]
+        return Round(dead=[message for dead, message in found if dead],
+                     claimed=[message for dead, message in found if not dead])
 
     async def resend_dead(self, where: MessageFilter, limit: int, actor: str) -> list[Message]:
         """The bulk dead-letter resend: in one statement, take up to ``limit`` dead ``sent``

@@ -4,13 +4,15 @@ every address is global; the connection goes to the checked address (no DNS rebi
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ipaddress
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
-from confirm_service.pinning import PinnedTransport, pinned
+from confirm_service.http11 import ConnectError, Http11Pool, RemoteProtocolError, Request
 from confirm_service.runtime import confirm_worker
 from rms import callback_urls
 from rms.callback_urls import CallTarget, IPAddress, is_public
@@ -199,24 +201,26 @@ async def test_private_targets_are_called_when_allowed(api: Api, worker_settings
 async def test_connection_goes_to_the_checked_address(server: CallbackServer) -> None:
     """The name never resolves: the connect can only have used the pinned address, while the
     request still names the host (Host header, and SNI for https)."""
-    transport = PinnedTransport(allow_unpinned=False, limits=httpx.Limits())
+    pool = Http11Pool(allow_unpinned=False, keepalive_seconds=1.5)
     target = CallTarget("callback.invalid", server.port, ipaddress.ip_address("127.0.0.1"))
-    async with httpx.AsyncClient(transport=transport) as client:
-        with pinned(target):
-            response = await client.post(f"http://callback.invalid:{server.port}/pinned")
-    assert response.status_code == 200
+    try:
+        reply = await pool.post(Request(f"http://callback.invalid:{server.port}/pinned", target,
+                                        b"{}", {"content-type": "application/json"}, 65536))
+    finally:
+        await pool.aclose()
+    assert reply.status == 200
     [call] = server.calls
     assert (call.path, call.headers["host"]) == ("/pinned", f"callback.invalid:{server.port}")
 
 
 async def test_no_connection_without_a_checked_address(server: CallbackServer) -> None:
-    transport = PinnedTransport(allow_unpinned=False, limits=httpx.Limits())
-    elsewhere = CallTarget("other.invalid", server.port, ipaddress.ip_address("127.0.0.1"))
-    async with httpx.AsyncClient(transport=transport) as client:
-        with pytest.raises(httpx.ConnectError, match="no checked address"):
-            await client.post(f"http://127.0.0.1:{server.port}/unpinned")
-        with pinned(elsewhere), pytest.raises(httpx.ConnectError, match="checked target is"):
-            await client.post(f"http://127.0.0.1:{server.port}/mismatch")
+    """The host, port and address of a connection all come from the checked target (the URL
+    gives only the path), so only a target without a checked address could go astray."""
+    pool = Http11Pool(allow_unpinned=False, keepalive_seconds=1.5)
+    unchecked = CallTarget("127.0.0.1", server.port, None)
+    with pytest.raises(ConnectError, match="no checked address"):
+        await pool.post(Request(f"http://127.0.0.1:{server.port}/unpinned", unchecked, b"{}",
+                                {}, 65536))
     assert server.calls == []
 
 
@@ -254,3 +258,24 @@ async def test_dns_rebinding_cannot_redirect_the_call(
         ("/first", f"rebind.invalid:{server.port}")]
     assert (await message(api, app, first))["state"] == "sent"
     assert (await message(api, app, second))["dead"] is True
+
+
+async def test_an_endless_response_head_is_cut_off() -> None:
+    """A server that never ends its headers cannot make the client buffer without bound."""
+    async def endless(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\n")
+        with contextlib.suppress(ConnectionError):
+            for _ in range(200):
+                writer.write(b"x-filler: " + b"a" * 1000 + b"\r\n")
+                await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(endless, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    pool = Http11Pool(allow_unpinned=True, keepalive_seconds=1.5)
+    target = CallTarget("127.0.0.1", port, None)
+    async with server:
+        with pytest.raises(RemoteProtocolError, match="response head exceeds"):
+            await pool.post(Request(f"http://127.0.0.1:{port}/c", target, b"{}", {}, 65536))
+    await pool.aclose()
