@@ -71,7 +71,13 @@ class Coalescer(Generic[In, Out]):
             self._starting += 1
             task = asyncio.create_task(self._drain(), name=f"flush-{self._name}")
             self._running.add(task)
-            task.add_done_callback(self._running.discard)
+            task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        """A task that saw nothing waiting may still be counted as running when a caller comes
+        (between its last look and this callback): that caller's item is flushed from here."""
+        self._running.discard(task)
+        self._start_flushes()
 
     async def _drain(self) -> None:
         self._starting -= 1

@@ -166,3 +166,18 @@ async def test_an_error_of_the_whole_batch_is_everyones_answer_without_retries()
                                     return_exceptions=True)
     assert all(isinstance(o, ValueError) and "refused -4" in str(o) for o in outcomes)
     assert recorder.batches == [[1, 2, -4, 5]]  # no one-by-one retries
+
+
+async def test_an_item_submitted_while_the_last_flush_ends_is_not_stranded() -> None:
+    """The caller's task runs after the flush task's last look at the queue but before the
+    flush task is done: its item must still be flushed."""
+    late: list[asyncio.Task[str]] = []
+
+    async def flush(items: Sequence[str]) -> list[str]:
+        if "trigger" in items:  # a caller whose first step runs before this task completes
+            late.append(asyncio.ensure_future(coalescer.submit("late")))
+        return [item.upper() for item in items]
+
+    coalescer: Coalescer[str, str] = Coalescer(flush, name="test")
+    assert await coalescer.submit("trigger") == "TRIGGER"
+    assert await asyncio.wait_for(late[0], 5) == "LATE"
