@@ -231,7 +231,8 @@ def _isolation(history: History, final: Final) -> Iterator[Violation]:
 
 
 def _op_isolation(op: Op) -> Iterator[Violation]:
-    if op.kind == "probe" and op.status is not None and op.status != 404:
+    if op.kind == "probe" and op.status is not None and op.status < 500 and op.status not in {
+            404, 429}:  # a 5xx or 429 tells nothing; anything else tells the message exists
         yield Violation("isolation", op.message_id,
                         f"app {op.app} reached another app's message: {op.status}")
     if op.ok and op.kind not in {"ack", "probe"} and op.owner not in {None, op.app}:

@@ -133,13 +133,16 @@ class RmsProcess:
             self.process.kill()
             self.process.wait(10)
 
-    def stop(self) -> None:
-        if self.process is None or not self.alive:
-            return
+    def terminate(self) -> None:
         self.signal(signal.SIGCONT)
         self.signal(signal.SIGTERM)
+
+    def stop(self, grace: float = 5.0) -> None:
+        """After :meth:`terminate`: wait up to ``grace`` seconds, then SIGKILL."""
+        if self.process is None or not self.alive:
+            return
         try:
-            self.process.wait(10)
+            self.process.wait(grace)
         except subprocess.TimeoutExpired:
             self.kill()
 
@@ -318,6 +321,8 @@ async def running_stack(infra: Infra, workers: int = 2) -> AsyncIterator[Stack]:
             yield stack
         finally:
             callbacks.closing.set()
+            for process in stack.processes:
+                process.terminate()
             for process in stack.processes:
                 process.stop()
             await pg_proxy.stop()

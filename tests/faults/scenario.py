@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from tests.faults.checker import Violation, check
 from tests.faults.cluster import SETTINGS, Stack
 from tests.faults.faults import Fault, FaultContext, heal
-from tests.faults.history import Final, History
+from tests.faults.history import OPEN, Final, History
 from tests.faults.load import PLANS, Consumer, Load, check_back
 from tests.faults.proxy import Toxics
 
@@ -29,7 +29,9 @@ class Scenario:
     clients: int = 6
     gap: tuple[float, float] = (1.0, 2.5)  # seconds between two injections
     plans: dict[str, int] = field(default_factory=lambda: dict(PLANS))
-    background: Toxics | None = None  # callback latency kept during the load (longer claims)
+    # latency kept during the load (claims held longer, so faults catch workers holding them)
+    callback_background: Toxics | None = None
+    pg_background: Toxics | None = None
 
 
 @dataclass
@@ -42,11 +44,13 @@ class Report:
     states: Counter[str]
     stale_writes: int
     heal_seconds: float
+    open_check_outcomes: Counter[str]  # how transactions ended that check-back found open
 
     def describe(self, limit: int = 25) -> str:
         lines = [f"scenario {self.name}: {self.messages} messages {dict(self.states)}",
                  f"  operations {dict(self.ops)}", f"  faults {dict(self.faults)}",
-                 f"  stale late writes rejected {self.stale_writes}; settled "
+                 f"  check answers that found the claim lost or the message changed (stale, "
+                 f"written as history only): {self.stale_writes}; settled "
                  f"{self.heal_seconds:.1f}s after healing",
                  f"  violations {len(self.violations)}"]
         lines += [f"    {v}" for v in self.violations[:limit]]
@@ -55,6 +59,9 @@ class Report:
 
 async def inject_until(ctx: FaultContext, faults: Sequence[Fault], stop_at: float,
                        gap: tuple[float, float]) -> None:
+    if not faults:
+        await asyncio.sleep(max(0.0, stop_at - time.monotonic()))
+        return
     while True:
         await asyncio.sleep(ctx.rng.uniform(*gap))
         if time.monotonic() >= stop_at:
@@ -82,8 +89,10 @@ async def run(stack: Stack, scenario: Scenario, seed: int) -> Report:
     load = Load(stack, apps, history, random.Random(rng.random()), scenario.clients,
                 plans=scenario.plans)
     ctx = FaultContext(stack, load, consumer, rng, Counter())
-    if scenario.background:
-        stack.callback_proxy.toxics = scenario.background
+    if scenario.callback_background:
+        stack.callback_proxy.toxics = scenario.callback_background
+    if scenario.pg_background:
+        stack.pg_proxy.toxics = scenario.pg_background
     consumer.start()
     load.start(scenario.seconds)
     try:
@@ -97,7 +106,13 @@ async def run(stack: Stack, scenario: Scenario, seed: int) -> Report:
     return Report(scenario.name, history.counts(), ctx.injected + _proxy_faults(stack),
                   check(history, final), len(final.messages),
                   Counter(m.state + ("/dead" if m.dead else "") for m in final.messages.values()),
-                  sum(1 for e in final.events if e.detail.get("stale")), waited)
+                  sum(1 for e in final.events if e.detail.get("stale")), waited,
+                  _open_outcomes(history))
+
+
+def _open_outcomes(history: History) -> Counter[str]:
+    found_open = {a.message_id for a in history.answers if a.status == OPEN}
+    return Counter(history.truth[m] for m in found_open)
 
 
 def _proxy_faults(stack: Stack) -> Counter[str]:

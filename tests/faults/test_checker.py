@@ -192,6 +192,12 @@ def test_a_probe_that_reached_another_apps_message_breaks_isolation() -> None:
     assert kinds(history, final) == {"isolation": 1}
 
 
+def test_a_probe_told_the_message_exists_breaks_isolation() -> None:
+    history, final = clean()
+    history.ops += [Op("probe", B, "m1", 409), Op("probe", B, "m2", 503), Op("probe", B, "m2", 429)]
+    assert [(v.kind, v.message_id) for v in check(history, final)] == [("isolation", "m1")]
+
+
 def test_an_answer_carrying_another_apps_message_breaks_isolation() -> None:
     history, final = clean()
     history.ops.append(Op("confirm", B, "m1", 200, "done", A))
