@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ DATABASE = "rms"
 HARNESS = "faults-harness"  # application_name of the suite's own connections
 LEASE_SECONDS = 4.0
 START_SECONDS = 60.0
+STOP_SECONDS = 10.0  # after SIGTERM, then SIGKILL
 
 # short timings so every scenario converges in seconds (README "Configuration" names them)
 SETTINGS = {
@@ -137,14 +139,14 @@ class RmsProcess:
         self.signal(signal.SIGCONT)
         self.signal(signal.SIGTERM)
 
-    def stop(self, grace: float = 5.0) -> None:
-        """After :meth:`terminate`: wait up to ``grace`` seconds, then SIGKILL."""
-        if self.process is None or not self.alive:
-            return
-        try:
-            self.process.wait(grace)
-        except subprocess.TimeoutExpired:
-            self.kill()
+    async def stop(self, deadline: float) -> None:
+        """After :meth:`terminate`: wait until ``deadline`` (monotonic), then SIGKILL. Waits
+        without blocking the event loop: the proxies in it carry the shutdown's last writes."""
+        for _ in range(int(max(0.0, deadline - time.monotonic()) / 0.05)):
+            if not self.alive:
+                return
+            await asyncio.sleep(0.05)
+        self.kill()
 
     async def wait_ready(self, http: httpx.AsyncClient, timeout: float = START_SECONDS) -> None:
         async with asyncio.timeout(timeout):
@@ -323,8 +325,9 @@ async def running_stack(infra: Infra, workers: int = 2) -> AsyncIterator[Stack]:
             callbacks.closing.set()
             for process in stack.processes:
                 process.terminate()
+            deadline = time.monotonic() + STOP_SECONDS
             for process in stack.processes:
-                process.stop()
+                await process.stop(deadline)
             await pg_proxy.stop()
             await callback_proxy.stop()
             await engine.dispose()

@@ -44,6 +44,10 @@ class KillServe:
 
     async def inject(self, ctx: FaultContext) -> None:
         serve = ctx.stack.serve
+        for _ in range(100):  # with requests in flight (some have committed, unanswered)
+            if ctx.load.flight["requests"] >= 2:
+                break
+            await asyncio.sleep(0.02)
         serve.kill()
         ctx.injected[self.name] += 1
         await asyncio.sleep(ctx.rng.uniform(0.2, 1.0))
@@ -62,11 +66,11 @@ class KillProducer:
         ctx.injected[self.name] += 1 if killed else 0
 
 
-async def hold_claims(ctx: FaultContext, worker: RmsProcess) -> bool:
-    """SIGSTOP ``worker`` at a moment it holds claims (True) or, after a while, any moment
-    (False). The worker is left stopped."""
+async def hold_claims(ctx: FaultContext, worker: RmsProcess, hunt: float) -> bool:
+    """SIGSTOP ``worker`` at a moment it holds claims (True) or, after ``hunt`` seconds, any
+    moment (False). The worker is left stopped."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + CLAIM_HUNT_SECONDS
+    deadline = loop.time() + hunt
     while True:
         worker.signal(signal.SIGSTOP)
         await asyncio.sleep(0.2)  # writes it already sent land first
@@ -83,6 +87,7 @@ class KillWorker:
     """kill -9 of a worker while it holds claims; its claims come back after the lease."""
 
     kind: str
+    hunt: float = CLAIM_HUNT_SECONDS
 
     @property
     def name(self) -> str:
@@ -90,7 +95,7 @@ class KillWorker:
 
     async def inject(self, ctx: FaultContext) -> None:
         worker = ctx.rng.choice(ctx.stack.of_kind(self.kind))
-        held = await hold_claims(ctx, worker)
+        held = await hold_claims(ctx, worker, self.hunt)
         worker.kill()
         ctx.injected[self.name + ("" if held else "-idle")] += 1
         await ctx.stack.restart(worker)
@@ -102,6 +107,7 @@ class PauseWorker:
     must change nothing (another worker owns those messages now)."""
 
     kind: str
+    hunt: float = CLAIM_HUNT_SECONDS
 
     @property
     def name(self) -> str:
@@ -109,7 +115,7 @@ class PauseWorker:
 
     async def inject(self, ctx: FaultContext) -> None:
         worker = ctx.rng.choice(ctx.stack.of_kind(self.kind))
-        held = await hold_claims(ctx, worker)
+        held = await hold_claims(ctx, worker, self.hunt)
         ctx.injected[self.name + ("" if held else "-idle")] += 1
         await asyncio.sleep(LEASE_SECONDS + ctx.rng.uniform(0.5, 1.5))
         worker.signal(signal.SIGCONT)
@@ -194,8 +200,8 @@ async def heal(ctx: FaultContext) -> None:
     await ctx.stack.ensure_up()
 
 
-def every_fault() -> list[Fault]:
-    return [KillServe(), KillProducer(), KillWorker("confirm-worker"),
-            KillWorker("recovery-worker"), PauseWorker("confirm-worker"),
-            PauseWorker("recovery-worker"), RestartBroker(), RestartPostgres(),
+def every_fault(hunt: float = CLAIM_HUNT_SECONDS) -> list[Fault]:
+    return [KillServe(), KillProducer(), KillWorker("confirm-worker", hunt),
+            KillWorker("recovery-worker", hunt), PauseWorker("confirm-worker", hunt),
+            PauseWorker("recovery-worker", hunt), RestartBroker(), RestartPostgres(),
             TerminateBackends(), ProxyChaos()]

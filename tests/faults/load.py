@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import random
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,7 @@ class Producer:
     history: History
     rng: random.Random
     plans: dict[str, int] = field(default_factory=lambda: dict(PLANS))
+    flight: Counter[str] = field(default_factory=Counter)  # requests awaiting an answer
     serial: int = 0
     current: str | None = None
 
@@ -130,6 +132,7 @@ class Producer:
     async def _attempt(self, kind: str, message_id: str, path: str,
                        body: dict[str, Any] | None) -> int | None:
         op = Op(kind, self.app, message_id, None)
+        self.flight["requests"] += 1
         try:
             response = await self.stack.http.post(self.stack.api + path, json=body,
                                                   headers=self.headers, timeout=REQUEST_TIMEOUT)
@@ -139,6 +142,8 @@ class Producer:
         except asyncio.CancelledError:  # the producer died with this request in flight
             self.history.ops.append(op)
             raise
+        finally:
+            self.flight["requests"] -= 1
         self.history.ops.append(_answered(op, response))
         return response.status_code
 
@@ -162,6 +167,7 @@ class Load:
     rng: random.Random
     clients: int
     plans: dict[str, int] = field(default_factory=lambda: dict(PLANS))
+    flight: Counter[str] = field(default_factory=Counter)
     stop_at: float = 0.0
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     generation: int = 0
@@ -175,7 +181,7 @@ class Load:
         for n in range(self.clients):
             app = list(self.apps.producers)[n % len(self.apps.producers)]
             producer = Producer(self.stack, self.apps, app, self.history,
-                                random.Random(self.rng.random()), self.plans)
+                                random.Random(self.rng.random()), self.plans, self.flight)
             prefix = f"{app}-g{self.generation}c{n}"
             self.tasks.append(asyncio.create_task(producer.run(self.stop_at, prefix)))
 

@@ -45,10 +45,14 @@ class Report:
     stale_writes: int
     heal_seconds: float
     open_check_outcomes: Counter[str]  # how transactions ended that check-back found open
+    unanswered: Counter[str]  # requests that got no answer, by kind
+    server_errors: Counter[str]  # 500 answers by kind (an outage must answer 503)
 
     def describe(self, limit: int = 25) -> str:
         lines = [f"scenario {self.name}: {self.messages} messages {dict(self.states)}",
-                 f"  operations {dict(self.ops)}", f"  faults {dict(self.faults)}",
+                 f"  operations {dict(self.ops)}; unanswered {dict(self.unanswered)}; "
+                 f"500 answers {dict(self.server_errors)}",
+                 f"  faults {dict(self.faults)}",
                  f"  check answers that found the claim lost or the message changed (stale, "
                  f"written as history only): {self.stale_writes}; settled "
                  f"{self.heal_seconds:.1f}s after healing",
@@ -107,7 +111,10 @@ async def run(stack: Stack, scenario: Scenario, seed: int) -> Report:
                   check(history, final), len(final.messages),
                   Counter(m.state + ("/dead" if m.dead else "") for m in final.messages.values()),
                   sum(1 for e in final.events if e.detail.get("stale")), waited,
-                  _open_outcomes(history))
+                  _open_outcomes(history),
+                  Counter(op.kind for op in history.ops if op.status is None
+                          and op.kind != "ack-topic"),
+                  Counter(op.kind for op in history.ops if op.status == 500))
 
 
 def _open_outcomes(history: History) -> Counter[str]:

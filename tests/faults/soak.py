@@ -29,7 +29,8 @@ from tests.faults.scenario import Report, Scenario, run
 
 ROUND_SECONDS = 60.0  # load per round; then heal, settle and check
 ROUNDS_PER_STACK = 4  # fresh RMS processes now and then
-GAP = (1.5, 4.0)  # seconds between two faults
+GAP = (1.0, 3.0)  # seconds between two faults
+HUNT = 5.0  # seconds a worker fault waits for the worker to hold claims
 
 
 @dataclass
@@ -40,6 +41,7 @@ class Totals:
     ops: Counter[str] = field(default_factory=Counter)
     faults: Counter[str] = field(default_factory=Counter)
     states: Counter[str] = field(default_factory=Counter)
+    server_errors: Counter[str] = field(default_factory=Counter)
     violations: list[Violation] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -49,6 +51,7 @@ class Totals:
         self.ops += report.ops
         self.faults += report.faults
         self.states += report.states
+        self.server_errors += report.server_errors
         self.violations += report.violations
 
     def render(self, command: str) -> str:
@@ -62,6 +65,7 @@ class Totals:
             f"operations: {sum(self.ops.values())} {dict(sorted(self.ops.items()))}",
             f"faults injected: {injected} {dict(sorted(self.faults.items()))}",
             f"invariant violations: {len(self.violations)} {summary(self.violations)}",
+            f"500 answers (an outage should answer 503): {dict(self.server_errors)}",
             f"harness errors: {len(self.errors)}",
         ]
         lines += [f"  {v}" for v in self.violations[:50]] + [f"  {e}" for e in self.errors]
@@ -73,28 +77,23 @@ async def _rounds(stack: Stack, totals: Totals, deadline: float, seed: int) -> N
         left = deadline - time.monotonic()
         if left < 5:
             return
-        scenario = Scenario(f"soak-{totals.rounds + 1}", every_fault(),
+        scenario = Scenario(f"soak-{totals.rounds + 1}", every_fault(HUNT),
                             seconds=min(ROUND_SECONDS, left), gap=GAP)
         report = await run(stack, scenario, seed + totals.rounds)
         totals.add(report)
         print(report.describe(), flush=True)
 
 
-async def soak(seconds: float, seed: int, base: Path) -> Totals:
-    infra = Infra(base)
-    infra.start()
+async def soak(infra: Infra, seconds: float, seed: int) -> Totals:
     totals = Totals()
     deadline = time.monotonic() + seconds
-    try:
-        while time.monotonic() < deadline - 5:
-            try:
-                async with running_stack(infra) as stack:
-                    await _rounds(stack, totals, deadline, seed)
-            except Exception:  # a harness or start-up failure: reported, then a fresh stack
-                totals.errors.append(traceback.format_exc(limit=5))
-                print(totals.errors[-1], flush=True)
-    finally:
-        infra.stop()
+    while time.monotonic() < deadline - 5:
+        try:
+            async with running_stack(infra) as stack:
+                await _rounds(stack, totals, deadline, seed)
+        except Exception:  # a harness or start-up failure: reported, then a fresh stack
+            totals.errors.append(traceback.format_exc(limit=5))
+            print(totals.errors[-1], flush=True)
     return totals
 
 
@@ -109,7 +108,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     base = args.base or Path(tempfile.mkdtemp(prefix="rms-soak-"))
     print(f"soak: {args.seconds:.0f}s, seed {args.seed}, logs in {base}", flush=True)
-    totals = asyncio.run(soak(args.seconds, args.seed, base))
+    infra = Infra(base)
+    infra.start()  # outside the event loop: migrations run their own
+    try:
+        totals = asyncio.run(soak(infra, args.seconds, args.seed))
+    finally:
+        infra.stop()
     command = f"SOAK_SECONDS={args.seconds:.0f} python -m tests.faults.soak --seed {args.seed}"
     print(totals.render(command), flush=True)
     return 1 if totals.violations or totals.errors else 0
