@@ -1,10 +1,11 @@
 """The system under test, as an operator runs it: real ``rms serve``, ``rms confirm-worker`` and
 ``rms recovery-worker`` processes on the suite's own embedded PostgreSQL and tansu broker.
 
-Topology (choice of issue 8): RMS reaches PostgreSQL and the producers' check-back endpoint
-through :class:`~tests.faults.proxy.FaultProxy` instances; Kafka is reached directly and
-faulted by killing the broker (tansu advertises one address for metadata, so a transparent
-Kafka proxy would need its own listener set-up; killing the process is the harsher fault).
+Topology (choice of issue 8): RMS reaches PostgreSQL, Kafka and the producers' check-back
+endpoint through :class:`~tests.faults.proxy.FaultProxy` instances. For Kafka the proxy is
+transparent to metadata: tansu listens on one port and advertises the proxy's port, so every
+Kafka client (RMS and the test's consumer) reaches the broker and its group coordinator through
+the proxy only. The broker is also killed outright (and comes back empty).
 
 :class:`Infra` (PostgreSQL + broker) lives for a whole test module or soak run; :class:`Stack`
 (proxies, callback server, RMS processes) is built per scenario.
@@ -29,7 +30,14 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from rms.embedded import EmbeddedKafka, EmbeddedPostgres, free_port
+from rms.embedded import (
+    EmbeddedError,
+    EmbeddedKafka,
+    EmbeddedPostgres,
+    free_port,
+    tansu_binary,
+    wait_for_port,
+)
 from rms.store.migrate import upgrade
 from tests.confirm.servers import CallbackServer, serving
 from tests.faults.history import FinalMessage, StoredEvent
@@ -64,19 +72,43 @@ SETTINGS = {
 
 
 @dataclass
+class ProxiedKafka(EmbeddedKafka):
+    """tansu listening on ``port`` but advertising ``advertised_port`` (the fault proxy's)."""
+
+    advertised_port: int = field(default_factory=free_port)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.advertised_port}"
+
+    def start(self, timeout: float = 20.0) -> None:
+        output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [tansu_binary(), "broker", "--listener-url", f"tcp://127.0.0.1:{self.port}",
+             "--advertised-listener-url", f"tcp://127.0.0.1:{self.advertised_port}",
+             "--storage-engine", "memory://tansu/"],
+            stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_for_port("127.0.0.1", self.port, timeout)
+        except EmbeddedError:
+            self.kill()
+            raise
+
+
+@dataclass
 class Infra:
     """The suite's own PostgreSQL (restarted and crashed by faults, so never the session's
     shared one) and broker (killed and restarted empty by faults)."""
 
     base: Path
     postgres: EmbeddedPostgres = field(init=False)
-    broker: EmbeddedKafka = field(init=False)
+    broker: ProxiedKafka = field(init=False)
 
     def __post_init__(self) -> None:
         # fsync off: `pg_ctl stop -m immediate` kills PostgreSQL, not the kernel, so WAL written
         # at commit survives in the page cache exactly as it would with fsync on
         self.postgres = EmbeddedPostgres(self.base / "pg" / "data", fsync=False)
-        self.broker = EmbeddedKafka(log_path=self.base / "tansu.log")
+        self.broker = ProxiedKafka(log_path=self.base / "tansu.log")
 
     def start(self) -> None:
         self.base.mkdir(parents=True, exist_ok=True)
@@ -92,7 +124,8 @@ class Infra:
     def restart_broker(self) -> None:
         """A new, empty broker on the same address (tansu keeps data in memory)."""
         self.broker.kill()
-        fresh = EmbeddedKafka(port=self.broker.port, log_path=self.broker.log_path)
+        fresh = ProxiedKafka(port=self.broker.port, log_path=self.broker.log_path,
+                             advertised_port=self.broker.advertised_port)
         fresh.start()
         self.broker.process = fresh.process
 
@@ -188,6 +221,7 @@ class Stack:
     infra: Infra
     base: Path
     pg_proxy: FaultProxy
+    kafka_proxy: FaultProxy
     callback_proxy: FaultProxy
     callbacks: CallbackServer
     serve: RmsProcess
@@ -202,6 +236,10 @@ class Stack:
     @property
     def check_url(self) -> str:
         return f"http://127.0.0.1:{self.callback_proxy.port}/check"
+
+    @property
+    def proxies(self) -> dict[str, FaultProxy]:
+        return {"pg": self.pg_proxy, "kafka": self.kafka_proxy, "callback": self.callback_proxy}
 
     @property
     def processes(self) -> list[RmsProcess]:
@@ -306,16 +344,18 @@ async def running_stack(infra: Infra, workers: int = 2) -> AsyncIterator[Stack]:
     base = infra.base / f"stack-{uuid.uuid4().hex[:6]}"
     base.mkdir()
     pg_proxy = FaultProxy(upstream_port=infra.postgres.port, seed=1)
+    kafka_proxy = FaultProxy(upstream_port=infra.broker.port, port=infra.broker.advertised_port,
+                             seed=3)
     callbacks = CallbackServer()
     callback_proxy = FaultProxy(upstream_port=callbacks.port, seed=2)
     serve, spawned = _processes(base, rms_env(infra, pg_proxy), workers)
     engine = create_async_engine(infra.postgres.url(DATABASE), pool_pre_ping=True,
                                  connect_args={"server_settings": {"application_name": HARNESS}})
     async with serving(callbacks, port=callbacks.port), httpx.AsyncClient() as http:
-        await pg_proxy.start()
-        await callback_proxy.start()
-        stack = Stack(infra, base, pg_proxy, callback_proxy, callbacks, serve, spawned, http,
-                      engine)
+        for proxy in (pg_proxy, kafka_proxy, callback_proxy):
+            await proxy.start()
+        stack = Stack(infra, base, pg_proxy, kafka_proxy, callback_proxy, callbacks, serve,
+                      spawned, http, engine)
         try:
             for process in stack.processes:
                 process.start()
@@ -328,6 +368,6 @@ async def running_stack(infra: Infra, workers: int = 2) -> AsyncIterator[Stack]:
             deadline = time.monotonic() + STOP_SECONDS
             for process in stack.processes:
                 await process.stop(deadline)
-            await pg_proxy.stop()
-            await callback_proxy.stop()
+            for proxy in (pg_proxy, kafka_proxy, callback_proxy):
+                await proxy.stop()
             await engine.dispose()

@@ -164,8 +164,8 @@ class TerminateBackends:
 
 @dataclass
 class ProxyChaos:
-    """Latency, dropped and reset connections between RMS and PostgreSQL and between RMS and
-    the producers' check-back endpoint, for a few seconds; then every live PostgreSQL
+    """Latency, dropped and reset connections between RMS and PostgreSQL, Kafka and the
+    producers' check-back endpoint, for a few seconds; then every live PostgreSQL and Kafka
     connection reset at once."""
 
     name: str = "proxy-chaos"
@@ -176,15 +176,18 @@ class ProxyChaos:
                                        drop=rng.uniform(0, 0.01), reset=rng.uniform(0, 0.01))
         stack.callback_proxy.toxics = Toxics(latency=rng.uniform(0, 0.3), jitter=0.5,
                                              drop=rng.uniform(0, 0.2), reset=rng.uniform(0, 0.2))
+        stack.kafka_proxy.toxics = Toxics(latency=rng.uniform(0, 0.02), jitter=0.05,
+                                          drop=rng.uniform(0, 0.005), reset=rng.uniform(0, 0.005))
         ctx.injected[self.name] += 1
         await asyncio.sleep(rng.uniform(1.0, 3.0))
         stack.pg_proxy.reset_all()
+        stack.kafka_proxy.reset_all()
         heal_proxies(stack)
 
 
 def heal_proxies(stack: Stack) -> None:
-    stack.pg_proxy.heal()
-    stack.callback_proxy.heal()
+    for proxy in stack.proxies.values():
+        proxy.heal()
 
 
 async def heal(ctx: FaultContext) -> None:

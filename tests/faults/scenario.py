@@ -29,9 +29,9 @@ class Scenario:
     clients: int = 6
     gap: tuple[float, float] = (1.0, 2.5)  # seconds between two injections
     plans: dict[str, int] = field(default_factory=lambda: dict(PLANS))
-    # latency kept during the load (claims held longer, so faults catch workers holding them)
-    callback_background: Toxics | None = None
-    pg_background: Toxics | None = None
+    # latency kept during the load, by proxy ("pg", "kafka", "callback"): claims are held
+    # longer, so worker faults catch workers holding them
+    background: dict[str, Toxics] = field(default_factory=dict)
 
 
 @dataclass
@@ -93,10 +93,8 @@ async def run(stack: Stack, scenario: Scenario, seed: int) -> Report:
     load = Load(stack, apps, history, random.Random(rng.random()), scenario.clients,
                 plans=scenario.plans)
     ctx = FaultContext(stack, load, consumer, rng, Counter())
-    if scenario.callback_background:
-        stack.callback_proxy.toxics = scenario.callback_background
-    if scenario.pg_background:
-        stack.pg_proxy.toxics = scenario.pg_background
+    for name, toxics in scenario.background.items():
+        stack.proxies[name].toxics = toxics
     consumer.start()
     load.start(scenario.seconds)
     try:
@@ -124,7 +122,7 @@ def _open_outcomes(history: History) -> Counter[str]:
 
 def _proxy_faults(stack: Stack) -> Counter[str]:
     found: Counter[str] = Counter()
-    for label, proxy in (("pg", stack.pg_proxy), ("callback", stack.callback_proxy)):
+    for label, proxy in stack.proxies.items():
         for kind, n in proxy.injected.items():
             found[f"{label}-proxy-{kind}"] += n
         proxy.injected.clear()

@@ -53,9 +53,11 @@ async def test_producer_killed_between_prepare_and_confirm(stack: Stack) -> None
 def _workers(kind: str) -> Scenario:
     # latency keeps check-backs and publish bookkeeping (and so claims) in flight long enough
     # for a worker to be caught holding claims
+    background = {"callback": Toxics(latency=0.3, jitter=0.3),
+                  "pg": Toxics(latency=0.01, jitter=0.02),
+                  "kafka": Toxics(latency=0.1, jitter=0.1)}
     return Scenario(f"{kind}s", [KillWorker(kind), PauseWorker(kind)], seconds=16.0,
-                    gap=(0.5, 1.5), callback_background=Toxics(latency=0.3, jitter=0.3),
-                    pg_background=Toxics(latency=0.01, jitter=0.02))
+                    gap=(0.5, 1.5), background=background)
 
 
 async def test_confirm_workers_killed_and_paused_holding_claims(stack: Stack) -> None:
@@ -92,7 +94,7 @@ async def test_service_connections_terminated_in_a_loop(stack: Stack) -> None:
 
 async def test_latency_drops_and_resets_to_postgres_and_callbacks(stack: Stack) -> None:
     report = await run(stack, Scenario("proxy-chaos", [ProxyChaos()], gap=(0.3, 1.0)), seed=8)
-    assert_clean(report, "proxy-chaos", "pg-proxy-reset")
+    assert_clean(report, "proxy-chaos", "pg-proxy-reset", "kafka-proxy-reset")
 
 
 async def test_check_back_during_a_still_open_producer_transaction(stack: Stack) -> None:
