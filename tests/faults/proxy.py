@@ -42,12 +42,12 @@ class _Link:
     def close(self, hard: bool) -> None:
         for writer in (self.client, self.upstream):
             if hard:
-                _abort(writer)
+                abort(writer)
             else:
                 writer.close()
 
 
-def _abort(writer: asyncio.StreamWriter) -> None:
+def abort(writer: asyncio.StreamWriter) -> None:
     """Close with RST (SO_LINGER 0) instead of FIN."""
     sock = writer.get_extra_info("socket")
     if sock is not None:
@@ -101,13 +101,13 @@ class FaultProxy:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.toxics.refuse:
             self.injected["refused"] += 1
-            _abort(writer)
+            abort(writer)
             return
         try:
             up_reader, up_writer = await asyncio.open_connection(self.upstream_host,
                                                                  self.upstream_port)
         except OSError:
-            _abort(writer)
+            abort(writer)
             return
         link = _Link(writer, up_writer)
         self._links.add(link)
@@ -120,17 +120,25 @@ class FaultProxy:
 
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                     link: _Link) -> None:
-        with contextlib.suppress(OSError, asyncio.IncompleteReadError, RuntimeError):
+        """Forward one direction. A clean end (FIN) is passed on as a FIN; an error (reset,
+        write to a closed peer) resets both sides, as a real connection would: a link left
+        half-open would keep the server's session, its open transaction and its row locks
+        alive after the client has gone."""
+        try:
             while data := await reader.read(CHUNK):
                 if self._fault(link):
                     return
                 delay = self.toxics.delay(self._rng)
                 if delay:
                     await asyncio.sleep(delay)
+                if writer.is_closing():
+                    raise ConnectionResetError("peer closed")
                 writer.write(data)
                 await writer.drain()
             if writer.can_write_eof():
                 writer.write_eof()
+        except (OSError, RuntimeError):
+            link.close(hard=True)
 
     def _fault(self, link: _Link) -> bool:
         """Maybe drop or reset ``link`` now; True when it was."""

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.faults.proxy import FaultProxy, Toxics
+from tests.faults.proxy import FaultProxy, Toxics, abort
 
 
 async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -84,3 +84,31 @@ async def test_reset_all_cuts_live_connections_and_heal_restores(proxy: FaultPro
         await _round_trip(proxy, b"c")
     proxy.heal()
     assert await _round_trip(proxy, b"d") == b"d"
+
+
+async def test_a_client_reset_is_passed_on_not_left_half_open() -> None:
+    """A client that vanishes with a reset must not leave the upstream session open (it
+    would keep a database transaction and its row locks alive)."""
+    ended = asyncio.Event()
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            while await reader.read(1024):
+                pass
+        ended.set()
+        writer.close()
+
+    upstream = await asyncio.start_server(hold, "127.0.0.1", 0)
+    proxy = FaultProxy(upstream_port=upstream.sockets[0].getsockname()[1])
+    await proxy.start()
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+        writer.write(b"BEGIN")
+        await writer.drain()
+        await asyncio.sleep(0.1)
+        abort(writer)
+        await asyncio.wait_for(ended.wait(), 5)
+    finally:
+        await proxy.stop()
+        upstream.close()
+        await upstream.wait_closed()
