@@ -82,7 +82,7 @@ def _by_message(events: Iterable[StoredEvent]) -> dict[str, list[StoredEvent]]:
 def _loss(history: History, final: Final) -> Iterator[Violation]:
     yield from _answers_survive(history.ops, final)
     consumed = {record.message_id for record in history.consumed}
-    for message_id in sorted(_must_deliver(history)):
+    for message_id in sorted(_must_deliver(history, final)):
         yield from _delivered(message_id, final.messages.get(message_id), consumed)
 
 
@@ -99,11 +99,14 @@ def _answers_survive(ops: Iterable[Op], final: Final) -> Iterator[Violation]:
                                                    f"message ends {message.state}")
 
 
-def _must_deliver(history: History) -> set[str]:
-    """Confirmed by the producer (2xx) or by a check-back the producer answered committed."""
+def _must_deliver(history: History, final: Final) -> set[str]:
+    """Confirmed by the producer (2xx), by a check-back the producer answered committed, or
+    stored with the producer's transaction committed (whatever was answered)."""
     confirmed = {op.message_id for op in history.ops if op.kind == "confirm" and op.ok}
     checked = {a.message_id for a in history.answers if a.status == COMMITTED}
-    return confirmed | checked
+    committed = {m for m, truth in history.truth.items()
+                 if truth == COMMITTED and m in final.messages}
+    return confirmed | checked | committed
 
 
 def _delivered(message_id: str, message: FinalMessage | None, consumed: set[str]

@@ -95,6 +95,17 @@ def test_a_committed_check_back_never_delivered_is_loss() -> None:
     assert kinds(history, final) == {"loss": 1}
 
 
+def test_a_committed_transaction_whose_message_was_cancelled_is_loss() -> None:
+    history, final = clean()
+    history.ops.append(Op("prepare", A, "m7", 201, "pending-send", A))
+    history.truth["m7"] = COMMITTED  # the producer crashed before confirming
+    final.messages["m7"] = _message("m7", "deleted", delivery_count=0)
+    final.events += _events("m7", "prepared", "cancelled")
+    found = check(history, final)
+    assert [(v.kind, v.detail) for v in found] == [
+        ("loss", "confirmed but ends deleted, not done and not dead")]
+
+
 def test_done_without_any_record_read_is_loss() -> None:
     history, final = clean()
     history.consumed = [r for r in history.consumed if r.message_id != "m1"]
