@@ -247,17 +247,17 @@ class Consumer:
         consumer = AIOKafkaConsumer(*topics, bootstrap_servers=bootstrap, group_id=None,
                                     auto_offset_reset="earliest", metadata_max_age_ms=1000)
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False)
-        await consumer.start()
         try:
+            await consumer.start()
             await producer.start()
             while True:
                 batch = await consumer.getmany(timeout_ms=200)
                 for record in (r for part in batch.values() for r in part):
                     self._received(record, producer)
         finally:
-            await consumer.stop()
-            with contextlib.suppress(KafkaError, OSError):
-                await producer.stop()
+            for client in (consumer, producer):
+                with contextlib.suppress(KafkaError, OSError):
+                    await client.stop()
 
     def _received(self, record: ConsumerRecord[bytes, bytes], producer: AIOKafkaProducer) -> None:
         headers = {k: v.decode() for k, v in record.headers}
