@@ -34,6 +34,11 @@ typecheck: $(STAMP)
 test: $(STAMP) system-deps lint typecheck
 	$(BIN)/pytest
 
+## The fault suite's long soak: every fault mixed, for SOAK_SECONDS (default 1800); summary at the end
+SOAK_SECONDS ?= 1800
+soak: $(STAMP)
+	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python -m tests.faults.soak
+
 bench: $(STAMP)
 	$(BIN)/rms bench
 

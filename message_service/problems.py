@@ -78,9 +78,21 @@ def _unexpected(request: Request, exc: Exception) -> Response:
                    "internal")
 
 
+# SQLSTATEs that say the database is unreachable, not that the request was wrong: class 08
+# (connection exception) and 57P01-57P03 (terminated by an administrator, crash shutdown,
+# cannot connect now: PostgreSQL restarting). The fault suite (tests/faults) saw 57P03 answered
+# as 500 while PostgreSQL restarted.
+_UNAVAILABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03")
+
+
+def _database_unavailable(exc: DBAPIError) -> bool:
+    code = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+    return isinstance(code, str) and code.startswith(_UNAVAILABLE_SQLSTATES)
+
+
 def _database_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, DBAPIError)
-    if exc.connection_invalidated or isinstance(exc, InterfaceError):
+    if exc.connection_invalidated or isinstance(exc, InterfaceError) or _database_unavailable(exc):
         return _unavailable(request, exc)
     return _by_sqlstate(request, exc, str(getattr(exc.orig, "sqlstate", None) or ""))
 

@@ -1,0 +1,373 @@
+"""The system under test, as an operator runs it: real ``rms serve``, ``rms confirm-worker`` and
+``rms recovery-worker`` processes on the suite's own embedded PostgreSQL and tansu broker.
+
+Topology (choice of issue 8): RMS reaches PostgreSQL, Kafka and the producers' check-back
+endpoint through :class:`~tests.faults.proxy.FaultProxy` instances. For Kafka the proxy is
+transparent to metadata: tansu listens on one port and advertises the proxy's port, so every
+Kafka client (RMS and the test's consumer) reaches the broker and its group coordinator through
+the proxy only. The broker is also killed outright (and comes back empty).
+
+:class:`Infra` (PostgreSQL + broker) lives for a whole test module or soak run; :class:`Stack`
+(proxies, callback server, RMS processes) is built per scenario.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from rms.embedded import (
+    EmbeddedError,
+    EmbeddedKafka,
+    EmbeddedPostgres,
+    free_port,
+    tansu_binary,
+    wait_for_port,
+)
+from rms.store.migrate import upgrade
+from tests.confirm.servers import CallbackServer, serving
+from tests.faults.history import FinalMessage, StoredEvent
+from tests.faults.proxy import FaultProxy
+
+ADMIN_TOKEN = "faults-admin-token"
+DATABASE = "rms"
+HARNESS = "faults-harness"  # application_name of the suite's own connections
+LEASE_SECONDS = 4.0
+START_SECONDS = 60.0
+STOP_SECONDS = 10.0  # after SIGTERM, then SIGKILL
+
+# short timings so every scenario converges in seconds (README "Configuration" names them)
+SETTINGS = {
+    "RMS_WORKER_INTERVAL_SECONDS": "0.1",
+    "RMS_PUBLISH_RETRY_SECONDS": "0.3",
+    "RMS_KAFKA_PUBLISH_TIMEOUT_SECONDS": "1.5",
+    "RMS_WORKER_LEASE_SECONDS": str(LEASE_SECONDS),
+    "RMS_CALLBACK_TIMEOUT_SECONDS": "2",
+    "RMS_CHECK_BACKOFF_CAP_SECONDS": "1",
+    "RMS_DELIVERY_BACKOFF_CAP_SECONDS": "2",
+    "RMS_DB_POOL_SIZE": "5",
+    "RMS_DB_MAX_OVERFLOW": "5",
+    "RMS_DB_POOL_TIMEOUT_SECONDS": "3",
+    "RMS_WORKER_CONCURRENCY": "16",
+    "RMS_WORKER_BATCH_SIZE": "50",
+    "RMS_ALLOW_PRIVATE_CALLBACKS": "true",
+    "RMS_LOG_JSON": "true",
+    "RMS_ACK_TOPIC": "rms.acks.faults",
+    "RMS_ACK_CONSUMER_GROUP": "rms-acks-faults",
+}
+
+
+@dataclass
+class ProxiedKafka(EmbeddedKafka):
+    """tansu listening on ``port`` but advertising ``advertised_port`` (the fault proxy's)."""
+
+    advertised_port: int = field(default_factory=free_port)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.advertised_port}"
+
+    def start(self, timeout: float = 20.0) -> None:
+        output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [tansu_binary(), "broker", "--listener-url", f"tcp://127.0.0.1:{self.port}",
+             "--advertised-listener-url", f"tcp://127.0.0.1:{self.advertised_port}",
+             "--storage-engine", "memory://tansu/"],
+            stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_for_port("127.0.0.1", self.port, timeout)
+        except EmbeddedError:
+            self.kill()
+            raise
+
+
+@dataclass
+class Infra:
+    """The suite's own PostgreSQL (restarted and crashed by faults, so never the session's
+    shared one) and broker (killed and restarted empty by faults)."""
+
+    base: Path
+    postgres: EmbeddedPostgres = field(init=False)
+    broker: ProxiedKafka = field(init=False)
+
+    def __post_init__(self) -> None:
+        # fsync off: `pg_ctl stop -m immediate` kills PostgreSQL, not the kernel, so WAL written
+        # at commit survives in the page cache exactly as it would with fsync on
+        self.postgres = EmbeddedPostgres(self.base / "pg" / "data", fsync=False)
+        self.broker = ProxiedKafka(log_path=self.base / "tansu.log")
+
+    def start(self) -> None:
+        self.base.mkdir(parents=True, exist_ok=True)
+        self.postgres.start()
+        self.postgres.create_database(DATABASE)
+        upgrade(self.postgres.url(DATABASE))
+        self.broker.start()
+
+    def stop(self) -> None:
+        self.broker.kill()
+        self.postgres.stop("immediate")
+
+    def restart_broker(self) -> None:
+        """A new, empty broker on the same address (tansu keeps data in memory)."""
+        self.broker.kill()
+        fresh = ProxiedKafka(port=self.broker.port, log_path=self.broker.log_path,
+                             advertised_port=self.broker.advertised_port)
+        fresh.start()
+        self.broker.process = fresh.process
+
+
+@dataclass
+class RmsProcess:
+    """One real ``rms`` process; restartable, killable and pausable."""
+
+    name: str
+    args: list[str]
+    env: dict[str, str]
+    log: Path
+    port: int | None = None  # rms serve only
+    process: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self) -> None:
+        with self.log.open("ab") as sink:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "rms.cli", *self.args], env=self.env, stdout=sink,
+                stderr=subprocess.STDOUT, start_new_session=True)
+        self.starts += 1
+
+    def signal(self, signum: int) -> None:
+        if self.alive:
+            assert self.process is not None
+            self.process.send_signal(signum)
+
+    def kill(self) -> None:
+        if self.process is not None and self.alive:
+            self.process.kill()
+            self.process.wait(10)
+
+    def terminate(self) -> None:
+        self.signal(signal.SIGCONT)
+        self.signal(signal.SIGTERM)
+
+    async def stop(self, deadline: float) -> None:
+        """After :meth:`terminate`: wait until ``deadline`` (monotonic), then SIGKILL. Waits
+        without blocking the event loop: the proxies in it carry the shutdown's last writes."""
+        for _ in range(int(max(0.0, deadline - time.monotonic()) / 0.05)):
+            if not self.alive:
+                return
+            await asyncio.sleep(0.05)
+        self.kill()
+
+    async def wait_ready(self, http: httpx.AsyncClient, timeout: float = START_SECONDS) -> None:
+        async with asyncio.timeout(timeout):
+            while not await self._ready(http):
+                if not self.alive:
+                    raise AssertionError(f"{self.name} exited:\n{self.log_tail()}")
+                await asyncio.sleep(0.1)
+
+    async def _ready(self, http: httpx.AsyncClient) -> bool:
+        if self.port is None:
+            return self.log.read_bytes().count(b'"worker.started"') >= self.starts
+        with contextlib.suppress(httpx.HTTPError):
+            response = await http.get(f"http://127.0.0.1:{self.port}/healthz", timeout=1)
+            return response.status_code == 200
+        return False
+
+    def log_tail(self, chars: int = 3000) -> str:
+        return self.log.read_text(errors="replace")[-chars:]
+
+
+@dataclass(frozen=True)
+class Apps:
+    """Two producer apps and one consumer app of one scenario, with their API keys."""
+
+    producers: dict[str, str]  # name -> api key
+    consumer: str
+    consumer_key: str
+
+    def topic(self, app: str) -> str:
+        return f"{app}.events"
+
+    @property
+    def names(self) -> list[str]:
+        return [*self.producers, self.consumer]
+
+
+@dataclass
+class Stack:
+    infra: Infra
+    base: Path
+    pg_proxy: FaultProxy
+    kafka_proxy: FaultProxy
+    callback_proxy: FaultProxy
+    callbacks: CallbackServer
+    serve: RmsProcess
+    workers: list[RmsProcess]
+    http: httpx.AsyncClient
+    engine: AsyncEngine
+
+    @property
+    def api(self) -> str:
+        return f"http://127.0.0.1:{self.serve.port}"
+
+    @property
+    def check_url(self) -> str:
+        return f"http://127.0.0.1:{self.callback_proxy.port}/check"
+
+    @property
+    def proxies(self) -> dict[str, FaultProxy]:
+        return {"pg": self.pg_proxy, "kafka": self.kafka_proxy, "callback": self.callback_proxy}
+
+    @property
+    def processes(self) -> list[RmsProcess]:
+        return [self.serve, *self.workers]
+
+    def of_kind(self, kind: str) -> list[RmsProcess]:
+        return [p for p in self.workers if p.args[0] == kind]
+
+    async def restart(self, process: RmsProcess) -> None:
+        process.kill()
+        process.start()
+        await process.wait_ready(self.http)
+
+    async def ensure_up(self) -> None:
+        """Heal: every process running (resumed if paused) and answering."""
+        for process in self.processes:
+            process.signal(signal.SIGCONT)
+            if not process.alive:
+                process.start()
+        await asyncio.gather(*(p.wait_ready(self.http) for p in self.processes))
+
+    async def create_apps(self, tag: str) -> Apps:
+        producers = {}
+        for prefix in ("orders", "billing"):
+            name = f"{prefix}-{tag}"
+            producers[name] = await self._create_app(name, [f"{name}.*"], [],
+                                                     [self.check_url.removesuffix("check")])
+        consumer = f"points-{tag}"
+        key = await self._create_app(consumer, [], [f"{p}.*" for p in producers], [])
+        return Apps(producers, consumer, key)
+
+    async def _create_app(self, name: str, produce: list[str], consume: list[str],
+                          prefixes: list[str]) -> str:
+        body = {"name": name, "produce_topics": produce or ["none"],
+                "consume_topics": consume or ["none"], "check_url_prefixes": prefixes}
+        response = await self.http.post(f"{self.api}/v1/admin/apps", json=body,
+                                        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        assert response.status_code == 201, response.text
+        return str(response.json()["api_key"])
+
+    # ---- the database, read directly (not through the proxy) ------------------------------
+
+    async def rows(self, sql: str, **params: Any) -> list[Any]:
+        async with self.engine.connect() as conn:
+            return list((await conn.execute(text(sql), params)).all())
+
+    async def unsettled(self, apps: Sequence[str]) -> int:
+        rows = await self.rows("SELECT count(*) FROM messages WHERE app = ANY(:apps) AND "
+                               "state IN ('pending-send', 'sent') AND NOT dead", apps=list(apps))
+        return int(rows[0][0])
+
+    async def claims_of(self, process: RmsProcess) -> int:
+        rows = await self.rows("SELECT count(*) FROM messages WHERE claim_token LIKE :p",
+                               p=f"%:{process.pid}:%")
+        return int(rows[0][0])
+
+    async def final_messages(self, apps: Sequence[str]) -> dict[str, FinalMessage]:
+        rows = await self.rows(
+            "SELECT message_id, app, topic, state, dead, dead_reason, max_deliveries, "
+            "delivery_count, extract(epoch FROM now() - CASE state "
+            "WHEN 'pending-send' THEN next_check_at WHEN 'sent' THEN next_delivery_at END) "
+            "FROM messages WHERE app = ANY(:apps)", apps=list(apps))
+        return {row[0]: _final(row) for row in rows}
+
+    async def final_events(self, apps: Sequence[str]) -> list[StoredEvent]:
+        rows = await self.rows(
+            "SELECT e.message_id, e.event, e.actor, e.detail FROM message_events e "
+            "JOIN messages m USING (message_id) WHERE m.app = ANY(:apps) ORDER BY e.id",
+            apps=list(apps))
+        return [StoredEvent(*row) for row in rows]
+
+    async def terminate_backends(self) -> int:
+        """``pg_terminate_backend`` on every connection of the RMS processes."""
+        rows = await self.rows("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                               "WHERE application_name = 'rms' AND pid <> pg_backend_pid()")
+        return int(rows[0][0])
+
+
+def _final(row: Any) -> FinalMessage:
+    return FinalMessage(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7],
+                        None if row[8] is None else float(row[8]))
+
+
+def rms_env(infra: Infra, pg_proxy: FaultProxy) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RMS_")}
+    url = f"postgresql+asyncpg://postgres@{pg_proxy.address}/{DATABASE}"
+    return env | SETTINGS | {"RMS_DATABASE_URL": url, "RMS_ADMIN_TOKEN": ADMIN_TOKEN,
+                             "RMS_KAFKA_BOOTSTRAP_SERVERS": infra.broker.bootstrap_servers}
+
+
+def _processes(base: Path, env: dict[str, str], workers: int) -> tuple[RmsProcess, list[RmsProcess]]:
+    port = free_port()
+    serve = RmsProcess("serve", ["serve", "--port", str(port)], env, base / "serve.log", port)
+    spawned = [RmsProcess(f"{kind}-{n}", [kind], env, base / f"{kind}-{n}.log")
+               for kind in ("confirm-worker", "recovery-worker") for n in range(workers)]
+    return serve, spawned
+
+
+@contextlib.asynccontextmanager
+async def running_stack(infra: Infra, workers: int = 2) -> AsyncIterator[Stack]:
+    """Proxies, a callback server and the RMS processes, all stopped at the end."""
+    base = infra.base / f"stack-{uuid.uuid4().hex[:6]}"
+    base.mkdir()
+    pg_proxy = FaultProxy(upstream_port=infra.postgres.port, seed=1)
+    kafka_proxy = FaultProxy(upstream_port=infra.broker.port, port=infra.broker.advertised_port,
+                             seed=3)
+    callbacks = CallbackServer()
+    callback_proxy = FaultProxy(upstream_port=callbacks.port, seed=2)
+    serve, spawned = _processes(base, rms_env(infra, pg_proxy), workers)
+    engine = create_async_engine(infra.postgres.url(DATABASE), pool_pre_ping=True,
+                                 connect_args={"server_settings": {"application_name": HARNESS}})
+    async with serving(callbacks, port=callbacks.port), httpx.AsyncClient() as http:
+        for proxy in (pg_proxy, kafka_proxy, callback_proxy):
+            await proxy.start()
+        stack = Stack(infra, base, pg_proxy, kafka_proxy, callback_proxy, callbacks, serve,
+                      spawned, http, engine)
+        try:
+            for process in stack.processes:
+                process.start()
+            await stack.ensure_up()
+            yield stack
+        finally:
+            callbacks.closing.set()
+            for process in stack.processes:
+                process.terminate()
+            deadline = time.monotonic() + STOP_SECONDS
+            for process in stack.processes:
+                await process.stop(deadline)
+            for proxy in (pg_proxy, kafka_proxy, callback_proxy):
+                await proxy.stop()
+            await engine.dispose()

@@ -1,0 +1,210 @@
+"""The faults of issue 8. Each ``inject`` makes one fault happen and, for faults that are an
+outage (a killed process, a stopped database), ends it again before returning, so between two
+injections the system is whole; ``heal`` undoes whatever a fault may have left behind (a
+cancelled injection, proxy toxics)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+from collections import Counter
+from dataclasses import dataclass
+from typing import Protocol
+
+from tests.faults.cluster import LEASE_SECONDS, RmsProcess, Stack
+from tests.faults.load import Consumer, Load
+from tests.faults.proxy import Toxics
+
+CLAIM_HUNT_SECONDS = 15.0
+
+
+@dataclass
+class FaultContext:
+    stack: Stack
+    load: Load
+    consumer: Consumer
+    rng: random.Random
+    injected: Counter[str]
+
+
+class Fault(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    async def inject(self, ctx: FaultContext) -> None: ...
+
+
+@dataclass
+class KillServe:
+    """kill -9 of ``rms serve`` under load: requests whose transaction committed lose their
+    answer; producers retry with the same id once it is back."""
+
+    name: str = "serve-kill"
+
+    async def inject(self, ctx: FaultContext) -> None:
+        serve = ctx.stack.serve
+        for _ in range(100):  # with requests in flight (some have committed, unanswered)
+            if ctx.load.flight["requests"] >= 2:
+                break
+            await asyncio.sleep(0.02)
+        serve.kill()
+        ctx.injected[self.name] += 1
+        await asyncio.sleep(ctx.rng.uniform(0.2, 1.0))
+        serve.start()
+        await serve.wait_ready(ctx.stack.http)
+
+
+@dataclass
+class KillProducer:
+    """kill -9 of the producer between prepare and confirm (see tests.faults.load)."""
+
+    name: str = "producer-kill"
+
+    async def inject(self, ctx: FaultContext) -> None:
+        killed = await ctx.load.kill_producers()
+        ctx.injected[self.name] += 1 if killed else 0
+
+
+async def hold_claims(ctx: FaultContext, worker: RmsProcess, hunt: float) -> bool:
+    """SIGSTOP ``worker`` at a moment it holds claims (True) or, after ``hunt`` seconds, any
+    moment (False). The worker is left stopped."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + hunt
+    while True:
+        worker.signal(signal.SIGSTOP)
+        await asyncio.sleep(0.2)  # writes it already sent land first
+        if await ctx.stack.claims_of(worker):
+            return True
+        if loop.time() > deadline:
+            return False
+        worker.signal(signal.SIGCONT)
+        await asyncio.sleep(ctx.rng.uniform(0.01, 0.15))
+
+
+@dataclass
+class KillWorker:
+    """kill -9 of a worker while it holds claims; its claims come back after the lease."""
+
+    kind: str
+    hunt: float = CLAIM_HUNT_SECONDS
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}-kill"
+
+    async def inject(self, ctx: FaultContext) -> None:
+        worker = ctx.rng.choice(ctx.stack.of_kind(self.kind))
+        held = await hold_claims(ctx, worker, self.hunt)
+        worker.kill()
+        ctx.injected[self.name + ("" if held else "-idle")] += 1
+        await ctx.stack.restart(worker)
+
+
+@dataclass
+class PauseWorker:
+    """SIGSTOP a worker holding claims until its lease passed, then SIGCONT: its late writes
+    must change nothing (another worker owns those messages now)."""
+
+    kind: str
+    hunt: float = CLAIM_HUNT_SECONDS
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}-pause"
+
+    async def inject(self, ctx: FaultContext) -> None:
+        worker = ctx.rng.choice(ctx.stack.of_kind(self.kind))
+        held = await hold_claims(ctx, worker, self.hunt)
+        ctx.injected[self.name + ("" if held else "-idle")] += 1
+        await asyncio.sleep(LEASE_SECONDS + ctx.rng.uniform(0.5, 1.5))
+        worker.signal(signal.SIGCONT)
+
+
+@dataclass
+class RestartBroker:
+    """The broker killed for several seconds, then back with no data at all."""
+
+    name: str = "broker-restart"
+    down: tuple[float, float] = (3.0, 6.0)
+
+    async def inject(self, ctx: FaultContext) -> None:
+        infra = ctx.stack.infra
+        infra.broker.kill()
+        ctx.injected[self.name] += 1
+        await asyncio.sleep(ctx.rng.uniform(*self.down))
+        await asyncio.to_thread(infra.restart_broker)
+        await ctx.consumer.restart()
+
+
+@dataclass
+class RestartPostgres:
+    """``pg_ctl stop -m immediate`` (a crash), then start again on the same port."""
+
+    name: str = "postgres-crash"
+
+    async def inject(self, ctx: FaultContext) -> None:
+        postgres = ctx.stack.infra.postgres
+        await asyncio.to_thread(postgres.stop, "immediate")
+        ctx.injected[self.name] += 1
+        await asyncio.sleep(ctx.rng.uniform(0.5, 2.0))
+        await asyncio.to_thread(postgres.start)
+
+
+@dataclass
+class TerminateBackends:
+    """``pg_terminate_backend`` on every connection the RMS processes hold."""
+
+    name: str = "pg-terminate-backend"
+
+    async def inject(self, ctx: FaultContext) -> None:
+        ctx.injected[self.name] += 1
+        ctx.injected["backends-terminated"] += await ctx.stack.terminate_backends()
+
+
+@dataclass
+class ProxyChaos:
+    """Latency, dropped and reset connections between RMS and PostgreSQL, Kafka and the
+    producers' check-back endpoint, for a few seconds; then every live PostgreSQL and Kafka
+    connection reset at once."""
+
+    name: str = "proxy-chaos"
+
+    async def inject(self, ctx: FaultContext) -> None:
+        stack, rng = ctx.stack, ctx.rng
+        stack.pg_proxy.toxics = Toxics(latency=rng.uniform(0, 0.02), jitter=0.05,
+                                       drop=rng.uniform(0, 0.01), reset=rng.uniform(0, 0.01))
+        stack.callback_proxy.toxics = Toxics(latency=rng.uniform(0, 0.3), jitter=0.5,
+                                             drop=rng.uniform(0, 0.2), reset=rng.uniform(0, 0.2))
+        stack.kafka_proxy.toxics = Toxics(latency=rng.uniform(0, 0.02), jitter=0.05,
+                                          drop=rng.uniform(0, 0.005), reset=rng.uniform(0, 0.005))
+        ctx.injected[self.name] += 1
+        await asyncio.sleep(rng.uniform(1.0, 3.0))
+        stack.pg_proxy.reset_all()
+        stack.kafka_proxy.reset_all()
+        heal_proxies(stack)
+
+
+def heal_proxies(stack: Stack) -> None:
+    for proxy in stack.proxies.values():
+        proxy.heal()
+
+
+async def heal(ctx: FaultContext) -> None:
+    """Whatever an interrupted injection left: proxies clean, database and broker up, every
+    RMS process running and answering."""
+    heal_proxies(ctx.stack)
+    infra = ctx.stack.infra
+    if not (infra.postgres.data_dir / "postmaster.pid").exists():
+        await asyncio.to_thread(infra.postgres.start)
+    if infra.broker.process is None or infra.broker.process.poll() is not None:
+        await asyncio.to_thread(infra.restart_broker)
+        await ctx.consumer.restart()
+    await ctx.stack.ensure_up()
+
+
+def every_fault(hunt: float = CLAIM_HUNT_SECONDS) -> list[Fault]:
+    return [KillServe(), KillProducer(), KillWorker("confirm-worker", hunt),
+            KillWorker("recovery-worker", hunt), PauseWorker("confirm-worker", hunt),
+            PauseWorker("recovery-worker", hunt), RestartBroker(), RestartPostgres(),
+            TerminateBackends(), ProxyChaos()]

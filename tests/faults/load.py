@@ -1,0 +1,290 @@
+"""Concurrent load with a recorder: producer clients (each message one local transaction with
+a planned fate), the producers' check-back endpoint answering from their transactions, and a
+consumer that reads every record and acks it. Everything they see goes into a History.
+
+Producer fates (the ``PLANS`` weights): commit then confirm; roll back then cancel; commit and
+crash before confirming (check-back repairs it); crash with the transaction open (it rolls
+back; check-back cancels); a transaction still open when check-back comes (answers
+``unknown``) that later commits or rolls back. A killed producer process is a cancelled client
+task: its in-flight request is cut, its open transaction rolls back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
+from aiokafka.errors import KafkaError
+
+from tests.confirm.servers import Call, Reply
+from tests.faults.cluster import Apps, Stack
+from tests.faults.history import COMMITTED, OPEN, ROLLED_BACK, CheckAnswer, Consumed, History, Op
+
+CHECK_AFTER = 1.0
+POLICY = {"check_after_seconds": CHECK_AFTER, "max_checks": 40, "ack_timeout_seconds": 2.0,
+          "max_deliveries": 12}
+PLANS = {"commit": 50, "rollback": 15, "crash-after-commit": 10, "crash-open": 5, "slow": 20}
+RETRY_SECONDS = 40.0  # a producer keeps retrying one request this long (faults last less)
+REQUEST_TIMEOUT = 10.0
+ANSWERS = {COMMITTED: "committed", ROLLED_BACK: "rolled_back", OPEN: "unknown"}
+
+
+def check_back(history: History) -> Callable[[Call], Awaitable[Reply]]:
+    """The producers' status endpoint: the truth of their local transactions."""
+
+    async def answer(call: Call) -> Reply:
+        message_id = call.message_id
+        truth = history.truth.get(message_id, OPEN)
+        app = str(call.json.get("app"))
+        history.answers.append(CheckAnswer(message_id, app, truth))
+        return Reply.answer(ANSWERS[truth])
+
+    return answer
+
+
+@dataclass
+class Producer:
+    """One producer app's client; ``run`` makes messages until ``stop_at``."""
+
+    stack: Stack
+    apps: Apps
+    app: str
+    history: History
+    rng: random.Random
+    plans: dict[str, int] = field(default_factory=lambda: dict(PLANS))
+    flight: Counter[str] = field(default_factory=Counter)  # requests awaiting an answer
+    serial: int = 0
+    current: str | None = None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.apps.producers[self.app]}"}
+
+    async def run(self, stop_at: float, prefix: str) -> None:
+        try:
+            while time.monotonic() < stop_at:
+                self.serial += 1
+                await self.one(f"{prefix}-{self.serial}")
+        except asyncio.CancelledError:  # killed: an open local transaction rolls back
+            if self.current and self.history.truth.get(self.current) == OPEN:
+                self.history.truth[self.current] = ROLLED_BACK
+            raise
+
+    async def one(self, message_id: str) -> None:
+        self.current = message_id
+        self.history.truth[message_id] = OPEN
+        body = {"message_id": message_id, "topic": self.apps.topic(self.app),
+                "payload": {"id": message_id}, "check_url": self.stack.check_url} | POLICY
+        if not await self.call("prepare", message_id, "/v1/messages", body):
+            self.history.truth[message_id] = ROLLED_BACK  # gave up: never committed
+            return
+        await self.probe(message_id)
+        await self.finish(message_id, self._plan())
+
+    async def finish(self, message_id: str, plan: str) -> None:
+        if plan == "slow":  # still open when the first check-back comes
+            await asyncio.sleep(CHECK_AFTER + self.rng.uniform(0.5, 2.5))
+            plan = self.rng.choice(["commit", "rollback"])
+        if plan in {"commit", "crash-after-commit"}:
+            self.history.truth[message_id] = COMMITTED
+        else:
+            self.history.truth[message_id] = ROLLED_BACK
+        if plan == "commit":
+            await self.call("confirm", message_id, f"/v1/messages/{message_id}/confirm")
+        elif plan == "rollback":
+            await self.call("cancel", message_id, f"/v1/messages/{message_id}/cancel")
+
+    async def probe(self, message_id: str) -> None:
+        """Sometimes another app tries to read or change this message: always 404."""
+        if self.rng.random() > 0.1:
+            return
+        other = next(a for a in self.apps.producers if a != self.app)
+        path = self.rng.choice(["", "/confirm", "/cancel", "/events"])
+        method = "GET" if path in {"", "/events"} else "POST"
+        key = self.apps.producers[other]
+        with contextlib.suppress(httpx.HTTPError):
+            response = await self.stack.http.request(
+                method, f"{self.stack.api}/v1/messages/{message_id}{path}",
+                headers={"Authorization": f"Bearer {key}"}, timeout=REQUEST_TIMEOUT)
+            self.history.ops.append(Op("probe", other, message_id, response.status_code))
+
+    async def call(self, kind: str, message_id: str, path: str,
+                   body: dict[str, Any] | None = None) -> bool:
+        """One request, retried with the same id until a definite answer; True on 2xx."""
+        deadline = time.monotonic() + RETRY_SECONDS
+        while True:
+            status = await self._attempt(kind, message_id, path, body)
+            if status is not None and status < 500 and status != 429:
+                return 200 <= status < 300
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(self.rng.uniform(0.1, 0.5))
+
+    async def _attempt(self, kind: str, message_id: str, path: str,
+                       body: dict[str, Any] | None) -> int | None:
+        op = Op(kind, self.app, message_id, None)
+        self.flight["requests"] += 1
+        try:
+            response = await self.stack.http.post(self.stack.api + path, json=body,
+                                                  headers=self.headers, timeout=REQUEST_TIMEOUT)
+        except httpx.HTTPError:
+            self.history.ops.append(op)
+            return None
+        except asyncio.CancelledError:  # the producer died with this request in flight
+            self.history.ops.append(op)
+            raise
+        finally:
+            self.flight["requests"] -= 1
+        self.history.ops.append(_answered(op, response))
+        return response.status_code
+
+    def _plan(self) -> str:
+        return self.rng.choices(list(self.plans), weights=list(self.plans.values()))[0]
+
+
+def _answered(op: Op, response: httpx.Response) -> Op:
+    data = response.json() if response.status_code < 300 else {}
+    return Op(op.kind, op.app, op.message_id, response.status_code, data.get("state"),
+              data.get("app"), op.at)
+
+
+@dataclass
+class Load:
+    """Producer clients for both apps; a 'producer process' is a group of client tasks."""
+
+    stack: Stack
+    apps: Apps
+    history: History
+    rng: random.Random
+    clients: int
+    plans: dict[str, int] = field(default_factory=lambda: dict(PLANS))
+    flight: Counter[str] = field(default_factory=Counter)
+    stop_at: float = 0.0
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    generation: int = 0
+
+    def start(self, seconds: float) -> None:
+        self.stop_at = time.monotonic() + seconds
+        self.spawn()
+
+    def spawn(self) -> None:
+        self.generation += 1
+        for n in range(self.clients):
+            app = list(self.apps.producers)[n % len(self.apps.producers)]
+            producer = Producer(self.stack, self.apps, app, self.history,
+                                random.Random(self.rng.random()), self.plans, self.flight)
+            prefix = f"{app}-g{self.generation}c{n}"
+            self.tasks.append(asyncio.create_task(producer.run(self.stop_at, prefix)))
+
+    async def kill_producers(self) -> int:
+        """kill -9 of the producer 'process': cancel every client mid-flight, start anew."""
+        running = [t for t in self.tasks if not t.done()]
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        self.tasks = [t for t in self.tasks if not t.cancelled()]
+        if time.monotonic() < self.stop_at:
+            self.spawn()
+        return len(running)
+
+    async def finish(self) -> None:
+        """Wait for every client to end its last message (retries included)."""
+        while self.tasks:
+            task = self.tasks.pop()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+@dataclass
+class Consumer:
+    """Reads every record of the scenario's topics (recorded), acks each one over HTTP or the
+    ack topic, but leaves some first deliveries unacked so the recovery service has work."""
+
+    stack: Stack
+    apps: Apps
+    history: History
+    rng: random.Random
+    ack_topic: str
+    task: asyncio.Task[None] | None = None
+    acks: set[asyncio.Task[None]] = field(default_factory=set)
+    restarts: int = 0
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+        await asyncio.gather(*self.acks, return_exceptions=True)
+
+    async def restart(self) -> None:
+        """A new consumer from the beginning (after the broker came back empty)."""
+        await self.stop()
+        self.restarts += 1
+        self.start()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._consume()
+            except (KafkaError, OSError):
+                await asyncio.sleep(0.5)
+
+    async def _consume(self) -> None:
+        bootstrap = self.stack.infra.broker.bootstrap_servers
+        topics = [self.apps.topic(app) for app in self.apps.producers]
+        consumer = AIOKafkaConsumer(*topics, bootstrap_servers=bootstrap, group_id=None,
+                                    auto_offset_reset="earliest", metadata_max_age_ms=1000)
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False)
+        try:
+            await consumer.start()
+            await producer.start()
+            while True:
+                batch = await consumer.getmany(timeout_ms=200)
+                for record in (r for part in batch.values() for r in part):
+                    self._received(record, producer)
+        finally:
+            for client in (consumer, producer):
+                with contextlib.suppress(KafkaError, OSError):
+                    await client.stop()
+
+    def _received(self, record: ConsumerRecord[bytes, bytes], producer: AIOKafkaProducer) -> None:
+        headers = {k: v.decode() for k, v in record.headers}
+        consumed = Consumed(headers["rms-message-id"], headers["rms-app"], record.topic,
+                            int(headers["rms-delivery"]))
+        self.history.consumed.append(consumed)
+        if consumed.delivery == 1 and self.rng.random() < 0.2:
+            return  # "crashed before acking": the recovery service delivers it again
+        task = asyncio.create_task(self._ack(consumed.message_id, producer))
+        self.acks.add(task)
+        task.add_done_callback(self.acks.discard)
+
+    async def _ack(self, message_id: str, producer: AIOKafkaProducer) -> None:
+        if self.rng.random() < 0.25:
+            value = orjson.dumps({"message_id": message_id, "consumer": self.apps.consumer})
+            with contextlib.suppress(KafkaError, OSError, asyncio.TimeoutError):
+                async with asyncio.timeout(3):
+                    await producer.send_and_wait(self.ack_topic, value)
+                self.history.ops.append(Op("ack-topic", self.apps.consumer, message_id, None))
+            return
+        headers = {"Authorization": f"Bearer {self.apps.consumer_key}"}
+        op = Op("ack", self.apps.consumer, message_id, None)
+        try:
+            response = await self.stack.http.post(
+                f"{self.stack.api}/v1/messages/{message_id}/ack", headers=headers,
+                timeout=REQUEST_TIMEOUT)
+        except httpx.HTTPError:
+            self.history.ops.append(op)
+            return
+        self.history.ops.append(_answered(op, response))

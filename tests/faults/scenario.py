@@ -1,0 +1,129 @@
+"""One scenario: concurrent load, faults every few seconds, heal, wait for liveness (bounded),
+then the checker over the recorded history and the database's final state."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tests.faults.checker import Violation, check
+from tests.faults.cluster import SETTINGS, Stack
+from tests.faults.faults import Fault, FaultContext, heal
+from tests.faults.history import OPEN, Final, History
+from tests.faults.load import PLANS, Consumer, Load, check_back
+from tests.faults.proxy import Toxics
+
+LIVENESS_SECONDS = 90.0  # after healing: retry budgets (check-backs, deliveries) fit in it
+
+
+@dataclass
+class Scenario:
+    name: str
+    faults: Sequence[Fault]
+    seconds: float = 12.0
+    clients: int = 6
+    gap: tuple[float, float] = (1.0, 2.5)  # seconds between two injections
+    plans: dict[str, int] = field(default_factory=lambda: dict(PLANS))
+    # latency kept during the load, by proxy ("pg", "kafka", "callback"): claims are held
+    # longer, so worker faults catch workers holding them
+    background: dict[str, Toxics] = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    name: str
+    ops: Counter[str]
+    faults: Counter[str]
+    violations: list[Violation]
+    messages: int
+    states: Counter[str]
+    stale_writes: int
+    heal_seconds: float
+    open_check_outcomes: Counter[str]  # how transactions ended that check-back found open
+    unanswered: Counter[str]  # requests that got no answer, by kind
+    server_errors: Counter[str]  # 500 answers by kind (an outage must answer 503)
+
+    def describe(self, limit: int = 25) -> str:
+        lines = [f"scenario {self.name}: {self.messages} messages {dict(self.states)}",
+                 f"  operations {dict(self.ops)}; unanswered {dict(self.unanswered)}; "
+                 f"500 answers {dict(self.server_errors)}",
+                 f"  faults {dict(self.faults)}",
+                 f"  check answers that found the claim lost or the message changed (stale, "
+                 f"written as history only): {self.stale_writes}; settled "
+                 f"{self.heal_seconds:.1f}s after healing",
+                 f"  violations {len(self.violations)}"]
+        lines += [f"    {v}" for v in self.violations[:limit]]
+        return "\n".join(lines)
+
+
+async def inject_until(ctx: FaultContext, faults: Sequence[Fault], stop_at: float,
+                       gap: tuple[float, float]) -> None:
+    if not faults:
+        await asyncio.sleep(max(0.0, stop_at - time.monotonic()))
+        return
+    while True:
+        await asyncio.sleep(ctx.rng.uniform(*gap))
+        if time.monotonic() >= stop_at:
+            return
+        await ctx.rng.choice(list(faults)).inject(ctx)
+
+
+async def settle(stack: Stack, apps: list[str], timeout: float) -> float:
+    """Wait until every message of ``apps`` is settled (or ``timeout``); returns the wait."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if not await stack.unsettled(apps):
+            break
+        await asyncio.sleep(0.25)
+    return time.monotonic() - started
+
+
+async def run(stack: Stack, scenario: Scenario, seed: int) -> Report:
+    rng = random.Random(seed)
+    apps = await stack.create_apps(uuid.uuid4().hex[:8])
+    history = History(consumers={apps.consumer})
+    stack.callbacks.behaviour = check_back(history)
+    consumer = Consumer(stack, apps, history, random.Random(rng.random()),
+                        SETTINGS["RMS_ACK_TOPIC"])
+    load = Load(stack, apps, history, random.Random(rng.random()), scenario.clients,
+                plans=scenario.plans)
+    ctx = FaultContext(stack, load, consumer, rng, Counter())
+    for name, toxics in scenario.background.items():
+        stack.proxies[name].toxics = toxics
+    consumer.start()
+    load.start(scenario.seconds)
+    try:
+        await inject_until(ctx, scenario.faults, load.stop_at, scenario.gap)
+    finally:
+        await heal(ctx)
+    await load.finish()
+    waited = await settle(stack, apps.names, LIVENESS_SECONDS)
+    final = Final(await stack.final_messages(apps.names), await stack.final_events(apps.names))
+    await consumer.stop()
+    return Report(scenario.name, history.counts(), ctx.injected + _proxy_faults(stack),
+                  check(history, final), len(final.messages),
+                  Counter(m.state + ("/dead" if m.dead else "") for m in final.messages.values()),
+                  sum(1 for e in final.events if e.detail.get("stale")), waited,
+                  _open_outcomes(history),
+                  Counter(op.kind for op in history.ops if op.status is None
+                          and op.kind != "ack-topic"),
+                  Counter(op.kind for op in history.ops if op.status == 500))
+
+
+def _open_outcomes(history: History) -> Counter[str]:
+    found_open = {a.message_id for a in history.answers if a.status == OPEN}
+    return Counter(history.truth[m] for m in found_open)
+
+
+def _proxy_faults(stack: Stack) -> Counter[str]:
+    found: Counter[str] = Counter()
+    for label, proxy in stack.proxies.items():
+        for kind, n in proxy.injected.items():
+            found[f"{label}-proxy-{kind}"] += n
+        proxy.injected.clear()
+    return found

@@ -1,0 +1,123 @@
+"""The long soak: the fault scenarios in a loop, every fault kind mixed, one every few seconds,
+for ``SOAK_SECONDS`` (default 1800). Prints each round's report and a summary at the end:
+operations by kind, faults injected by kind, invariant violations (must be 0). Exits 1 on any
+violation or harness error.
+
+    make soak                                  # 30 minutes
+    SOAK_SECONDS=300 .venv/bin/python -m tests.faults.soak --seed 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tests.faults.checker import Violation, summary
+from tests.faults.cluster import Infra, Stack, running_stack
+from tests.faults.faults import every_fault
+from tests.faults.scenario import Report, Scenario, run
+
+ROUND_SECONDS = 60.0  # load per round; then heal, settle and check
+ROUNDS_PER_STACK = 4  # fresh RMS processes now and then
+GAP = (1.0, 3.0)  # seconds between two faults
+HUNT = 5.0  # seconds a worker fault waits for the worker to hold claims
+
+
+@dataclass
+class Totals:
+    started: datetime = field(default_factory=lambda: datetime.now(UTC))
+    rounds: int = 0
+    messages: int = 0
+    ops: Counter[str] = field(default_factory=Counter)
+    faults: Counter[str] = field(default_factory=Counter)
+    states: Counter[str] = field(default_factory=Counter)
+    server_errors: Counter[str] = field(default_factory=Counter)
+    violations: list[Violation] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, report: Report) -> None:
+        self.rounds += 1
+        self.messages += report.messages
+        self.ops += report.ops
+        self.faults += report.faults
+        self.states += report.states
+        self.server_errors += report.server_errors
+        self.violations += report.violations
+
+    def render(self, command: str) -> str:
+        ended = datetime.now(UTC)
+        injected = sum(n for kind, n in self.faults.items() if kind != "backends-terminated")
+        lines = [
+            "=" * 72, "SOAK SUMMARY", f"command: {command}",
+            f"started {self.started:%Y-%m-%d %H:%M:%S}Z, ended {ended:%H:%M:%S}Z "
+            f"({(ended - self.started).total_seconds() / 60:.1f} min)",
+            f"rounds: {self.rounds}; messages: {self.messages} {dict(self.states)}",
+            f"operations: {sum(self.ops.values())} {dict(sorted(self.ops.items()))}",
+            f"faults injected: {injected} {dict(sorted(self.faults.items()))}",
+            f"invariant violations: {len(self.violations)} {summary(self.violations)}",
+            f"500 answers (an outage should answer 503): {dict(self.server_errors)}",
+            f"harness errors: {len(self.errors)}",
+        ]
+        lines += [f"  {v}" for v in self.violations[:50]] + [f"  {e}" for e in self.errors]
+        return "\n".join(lines)
+
+
+async def _rounds(stack: Stack, totals: Totals, deadline: float, seed: int) -> None:
+    for _ in range(ROUNDS_PER_STACK):
+        left = deadline - time.monotonic()
+        if left < 5:
+            return
+        scenario = Scenario(f"soak-{totals.rounds + 1}", every_fault(HUNT),
+                            seconds=min(ROUND_SECONDS, left), gap=GAP)
+        report = await run(stack, scenario, seed + totals.rounds)
+        totals.add(report)
+        print(report.describe(), flush=True)
+
+
+async def soak(infra: Infra, seconds: float, seed: int) -> Totals:
+    totals = Totals()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline - 5:
+        try:
+            async with running_stack(infra) as stack:
+                await _rounds(stack, totals, deadline, seed)
+        except Exception:  # a harness or start-up failure: reported, then a fresh stack
+            totals.errors.append(traceback.format_exc(limit=5))
+            print(totals.errors[-1], flush=True)
+    return totals
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.faults.soak", description=__doc__)
+    parser.add_argument("--seconds", type=float,
+                        default=float(os.environ.get("SOAK_SECONDS", "1800")))
+    parser.add_argument("--seed", type=int, default=int(time.time()))
+    parser.add_argument("--base", type=Path, default=None,
+                        help="folder for the database, broker and process logs (default: new "
+                             "temporary folder, kept)")
+    args = parser.parse_args(argv)
+    base = args.base or Path(tempfile.mkdtemp(prefix="rms-soak-"))
+    print(f"soak: {args.seconds:.0f}s, seed {args.seed}, logs in {base}", flush=True)
+    infra = Infra(base)
+    infra.start()  # outside the event loop: migrations run their own
+    try:
+        totals = asyncio.run(soak(infra, args.seconds, args.seed))
+    finally:
+        infra.stop()
+    command = f"SOAK_SECONDS={args.seconds:.0f} python -m tests.faults.soak --seed {args.seed}"
+    print(totals.render(command), flush=True)
+    return 1 if totals.violations or totals.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

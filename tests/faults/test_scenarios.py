@@ -1,0 +1,105 @@
+"""The fault scenarios of issue 8, quick mode: each runs concurrent load against real RMS
+processes while one kind of fault is injected every few seconds, heals, waits for every
+message to settle and runs the invariant checker, which must find nothing.
+
+``make soak`` runs the same scenarios in a loop for half an hour (tests/faults/soak.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.faults.cluster import Stack
+from tests.faults.faults import (
+    KillProducer,
+    KillServe,
+    KillWorker,
+    PauseWorker,
+    ProxyChaos,
+    RestartBroker,
+    RestartPostgres,
+    TerminateBackends,
+)
+from tests.faults.history import COMMITTED, ROLLED_BACK
+from tests.faults.proxy import Toxics
+from tests.faults.scenario import Report, Scenario, run
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+def assert_clean(report: Report, *faults: str) -> None:
+    print(report.describe())
+    assert not report.violations, report.describe()
+    # design section 4: a dependency that is down answers 503 (retry), never 500
+    assert not report.server_errors, report.describe()
+    for fault in faults:
+        assert report.faults[fault] >= 1, f"{fault} never happened:\n{report.describe()}"
+    # the run did exercise the paths the invariants speak about
+    assert report.states["done"] and report.states["deleted"], report.describe()
+    assert report.ops["kafka-record"] and report.ops["check-back"], report.describe()
+
+
+async def test_serve_killed_between_commit_and_answer(stack: Stack) -> None:
+    report = await run(stack, Scenario("serve-kill", [KillServe()], gap=(2.0, 3.5)), seed=1)
+    assert_clean(report, "serve-kill")
+    assert report.unanswered, report.describe()  # requests were cut, then retried
+
+
+async def test_producer_killed_between_prepare_and_confirm(stack: Stack) -> None:
+    report = await run(stack, Scenario("producer-kill", [KillProducer()], gap=(1.0, 2.0)),
+                       seed=2)
+    assert_clean(report, "producer-kill")
+
+
+def _workers(kind: str) -> Scenario:
+    # latency keeps check-backs and publish bookkeeping (and so claims) in flight long enough
+    # for a worker to be caught holding claims
+    background = {"callback": Toxics(latency=0.3, jitter=0.3),
+                  "pg": Toxics(latency=0.01, jitter=0.02),
+                  "kafka": Toxics(latency=0.1, jitter=0.1)}
+    return Scenario(f"{kind}s", [KillWorker(kind), PauseWorker(kind)], seconds=16.0,
+                    gap=(0.5, 1.5), background=background)
+
+
+async def test_confirm_workers_killed_and_paused_holding_claims(stack: Stack) -> None:
+    report = await run(stack, _workers("confirm-worker"), seed=3)
+    assert_clean(report)
+    held = report.faults["confirm-worker-kill"] + report.faults["confirm-worker-pause"]
+    assert held >= 1, report.describe()
+
+
+async def test_recovery_workers_killed_and_paused_holding_claims(stack: Stack) -> None:
+    report = await run(stack, _workers("recovery-worker"), seed=4)
+    assert_clean(report)
+    held = report.faults["recovery-worker-kill"] + report.faults["recovery-worker-pause"]
+    assert held >= 1, report.describe()
+
+
+async def test_broker_killed_during_a_publish_storm_and_restarted_empty(stack: Stack) -> None:
+    report = await run(stack, Scenario("broker-restart", [RestartBroker()], seconds=14.0,
+                                       clients=8, gap=(1.0, 2.0)), seed=5)
+    assert_clean(report, "broker-restart")
+
+
+async def test_postgres_crashed_and_restarted(stack: Stack) -> None:
+    report = await run(stack, Scenario("postgres-crash", [RestartPostgres()], gap=(2.0, 4.0)),
+                       seed=6)
+    assert_clean(report, "postgres-crash")
+
+
+async def test_service_connections_terminated_in_a_loop(stack: Stack) -> None:
+    report = await run(stack, Scenario("pg-terminate", [TerminateBackends()], gap=(0.3, 1.0)),
+                       seed=7)
+    assert_clean(report, "pg-terminate-backend", "backends-terminated")
+
+
+async def test_latency_drops_and_resets_to_postgres_and_callbacks(stack: Stack) -> None:
+    report = await run(stack, Scenario("proxy-chaos", [ProxyChaos()], gap=(0.3, 1.0)), seed=8)
+    assert_clean(report, "proxy-chaos", "pg-proxy-reset", "kafka-proxy-reset")
+
+
+async def test_check_back_during_a_still_open_producer_transaction(stack: Stack) -> None:
+    plans = {"slow": 70, "commit": 15, "rollback": 15}
+    report = await run(stack, Scenario("open-transactions", [], plans=plans), seed=9)
+    assert_clean(report)
+    unknown_then = report.open_check_outcomes
+    assert unknown_then[COMMITTED] and unknown_then[ROLLED_BACK], report.describe()
