@@ -28,6 +28,7 @@ class Settings(BaseSettings):
     db_pool_size: int = Field(default=20, ge=1)
     db_max_overflow: int = Field(default=10, ge=0)
     db_pool_timeout_seconds: float = Field(default=5.0, gt=0)
+    db_idle_in_transaction_timeout_seconds: float = Field(default=60.0, ge=0)
     kafka_bootstrap_servers: str = "127.0.0.1:9092"
     kafka_acks: Literal["all", "1", "0"] = "all"
     kafka_enable_idempotence: bool = False

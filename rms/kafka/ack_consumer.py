@@ -11,10 +11,13 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+import asyncpg
 import orjson
 import structlog
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from rms import metrics
 from rms.config import Settings
@@ -24,6 +27,9 @@ from rms.store.apps import AppStore
 from rms.store.messages import MessageStore
 
 log = structlog.get_logger(__name__)
+DATABASE_UNAVAILABLE = (DBAPIError, PoolTimeout, asyncpg.InterfaceError,
+                        asyncpg.PostgresConnectionError,
+                        asyncpg.exceptions.OperatorInterventionError)
 
 
 def parse_ack(value: bytes | None) -> tuple[str, str] | None:
@@ -80,6 +86,8 @@ class AckConsumer:
                 await self._consume(consumer)
             except (KafkaError, OSError) as exc:
                 log.warning("ack_consumer.error", error=str(exc))
+            except DATABASE_UNAVAILABLE as exc:  # acks stay on the topic, retried on restart
+                log.warning("ack_consumer.database_unavailable", error=f"{type(exc).__name__}: {exc}")
             except Exception:  # keep the API alive whatever a batch does; log loudly
                 log.exception("ack_consumer.crashed")
             finally:

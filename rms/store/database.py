@@ -37,7 +37,13 @@ def create_engine(settings: Settings, *, pool_size: int | None = None) -> AsyncE
         # back its own transaction on exit: the pool's extra ROLLBACK per checkin is a wasted
         # round trip on every request
         pool_reset_on_return=None,
-        connect_args={"server_settings": {"application_name": "rms"}},
+        connect_args={"server_settings": {
+            "application_name": "rms",
+            # a session whose client vanished without a reset (a lost RST) would otherwise
+            # keep its transaction's row locks until TCP keepalive notices, hours later
+            "idle_in_transaction_session_timeout":
+                str(int(settings.db_idle_in_transaction_timeout_seconds * 1000)),
+        }},
         json_serializer=_json_dumps,
         json_deserializer=orjson.loads,
     )
