@@ -31,7 +31,10 @@ class Dispatcher:
         self._store = store
         self._retry_seconds = retry_seconds
         self._cap = backoff_cap_seconds
-        self._writer: Coalescer[Recorded, bool] = Coalescer(store.record_many, name="deliveries")
+        # several flushes at once, as on the request path: each waits for its commit (an fsync),
+        # and a confirm's answer waits for its `published` event
+        self._writer: Coalescer[Recorded, bool] = Coalescer(store.record_many, name="deliveries",
+                                                            max_inflight=4)
 
     async def deliver(self, message: Message, *, actor: str, reschedule: bool) -> PublishOutcome:
         """Publish delivery number ``message.delivery_count`` and record the broker's answer;
