@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import orjson
+import structlog
 
 from confirm_service.http11 import Http11Pool, HttpError, Request, TooLarge
 from rms.callback_urls import CallTarget, call_target
@@ -20,6 +21,8 @@ from rms.domain.errors import Invalid
 from rms.domain.models import App, Message
 from rms.kafka.records import rfc3339
 from rms.sdk.signing import signed_headers
+
+log = structlog.get_logger(__name__)
 
 # idle connections are dropped before common servers drop them (uvicorn: 5 s, gunicorn: 2 s)
 KEEPALIVE_SECONDS = 1.5
@@ -126,6 +129,9 @@ class CheckCaller:
         secrets = [s for s in (app.signing_secret, app.previous_signing_secret) if s]
         headers = signed_headers(secrets, webhook_id(message), body) | {
             "content-type": "application/json"}
+        log.debug("check.calling", message_id=message.message_id, app=message.app,
+                  attempt=message.check_count, url=url,
+                  address=None if target.address is None else str(target.address))
         reply = await self._pool.post(Request(url, target, body, headers,
                                               self._settings.max_response_bytes))
         if 300 <= reply.status < 400:

@@ -191,7 +191,7 @@ async def test_no_secret_in_any_log(settings: Settings, server: CallbackServer, 
     logs = {path.name: path.read_text() for _, path in processes}
     assert all(text.strip() for text in logs.values()), logs
     assert "kafka.connected" in logs["serve.log"]
-    assert "DEBUG httpcore" in logs["confirm-worker.log"]  # DEBUG really was on
+    assert '"check.calling"' in logs["confirm-worker.log"]  # DEBUG really was on
     leaks = [(name, secret[:10] + "...") for name, text in logs.items()
              for secret in flow.secrets.values
              if secret in text or secret.removeprefix("whsec_") in text]
