@@ -1,6 +1,7 @@
 """The one publish path: producer confirm, check-back confirm, one-shot send, recovery
 re-delivery and admin resend all hand a message whose delivery number is reserved to
-:meth:`Dispatcher.deliver` (or, for many at once, :meth:`Dispatcher.deliver_many`).
+:meth:`Dispatcher.deliver` (or, a worker's batch, :meth:`Dispatcher.publish_many` then
+:meth:`Dispatcher.record`).
 
 The broker's answers are written by a :class:`~rms.batching.Coalescer`: concurrent deliveries
 (concurrent API confirms, a worker's batch) share one statement per flush, and each call still
@@ -53,13 +54,6 @@ class Dispatcher:
         recorded = self.recorded(message, outcome, actor=actor, reschedule=reschedule)
         await self._writer.submit(recorded)
         return outcome
-
-    async def deliver_many(self, batch: Sequence[Message], *, actor: str, reschedule: bool
-                           ) -> list[PublishOutcome]:
-        """:meth:`deliver` for many messages: concurrent sends, one bookkeeping write."""
-        outcomes = await self.publish_many(batch)
-        await self.record(batch, outcomes, actor=actor, reschedule=reschedule)
-        return outcomes
 
     async def publish_many(self, batch: Sequence[Message]) -> list[PublishOutcome]:
         """Publish every message (concurrently) without recording anything yet: the caller

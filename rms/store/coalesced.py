@@ -20,8 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from rms.batching import Coalescer
 from rms.domain.models import Message, NewMessage
 from rms.domain.states import Event, State
-from rms.store.raw import driver_connection, item_specific
-from rms.store.rows import message_from_mapping
+from rms.store.raw import driver_connection, item_specific, message_from_record
 
 _INPUT_COLUMNS = ("message_id, app, topic, key, payload, headers, check_url, check_after_seconds, "
                   "max_checks, ack_timeout_seconds, max_deliveries")
@@ -151,7 +150,7 @@ async def insert_messages(driver: Any, items: Sequence[PrepareItem], state: Stat
     first = _first_of_each([i.draft.message_id for i in items])
     arrays = _insert_arrays([items[index] for index in first.values()])
     rows = await driver.fetch(INSERT_SQL, *arrays, state.value, event.value)
-    created = {row["message_id"]: message_from_mapping(row) for row in rows}
+    created = {row["message_id"]: message_from_record(row) for row in rows}
     existing = await _select(driver, [i for i in first if i not in created])
     return _answers([i.draft.message_id for i in items], first, created, existing)
 
@@ -164,7 +163,7 @@ async def update_messages(driver: Any, sql: str, items: Sequence[TransitionItem]
     rows = await driver.fetch(
         sql, [i.message_id for i in chosen], [i.app for i in chosen],
         [i.actor for i in chosen], [orjson.dumps(i.detail).decode() for i in chosen])
-    changed = {row["message_id"]: message_from_mapping(row) for row in rows}
+    changed = {row["message_id"]: message_from_record(row) for row in rows}
     rest = await _select(driver, [i for i in first if i not in changed])
     return _answers([i.message_id for i in items], first, changed, rest)
 
@@ -173,7 +172,7 @@ async def _select(driver: Any, ids: Sequence[str]) -> dict[str, Message]:
     if not ids:
         return {}
     rows = await driver.fetch(SELECT_SQL, list(ids))
-    return {row["message_id"]: message_from_mapping(row) for row in rows}
+    return {row["message_id"]: message_from_record(row) for row in rows}
 
 
 def _first_of_each(ids: Sequence[str]) -> dict[str, int]:

@@ -124,14 +124,3 @@ class DeliveryStore:
         changed = {row["message_id"] for row in rows}
         return [r.outcome.message_id in changed
                 and (not r.outcome.ok or r.next_due_seconds is not None) for r in records]
-
-    async def record_accepted(
-        self, outcome: PublishOutcome, actor: str, next_due_seconds: float | None
-    ) -> None:
-        """Append the ``published`` event; with ``next_due_seconds`` also set the ack deadline
-        (the confirm path set it already in the confirming statement)."""
-        await self.record_many([Recorded(outcome, actor, next_due_seconds)])
-
-    async def record_failed(self, outcome: PublishOutcome, actor: str, retry_seconds: float) -> None:
-        """Give the reserved delivery number back and make the message due again soon."""
-        await self.record_many([Recorded(outcome, actor, retry_seconds=retry_seconds)])

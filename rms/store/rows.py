@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import Row
@@ -12,11 +11,7 @@ from rms.domain.states import DeadReason, State
 
 
 def to_message(row: Row[Any]) -> Message:
-    return message_from_mapping(row._mapping)
-
-
-def message_from_mapping(m: Mapping[Any, Any]) -> Message:
-    """A message from any row mapping (SQLAlchemy's, or an asyncpg record)."""
+    m = row._mapping
     return Message(
         message_id=m["message_id"],
         app=m["app"],
