@@ -16,11 +16,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## Start everything (embedded PostgreSQL + Kafka-protocol broker + API + workers + demo)
+## Start everything (embedded PostgreSQL + Apache Kafka + API + workers + demo)
 dev: $(STAMP)
+	@bash scripts/system-deps.sh dev
 	$(BIN)/rms dev
 
-## System packages the tests need (JDBC driver for Spark, Chromium for the dashboard)
+## System packages the tests need (Java + Maven for Kafka, JDBC driver for Spark, Chromium, shellcheck)
 system-deps:
 	@bash scripts/system-deps.sh
 

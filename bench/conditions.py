@@ -47,9 +47,9 @@ def _run(argv: list[str]) -> str:
 def _broker(own: bool, bootstrap: str) -> str:
     if not own:
         return f"external at {bootstrap}"
-    from rms.embedded import tansu_binary
+    from rms.kafka_broker import kafka_version
 
-    return f"{_run([tansu_binary(), '--version'])} (memory storage) at {bootstrap}"
+    return f"Apache Kafka {kafka_version()} (KRaft, one node, 1 GiB heap) at {bootstrap}"
 
 
 def collect(dsn: str, bootstrap: str, own: bool, api_workers: int) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """CPU seconds and peak RSS per process group (``rms serve`` with all its uvicorn workers, all
-PostgreSQL processes, tansu, workers, load generator, consumer, ...), sampled with psutil by a
+PostgreSQL processes, Kafka, workers, load generator, consumer, ...), sampled with psutil by a
 background thread.
 
 A group is a set of root pids plus all their descendants (``bench``, the orchestrator, is

@@ -1,5 +1,5 @@
 """The system under test: either the bench's own stack (embedded PostgreSQL with fsync on,
-tansu, migrations, ``rms serve`` as a subprocess) or an existing one (``--target``), plus the
+Apache Kafka, migrations, ``rms serve`` as a subprocess) or an existing one (``--target``), plus the
 bench's helper processes (consumer, callback server, workers, bare baseline), each registered
 with the CPU/RSS sampler under a group name.
 """
@@ -22,7 +22,8 @@ import httpx
 from aiokafka import AIOKafkaProducer
 
 from bench.procs import Sampler
-from rms.embedded import EmbeddedKafka, EmbeddedPostgres, free_port, remove_tree, wait_for_port
+from rms.embedded import EmbeddedPostgres, free_port, remove_tree, wait_for_port
+from rms.kafka_broker import EmbeddedKafka
 from rms.store.migrate import upgrade
 
 ADMIN_TOKEN = "bench-admin-token"
@@ -143,7 +144,7 @@ def start_serve(stack: Stack, workers: int) -> None:
 def own_stack(args: argparse.Namespace, sampler: Sampler) -> Stack:
     work = Path(tempfile.mkdtemp(prefix="rms-bench-"))
     postgres = EmbeddedPostgres(work / "pg", fsync=True)
-    kafka = EmbeddedKafka(log_path=work / "tansu.log")
+    kafka = EmbeddedKafka(work / "kafka", heap_mb=1024)
     stack = Stack(work, f"http://127.0.0.1:{free_port()}", postgres.url("rms"),
                   kafka.bootstrap_servers, "rms.acks", ADMIN_TOKEN, sampler, own=True,
                   postgres=postgres, kafka=kafka)
@@ -153,8 +154,8 @@ def own_stack(args: argparse.Namespace, sampler: Sampler) -> Stack:
         postgres.create_database("rms")
         upgrade(postgres.url("rms"))
         sampler.add("postgres", _postmaster_pid(postgres))
-        assert kafka.process is not None
-        sampler.add("tansu", kafka.process.pid)
+        assert kafka.nodes[0].process is not None
+        sampler.add("kafka", kafka.nodes[0].process.pid)
         start_serve(stack, args.api_workers)
     except BaseException:
         stack.stop()

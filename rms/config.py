@@ -31,7 +31,9 @@ class Settings(BaseSettings):
     db_idle_in_transaction_timeout_seconds: float = Field(default=60.0, ge=0)
     kafka_bootstrap_servers: str = "127.0.0.1:9092"
     kafka_acks: Literal["all", "1", "0"] = "all"
-    kafka_enable_idempotence: bool = False
+    # the idempotent producer: a send retried after a lost answer or a leader change is written
+    # once (Kafka deduplicates by producer id and sequence); it requires acks=all
+    kafka_enable_idempotence: bool = True
     kafka_linger_ms: int = Field(default=2, ge=0)
     kafka_publish_timeout_seconds: float = Field(default=5.0, gt=0)
     kafka_client_id: str = "rms"
@@ -91,6 +93,13 @@ class Settings(BaseSettings):
             )
         if self.admin_token is not None and len(self.admin_token) < 8 and not self.dev_mode:
             raise ConfigError("RMS_ADMIN_TOKEN must be at least 8 characters")
+        return self
+
+    @model_validator(mode="after")
+    def _idempotence_needs_all_acks(self) -> Settings:
+        if self.kafka_enable_idempotence and self.kafka_acks != "all":
+            raise ConfigError("RMS_KAFKA_ENABLE_IDEMPOTENCE=true needs RMS_KAFKA_ACKS=all "
+                              "(or set RMS_KAFKA_ENABLE_IDEMPOTENCE=false)")
         return self
 
     @property

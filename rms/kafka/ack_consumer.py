@@ -77,8 +77,8 @@ class AckConsumer:
                 enable_auto_commit=False,
                 auto_offset_reset="earliest",
                 client_id=f"{self._settings.kafka_client_id}-acks",
-                # a broker may hold every fetch for the whole wait even with records ready
-                # (tansu does): aiokafka's 500 ms would be added to every ack
+                # the longest a fetch waits for new records: aiokafka's 500 ms default would
+                # delay an ack that arrives while a fetch is parked by up to that much
                 fetch_max_wait_ms=self._settings.ack_consumer_max_wait_ms,
             )
             try:

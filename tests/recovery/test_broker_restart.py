@@ -1,4 +1,4 @@
-"""A broker outage, then the broker comes back with its data gone (tansu keeps data in memory):
+"""A broker outage, then the broker comes back with its data gone (its log directory lost):
 nothing is dead-lettered early while it is down, and every confirmed, unacknowledged message is
 delivered again and ends done, with exactly one effect in the consumer's database."""
 
@@ -17,7 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from recovery_service.redeliverer import RecoveryWorker
 from rms.config import Settings
-from rms.embedded import EmbeddedKafka, EmbeddedPostgres
+from rms.embedded import EmbeddedPostgres
+from rms.kafka_broker import EmbeddedKafka
 from rms.sdk.consumer import HttpAcker, RmsConsumer, RmsRecord, ensure_inbox
 from rms.worker import worker_context
 from tests.conftest import ADMIN_TOKEN
@@ -29,7 +30,7 @@ CONFIRMED_BEFORE, CONFIRMED_DURING = 20, 5
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[EmbeddedKafka]:
-    own = EmbeddedKafka(log_path=tmp_path / "tansu.log")
+    own = EmbeddedKafka(tmp_path / "kafka")
     own.start()
     yield own
     own.kill()
@@ -97,9 +98,7 @@ async def test_outage_then_empty_broker_everything_delivered_once_and_done(
         failures = [e for i in ids for e in await events(api, i) if e["event"] == "publish-failed"]
         assert failures  # it did try
 
-        restarted = EmbeddedKafka(port=broker.port, log_path=broker.log_path)
-        restarted.start()  # same address, no data: no topic, no records, no offsets
-        broker.process = restarted.process
+        broker.restart_empty()  # same address, no data: no topic, no records, no offsets
         acker = HttpAcker(client=client, api_key=points.api_key)
         async with RmsConsumer(engine=points_db, handler=_add_effect, acker=acker,
                                bootstrap_servers=broker.bootstrap_servers,
