@@ -54,11 +54,8 @@ def wait_for_brokers(bootstrap_servers: str, expected: set[int], timeout: float,
         while time.monotonic() - started < timeout:
             if (reason := alive()) is not None:
                 raise RuntimeError(reason)
-            try:
-                if expected <= run_coroutine(lambda: broker_ids(bootstrap_servers)):
-                    return time.monotonic() - started
-            except Exception:
-                pass
+            if expected <= _listed_brokers(bootstrap_servers):
+                return time.monotonic() - started
             time.sleep(0.2)
     finally:
         quiet.setLevel(level)
@@ -69,5 +66,5 @@ def wait_for_brokers(bootstrap_servers: str, expected: set[int], timeout: float,
 def _listed_brokers(bootstrap_servers: str) -> set[int]:
     try:
         return run_coroutine(lambda: broker_ids(bootstrap_servers))
-    except Exception:  # noqa: BLE001 - not up yet: any client error means "ask again"
+    except Exception:  # not up yet: any client error means "ask again"
         return set()
