@@ -167,11 +167,24 @@ class GroupStats(BaseModel):
     oldest_unacked_age_seconds: float | None
 
 
+class BlockedPublishStats(BaseModel):
+    app: str
+    topic: str
+    reason: str = Field(description="why the last publish failed: topic-missing, timeout, "
+                        "broker-unavailable, not-enough-replicas, too-large, not-authorized, "
+                        "refused")
+    messages: int
+    oldest_confirmed_age_seconds: float | None
+
+
 class StatsOut(BaseModel):
     totals: dict[str, int]
     oldest_pending_send_age_seconds: float | None
     oldest_unacked_age_seconds: float | None
     groups: list[GroupStats]
+    publish_blocked: list[BlockedPublishStats] = Field(
+        default_factory=list, description="sent messages whose last publish failed, waiting "
+        "for their retry: by app, topic and reason")
 
 
 class Problem(BaseModel):

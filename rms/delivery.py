@@ -18,6 +18,7 @@ from rms import metrics
 from rms.batching import Coalescer
 from rms.domain.models import Message, PublishOutcome
 from rms.domain.policy import DeliveryPolicy, ack_deadline
+from rms.kafka.failures import PublishFailure
 from rms.kafka.publisher import Publisher, PublishError
 from rms.kafka.records import build_record
 from rms.store.deliveries import DeliveryStore, Recorded
@@ -48,7 +49,8 @@ class Dispatcher:
         try:
             await self._publisher.publish(build_record(message, delivery))
         except PublishError as exc:
-            outcome = PublishOutcome(message.message_id, delivery, ok=False, error=str(exc))
+            outcome = PublishOutcome(message.message_id, delivery, ok=False,
+                                     error=exc.failure.error, reason=exc.failure.reason)
         else:
             outcome = PublishOutcome(message.message_id, delivery, ok=True)
         recorded = self.recorded(message, outcome, actor=actor, reschedule=reschedule)
@@ -60,8 +62,7 @@ class Dispatcher:
         must pass the outcomes to :meth:`record` (a worker overlaps that with its next batch)."""
         records = [build_record(message, message.delivery_count) for message in batch]
         errors = await self._publisher.publish_many(records)
-        return [PublishOutcome(m.message_id, m.delivery_count, ok=error is None, error=error)
-                for m, error in zip(batch, errors, strict=True)]
+        return [_outcome(m, failure) for m, failure in zip(batch, errors, strict=True)]
 
     async def record(self, batch: Sequence[Message], outcomes: Sequence[PublishOutcome], *,
                      actor: str, reschedule: bool) -> None:
@@ -74,9 +75,10 @@ class Dispatcher:
                  reschedule: bool) -> Recorded:
         """What to write for ``outcome`` (and its metrics and log line)."""
         if not outcome.ok:
-            metrics.PUBLISH_FAILURES.inc()
+            metrics.PUBLISH_FAILURES.labels(reason=outcome.reason or "refused").inc()
             log.warning("publish.failed", message_id=message.message_id, app=message.app,
-                        topic=message.topic, attempt=outcome.delivery, error=outcome.error)
+                        topic=message.topic, attempt=outcome.delivery, reason=outcome.reason,
+                        error=outcome.error)
             return Recorded(outcome, actor, retry_seconds=self._retry_seconds)
         metrics.PUBLISHES.inc()
         due = self._ack_deadline(message) if reschedule else None
@@ -86,3 +88,10 @@ class Dispatcher:
         policy = DeliveryPolicy(ack_timeout_seconds=message.ack_timeout_seconds,
                                 delivery_backoff_cap_seconds=self._cap)
         return ack_deadline(policy, max(1, message.deliveries_in_budget))
+
+
+def _outcome(message: Message, failure: PublishFailure | None) -> PublishOutcome:
+    if failure is None:
+        return PublishOutcome(message.message_id, message.delivery_count, ok=True)
+    return PublishOutcome(message.message_id, message.delivery_count, ok=False,
+                          error=failure.error, reason=failure.reason)

@@ -14,6 +14,7 @@ from message_service.schemas import (
     AppCredentialsOut,
     AppOut,
     AppsOut,
+    BlockedPublishStats,
     EventsOut,
     GroupStats,
     MessageId,
@@ -146,6 +147,7 @@ async def stats(_: AdminActor, wired: ServicesDep) -> StatsOut:
         for name, count in group.counts.items():
             totals[name] = totals.get(name, 0) + count
     ages = [(g.oldest_pending_send_age_seconds, g.oldest_unacked_age_seconds) for g in groups]
+    blocked = await wired.admin.blocked_publishes()
     return StatsOut(
         totals=totals,
         oldest_pending_send_age_seconds=_oldest(a[0] for a in ages),
@@ -154,6 +156,7 @@ async def stats(_: AdminActor, wired: ServicesDep) -> StatsOut:
                            oldest_pending_send_age_seconds=g.oldest_pending_send_age_seconds,
                            oldest_unacked_age_seconds=g.oldest_unacked_age_seconds)
                 for g in groups],
+        publish_blocked=[BlockedPublishStats(**vars(b)) for b in blocked],
     )
 
 

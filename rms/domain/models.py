@@ -108,3 +108,4 @@ class PublishOutcome:
     delivery: int
     ok: bool
     error: str | None = None
+    reason: str | None = None  # a failure's cause: topic-missing, timeout, broker-unavailable, ...

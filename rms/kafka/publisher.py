@@ -17,13 +17,18 @@ from aiokafka.errors import KafkaError
 
 from rms import metrics
 from rms.config import Settings
+from rms.kafka.failures import MissingTopics, PublishFailure, classify
 from rms.kafka.records import OutgoingRecord
 
 log = structlog.get_logger(__name__)
 
 
 class PublishError(RuntimeError):
-    """The broker did not accept the record (refused, unreachable or timed out)."""
+    """The broker did not accept the record (refused, unreachable, timed out, no such topic)."""
+
+    def __init__(self, failure: PublishFailure) -> None:
+        super().__init__(failure.error)
+        self.failure = failure
 
 
 class ConnectionState(StrEnum):
@@ -39,7 +44,7 @@ class Publisher(Protocol):
 
     async def publish(self, record: OutgoingRecord) -> None: ...
 
-    async def publish_many(self, records: Sequence[OutgoingRecord]) -> list[str | None]: ...
+    async def publish_many(self, records: Sequence[OutgoingRecord]) -> list[PublishFailure | None]: ...
 
 
 def producer_options(settings: Settings) -> dict[str, Any]:
@@ -61,6 +66,9 @@ class KafkaPublisher:
 
     def __init__(self, settings: Settings, reconnect_seconds: float = 1.0) -> None:
         self._options = producer_options(settings)
+        # a topic the cluster lacks fails at once until the next retry is due, instead of
+        # holding every publish to it (and the batch around it) for a metadata timeout
+        self._missing = MissingTopics(settings.publish_retry_seconds)
         self._timeout = settings.kafka_publish_timeout_seconds
         self._reconnect_seconds = reconnect_seconds
         self._producer: AIOKafkaProducer | None = None
@@ -94,7 +102,9 @@ class KafkaPublisher:
     async def publish(self, record: OutgoingRecord) -> None:
         producer = self._producer
         if producer is None or not self.ready:
-            raise PublishError(f"Kafka producer is {self.state.value}")
+            raise PublishError(self._not_connected())
+        if (known := self._missing.failure(record.topic)) is not None:
+            raise PublishError(known)
         started = time.perf_counter()
         try:
             async with asyncio.timeout(self._timeout):
@@ -102,32 +112,74 @@ class KafkaPublisher:
                                                headers=record.headers)
                 await delivery
         except (KafkaError, TimeoutError, OSError) as exc:
-            raise PublishError(f"{type(exc).__name__}: {exc}") from exc
+            raise PublishError(self._failed(record.topic, exc)) from exc
         metrics.PUBLISH_SECONDS.observe(time.perf_counter() - started)
 
-    async def publish_many(self, records: Sequence[OutgoingRecord]) -> list[str | None]:
+    async def publish_many(self, records: Sequence[OutgoingRecord]) -> list[PublishFailure | None]:
         """Hand every record to the producer at once (it batches them per partition) and wait
         for all answers within one publish timeout. Returns, per record, None when the broker
         accepted it, else why not (as :class:`PublishError` would say it)."""
         producer = self._producer
         if producer is None or not self.ready:
-            return [f"Kafka producer is {self.state.value}"] * len(records)
+            return [self._not_connected()] * len(records)
         started = time.perf_counter()
-        errors: list[str | None] = [None] * len(records)
+        unknown = {r.topic for r in records if self._missing.failure(r.topic) is None}
+        await asyncio.gather(*(self._check_topic(producer, topic) for topic in unknown))
+        errors = [self._missing.failure(record.topic) for record in records]
+        sendable = [index for index, error in enumerate(errors) if error is None]
         pending: dict[asyncio.Future[Any], int] = {}
         try:
             async with asyncio.timeout(self._timeout):
-                for index, record in enumerate(records):
-                    pending[await _send(producer, record)] = index
+                for index in sendable:
+                    pending[await _send(producer, records[index])] = index
                 if pending:
                     await asyncio.wait(pending)
         except (KafkaError, TimeoutError, OSError) as exc:
-            errors = [_error(exc)] * len(records)  # the send loop failed: nothing is known
+            for index in sendable:  # the send loop failed: nothing is known
+                errors[index] = self._failed(records[index].topic, exc)
         for future, index in pending.items():
             if future.done():
-                errors[index] = _answer(future)
+                errors[index] = self._answer(records[index].topic, future)
         metrics.PUBLISH_SECONDS.observe(time.perf_counter() - started)
         return errors
+
+    async def _check_topic(self, producer: AIOKafkaProducer, topic: str) -> None:
+        """Metadata for ``topic`` before a batch sends to it, so that one topic the cluster
+        lacks fails alone instead of stalling the records queued behind it."""
+        if producer.client.cluster.partitions_for_topic(topic) is not None:
+            return
+        try:
+            async with asyncio.timeout(self._timeout):
+                await producer.client._wait_on_metadata(topic)
+        except (KafkaError, TimeoutError, OSError) as exc:
+            self._failed(topic, exc)
+
+    def _not_connected(self) -> PublishFailure:
+        return PublishFailure("broker-unavailable", f"Kafka producer is {self.state.value}")
+
+    def _failed(self, topic: str, exc: BaseException) -> PublishFailure:
+        failure = classify(exc)
+        if failure.reason == "timeout" and self._lacks(topic):
+            failure = PublishFailure("topic-missing", f"topic {topic!r} does not exist on the "
+                                     f"cluster ({failure.error})")
+        if failure.reason == "topic-missing":
+            self._missing.add(topic)
+        return failure
+
+    def _lacks(self, topic: str) -> bool:
+        """The cluster answers metadata requests but lists no partition of ``topic``."""
+        producer = self._producer
+        if producer is None:
+            return False
+        cluster = producer.client.cluster
+        return bool(cluster.brokers()) and cluster.partitions_for_topic(topic) is None
+
+    def _answer(self, topic: str, future: asyncio.Future[Any]) -> PublishFailure | None:
+        """None when the broker accepted the record, else why not."""
+        if future.cancelled():
+            return PublishFailure("timeout", "CancelledError")
+        exc = future.exception()
+        return None if exc is None else self._failed(topic, exc)
 
     async def _connect_loop(self) -> None:
         while self.state is ConnectionState.CONNECTING:
@@ -150,18 +202,6 @@ async def _send(producer: AIOKafkaProducer, record: OutgoingRecord) -> asyncio.F
     future: asyncio.Future[Any] = await producer.send(record.topic, record.value, key=record.key,
                                                       headers=record.headers)
     return future
-
-
-def _error(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
-
-
-def _answer(future: asyncio.Future[Any]) -> str | None:
-    """None when the broker accepted the record, else the error text."""
-    if future.cancelled():
-        return "CancelledError"
-    exc = future.exception()
-    return None if exc is None else _error(exc)
 
 
 async def broker_reachable(publisher: KafkaPublisher, within: float = 2.0) -> bool:

@@ -94,7 +94,7 @@ class KafkaNode:
             return
         result = subprocess.run(
             [*self._java(64), "kafka.tools.StorageTool", "format", "--ignore-formatted",
-             "-t", cluster_id, "-c", str(config)],
+             f"--cluster-id={cluster_id}", f"--config={config}"],  # an id may start with "-"
             capture_output=True, text=True, check=False, cwd=self.data_dir,
         )
         if result.returncode != 0:

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Select, and_, func, select, tuple_
+from sqlalchemy import Select, and_, func, select, true, tuple_
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.domain.errors import Invalid
@@ -16,7 +16,7 @@ from rms.domain.models import Message
 from rms.domain.states import Event, State
 from rms.store.messages import Transition, seconds
 from rms.store.rows import to_message
-from rms.store.schema import messages
+from rms.store.schema import message_events, messages
 
 RESEND = Transition(
     "resend", State.SENT, State.SENT,
@@ -59,6 +59,18 @@ class GroupCounts:
     counts: dict[str, int]
     oldest_pending_send_age_seconds: float | None
     oldest_unacked_age_seconds: float | None
+
+
+@dataclass(frozen=True)
+class BlockedPublishes:
+    """Sent messages whose last publish failed, by app, topic and reason (for example
+    ``topic-missing``): waiting for the cluster, not for a consumer."""
+
+    app: str
+    topic: str
+    reason: str
+    messages: int
+    oldest_confirmed_age_seconds: float | None
 
 
 def encode_cursor(message: Message) -> str:
@@ -110,6 +122,25 @@ class AdminStore:
         async with self._engine.connect() as conn:
             rows = (await conn.execute(statement)).all()
         return _group(list(rows))
+
+    async def blocked_publishes(self) -> list[BlockedPublishes]:
+        """One index lookup per unacked message (``message_events_message``)."""
+        last = (select(message_events.c.event, message_events.c.detail)
+                .where(message_events.c.message_id == messages.c.message_id)
+                .order_by(message_events.c.id.desc()).limit(1).lateral("last_event"))
+        reason = func.coalesce(last.c.detail["reason"].astext, "refused")
+        statement = (
+            select(messages.c.app, messages.c.topic, reason.label("reason"),
+                   func.count().label("n"), _age(func.min(messages.c.confirmed_at)).label("age"))
+            .select_from(messages.join(last, true()))
+            .where(messages.c.state == State.SENT.value, ~messages.c.dead,
+                   last.c.event == Event.PUBLISH_FAILED.value)
+            .group_by(messages.c.app, messages.c.topic, reason)
+            .order_by(messages.c.app, messages.c.topic)
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(statement)).all()
+        return [BlockedPublishes(row.app, row.topic, row.reason, row.n, row.age) for row in rows]
 
     async def oldest_ages(self) -> tuple[float | None, float | None]:
         """Ages of the oldest non-dead pending-send and unacked sent (cheap: partial indexes)."""

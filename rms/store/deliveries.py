@@ -2,7 +2,7 @@
 statement that makes a message due for publishing (confirm, one-shot send, recovery claim,
 admin resend); this module records what the broker then said.
 
-Budget rule (issue 4): only publishes the broker accepted count toward ``max_deliveries``.
+Budget rule: only publishes the broker accepted count toward ``max_deliveries``.
 A refused or timed-out publish gives its number back (``delivery_count - 1``) and makes the
 message due again after ``publish_retry_seconds``; a process that dies between the reservation
 and the publish cannot know the outcome, so that reserved number stays counted.
@@ -56,7 +56,7 @@ class Recorded:
 
 _COLUMNS: tuple[tuple[str, Any], ...] = (
     ("message_id", Text), ("delivery", Integer), ("ok", Boolean), ("due", Float),
-    ("retry", Float), ("error", Text), ("actor", Text))
+    ("retry", Float), ("error", Text), ("reason", Text), ("actor", Text))
 
 
 def _record_statement() -> Any:
@@ -85,7 +85,7 @@ def _record_statement() -> Any:
                  else_=literal(Event.PUBLISH_FAILED.value))
     detail = case((batch.c.ok, func.jsonb_build_object("delivery", batch.c.delivery)),
                   else_=func.jsonb_build_object("delivery", batch.c.delivery,
-                                                "error", batch.c.error))
+                                                "error", batch.c.error, "reason", batch.c.reason))
     # history counts every outcome, also when an ack or a re-reservation won meanwhile
     history = message_events.insert().from_select(
         ["message_id", "event", "actor", "detail"],
@@ -105,6 +105,7 @@ def _params(records: Sequence[Recorded]) -> dict[str, list[Any]]:
         "rows_due": [r.next_due_seconds for r in records],
         "rows_retry": [r.retry_seconds for r in records],
         "rows_error": [r.outcome.error for r in records],
+        "rows_reason": [r.outcome.reason for r in records],
         "rows_actor": [r.actor for r in records],
     }
 

@@ -187,6 +187,15 @@
     ));
     $("live-table").tBodies[0].replaceChildren(...rows);
     $("live-empty").hidden = rows.length > 0;
+    const blocked = (stats.publish_blocked || []).map((group) => el("tr",
+      { "data-app": group.app, "data-topic": group.topic, "data-reason": group.reason },
+      el("td", { class: "k" }, group.app), el("td", { class: "k" }, group.topic),
+      el("td", { class: "k hot" }, group.reason.replace("-", " ")),
+      countCell(group.messages, true),
+      el("td", {}, human(group.oldest_confirmed_age_seconds)),
+    ));
+    $("blocked-table").tBodies[0].replaceChildren(...blocked);
+    $("blocked").hidden = blocked.length === 0;
     const now = new Date().toLocaleTimeString();
     $("live-updated").textContent = "updated " + now + " · every " + LIVE_INTERVAL_MS / 1000 + " s";
     setStatus("live · " + now);
