@@ -106,6 +106,7 @@ def run_load(stack: Stack, load: Load, base_url: str, run_id: str) -> dict[str, 
         "unit": "messages/s" if spec.kind == "bulk" else "tx/s",
         "stages": {name: summarize(v) for name, v in stages.as_dict().items()},
         "processes": usage_dict(usage),
+        "machine": stack.sampler.machine.as_dict() if stack.sampler.machine else None,
         "verification": verdict.as_dict(),
     }
 

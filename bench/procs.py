@@ -15,6 +15,7 @@ the soak.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections import defaultdict
@@ -47,9 +48,41 @@ def _cpu(process: psutil.Process) -> float:
     return float(times.user + times.system)
 
 
+BUSY_OTHER_CORES = 0.15  # more CPU than this used outside the benchmark makes a run "busy"
+
+
+def _machine_busy_seconds() -> float:
+    """CPU seconds all cores spent on anything but idling since boot."""
+    times = psutil.cpu_times()
+    return float(sum(times) - times.idle - getattr(times, "iowait", 0.0))
+
+
+@dataclass(frozen=True)
+class MachineLoad:
+    """What else ran during a window: CPU of processes outside every sampled group (cores on
+    average) and the 1-minute load average at open, its maximum and at close."""
+
+    other_cores: float
+    load_open: float
+    load_max: float
+    load_close: float
+
+    @property
+    def busy(self) -> bool:
+        return self.other_cores > BUSY_OTHER_CORES
+
+    def as_dict(self) -> dict[str, float | bool]:
+        return {"other_cores": self.other_cores, "load_1min_open": self.load_open,
+                "load_1min_max": self.load_max, "load_1min_close": self.load_close,
+                "busy": self.busy}
+
+
 @dataclass
 class Window:
     opened: float
+    machine_busy: float = field(default_factory=_machine_busy_seconds)
+    load_open: float = field(default_factory=lambda: os.getloadavg()[0])
+    load_max: float = 0.0
     first: dict[int, float] = field(default_factory=dict)
     last: dict[int, tuple[str, float]] = field(default_factory=dict)
     peak: dict[str, float] = field(default_factory=lambda: defaultdict(float))
@@ -70,6 +103,7 @@ class Sampler:
         self.series: dict[str, list[tuple[float, float]]] = defaultdict(list)
         self.record_series: set[str] = set()
         self._window: Window | None = None
+        self.machine: MachineLoad | None = None  # of the last closed window
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="bench-sampler", daemon=True)
@@ -101,7 +135,15 @@ class Sampler:
         self.sample()
         with self._lock:
             window, self._window = self._window, None
-        return window.usage() if window else {}
+        if window is None:
+            return {}
+        usage = window.usage()
+        wall = max(time.time() - window.opened, 1e-6)
+        other = _machine_busy_seconds() - window.machine_busy - sum(u.cpu_seconds for u in usage.values())
+        self.machine = MachineLoad(round(max(other, 0.0) / wall, 3), round(window.load_open, 2),
+                                   round(max(window.load_max, window.load_open), 2),
+                                   round(os.getloadavg()[0], 2))
+        return usage
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
@@ -113,6 +155,8 @@ class Sampler:
             solo = set(self.solo)
             window = self._window
         now = time.time()
+        if window is not None:
+            window.load_max = max(window.load_max, os.getloadavg()[0])
         for name, pids in groups.items():
             private, shared = 0.0, 0.0
             for pid in pids:

@@ -39,11 +39,31 @@ def _stage_cell(name: str, figures: dict[str, Any]) -> str:
 
 def _row(run: dict[str, Any]) -> str:
     verified = "ok" if run["verification"]["passed"] else "FAILED"
+    if (run.get("machine") or {}).get("busy"):
+        verified += " BUSY"
     ratio = f"{run['rms_over_bare']:.2f}" if run.get("rms_over_bare") is not None else "-"
     stages = "  ".join(_stage_cell(n, f) for n, f in run["stages"].items())
     return (f"{run['path']:<10} {run['load']:<10} {run['throughput']:>10,.0f} "
             f"{run['unit']:<13} {run['done_per_s']:>9,.0f} {run['errors']:>6} {ratio:>8} "
             f"{verified:>8}  {stages}")
+
+
+def _machine(runs: list[dict[str, Any]]) -> list[str]:
+    lines = ["", "the machine during each run (CPU outside the benchmark's processes, in cores; "
+                 "1-minute load average at start / max / end):"]
+    for run in runs:
+        machine = run.get("machine")
+        if not machine:
+            continue
+        flag = "  BUSY: not a figure" if machine["busy"] else "  quiet"
+        lines.append(f"  {run['path']:<10} {run['load']:<10} other {machine['other_cores']:.2f} "
+                     f"cores, load {machine['load_1min_open']:.2f} / {machine['load_1min_max']:.2f}"
+                     f" / {machine['load_1min_close']:.2f}{flag}")
+    busy = [r for r in runs if (r.get("machine") or {}).get("busy")]
+    if busy:
+        lines.append(f"  {len(busy)} run(s) shared the machine with other work: their figures "
+                     "understate RMS; measure again on a quiet machine")
+    return lines
 
 
 def _processes(runs: Iterable[dict[str, Any]]) -> list[str]:
@@ -85,6 +105,7 @@ def render(result: dict[str, Any]) -> str:
     lines = [*_conditions(result["conditions"]), "", header, "-" * len(header)]
     lines += [_row(run) for run in result["runs"]]
     lines += _processes(result["runs"])
+    lines += _machine(result["runs"])
     lines += _soak(result.get("soak"))
     lines += targets.render(result)
     for run in result["runs"]:

@@ -172,5 +172,6 @@ def run_worker_path(stack: Stack, load: WorkerLoad, run_id: str) -> dict[str, An
         "unit": "resolved/s" if load.path == "checkback" else "redelivered/s",
         "stages": _stages(ids, gate, resolved, delivery, receipts, stored),
         "processes": usage_dict(usage),
+        "machine": stack.sampler.machine.as_dict() if stack.sampler.machine else None,
         "verification": verify(dict.fromkeys(resolved, CONFIRMED), stored, receipts).as_dict(),
     }
