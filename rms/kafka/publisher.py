@@ -22,6 +22,8 @@ from rms.kafka.records import OutgoingRecord
 
 log = structlog.get_logger(__name__)
 
+_PROBE_SECONDS = 1.0
+
 
 class PublishError(RuntimeError):
     """The broker did not accept the record (refused, unreachable, timed out, no such topic)."""
@@ -112,7 +114,7 @@ class KafkaPublisher:
                                                headers=record.headers)
                 await delivery
         except (KafkaError, TimeoutError, OSError) as exc:
-            raise PublishError(self._failed(record.topic, exc)) from exc
+            raise PublishError(await self._failure(record.topic, exc)) from exc
         metrics.PUBLISH_SECONDS.observe(time.perf_counter() - started)
 
     async def publish_many(self, records: Sequence[OutgoingRecord]) -> list[PublishFailure | None]:
@@ -135,11 +137,12 @@ class KafkaPublisher:
                 if pending:
                     await asyncio.wait(pending)
         except (KafkaError, TimeoutError, OSError) as exc:
+            by_topic = {t: await self._failure(t, exc) for t in {records[i].topic for i in sendable}}
             for index in sendable:  # the send loop failed: nothing is known
-                errors[index] = self._failed(records[index].topic, exc)
+                errors[index] = by_topic[records[index].topic]
         for future, index in pending.items():
             if future.done():
-                errors[index] = self._answer(records[index].topic, future)
+                errors[index] = await self._answer(records[index].topic, future)
         metrics.PUBLISH_SECONDS.observe(time.perf_counter() - started)
         return errors
 
@@ -152,34 +155,40 @@ class KafkaPublisher:
             async with asyncio.timeout(self._timeout):
                 await producer.client._wait_on_metadata(topic)
         except (KafkaError, TimeoutError, OSError) as exc:
-            self._failed(topic, exc)
+            await self._failure(topic, exc)
 
     def _not_connected(self) -> PublishFailure:
         return PublishFailure("broker-unavailable", f"Kafka producer is {self.state.value}")
 
-    def _failed(self, topic: str, exc: BaseException) -> PublishFailure:
+    async def _failure(self, topic: str, exc: BaseException) -> PublishFailure:
         failure = classify(exc)
-        if failure.reason == "timeout" and self._lacks(topic):
-            failure = PublishFailure("topic-missing", f"topic {topic!r} does not exist on the "
-                                     f"cluster ({failure.error})")
+        if failure.reason in ("timeout", "topic-missing"):
+            failure = await self._probe(topic, failure)
         if failure.reason == "topic-missing":
             self._missing.add(topic)
         return failure
 
-    def _lacks(self, topic: str) -> bool:
-        """The cluster answers metadata requests but lists no partition of ``topic``."""
+    async def _probe(self, topic: str, failure: PublishFailure) -> PublishFailure:
+        """A timeout and an absent topic look alike to the producer (it waits for metadata in
+        both cases): one short metadata request tells a missing topic from a lost cluster."""
         producer = self._producer
-        if producer is None:
-            return False
-        cluster = producer.client.cluster
-        return bool(cluster.brokers()) and cluster.partitions_for_topic(topic) is None
+        try:
+            if producer is None:
+                raise KafkaError("no producer")
+            async with asyncio.timeout(_PROBE_SECONDS):
+                cluster = await producer.client.fetch_all_metadata()
+        except (KafkaError, TimeoutError, OSError):
+            return PublishFailure("broker-unavailable", failure.error)
+        if topic in cluster.topics():
+            return PublishFailure("timeout", failure.error)
+        return PublishFailure("topic-missing", f"topic {topic!r} does not exist on the cluster")
 
-    def _answer(self, topic: str, future: asyncio.Future[Any]) -> PublishFailure | None:
+    async def _answer(self, topic: str, future: asyncio.Future[Any]) -> PublishFailure | None:
         """None when the broker accepted the record, else why not."""
         if future.cancelled():
             return PublishFailure("timeout", "CancelledError")
         exc = future.exception()
-        return None if exc is None else self._failed(topic, exc)
+        return None if exc is None else await self._failure(topic, exc)
 
     async def _connect_loop(self) -> None:
         while self.state is ConnectionState.CONNECTING:
