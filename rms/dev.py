@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 
 from rms.embedded import EmbeddedPostgres
-from rms.kafka_broker import EmbeddedKafka
+from rms.kafka_broker import EmbeddedKafka, KafkaUnavailable
 from rms.store.migrate import upgrade
 
 ADMIN_TOKEN = "rms-dev-admin-token"  # noqa: S105 - dev mode only, printed at start
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         while not interrupted and (deadline is None or time.monotonic() < deadline):
             _check_children(stack)
             time.sleep(0.2)
-    except DevError as exc:
+    except (DevError, KafkaUnavailable) as exc:
         print(f"rms dev: {exc}", file=sys.stderr)
         return 1
     finally:

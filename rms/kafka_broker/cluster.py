@@ -72,9 +72,10 @@ class KafkaCluster:
         """Starts every node; returns once a metadata request lists all of them."""
         began = time.monotonic()
         try:
-            for node in self.nodes:
-                config = node.write_config(self.voters, self.settings())
-                node.format(self.cluster_id, config)
+            formatting = [node.format(self.cluster_id, node.write_config(self.voters, self.settings()))
+                          for node in self.nodes]  # one JVM each, in parallel
+            for node, started in zip(self.nodes, formatting, strict=True):
+                node.formatted(started)
             for node in self.nodes:
                 node.launch(node.data_dir / "server.properties")
             self.wait_ready(timeout)
@@ -126,7 +127,7 @@ class KafkaCluster:
             if self.size == 1:
                 self.cluster_id = new_cluster_id()
             config = node.write_config(self.voters, self.settings())
-            node.format(self.cluster_id, config)
+            node.formatted(node.format(self.cluster_id, config))
         node.launch(node.data_dir / "server.properties")
         self.wait_ready(timeout, [node])
 

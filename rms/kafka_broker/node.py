@@ -88,17 +88,23 @@ class KafkaNode:
         (self.data_dir / "log4j2.properties").write_text(_LOG4J.format(level="info"))
         return config
 
-    def format(self, cluster_id: str, config: Path) -> None:
-        """Formats the log directory once; a formatted one keeps its data across restarts."""
+    def format(self, cluster_id: str, config: Path) -> subprocess.Popen[str] | None:
+        """Starts formatting the log directory (:meth:`formatted` waits for it); a formatted
+        directory keeps its data across restarts and is left alone."""
         if (self.log_dir / "meta.properties").exists():
-            return
-        result = subprocess.run(
+            return None
+        return subprocess.Popen(
             [*self._java(64), "kafka.tools.StorageTool", "format", "--ignore-formatted",
              f"--cluster-id={cluster_id}", f"--config={config}"],  # an id may start with "-"
-            capture_output=True, text=True, check=False, cwd=self.data_dir,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=self.data_dir,
         )
-        if result.returncode != 0:
-            raise RuntimeError(f"formatting Kafka node {self.node_id} failed: {result.stderr[-2000:]}")
+
+    def formatted(self, formatting: subprocess.Popen[str] | None) -> None:
+        if formatting is None:
+            return
+        _, errors = formatting.communicate(timeout=120)
+        if formatting.returncode != 0:
+            raise RuntimeError(f"formatting Kafka node {self.node_id} failed: {errors[-2000:]}")
 
     def launch(self, config: Path) -> None:
         with open(self.log_path, "ab") as output:
