@@ -19,6 +19,7 @@ install: $(STAMP)
 ## Start everything (embedded PostgreSQL + Apache Kafka + API + workers + demo)
 dev: $(STAMP)
 	@bash scripts/system-deps.sh dev
+	@$(BIN)/python -m rms.kafka_broker
 	$(BIN)/rms dev
 
 ## System packages the tests need (Java + Maven for Kafka, JDBC driver for Spark, Chromium, shellcheck)
@@ -33,14 +34,19 @@ typecheck: $(STAMP)
 
 ## Lint, type-check and run the whole test suite against real PostgreSQL and Kafka
 test: $(STAMP) system-deps lint typecheck
+	@$(BIN)/python -m rms.kafka_broker
 	$(BIN)/pytest
 
 ## The fault suite's long soak: every fault mixed, for SOAK_SECONDS (default 1800); summary at the end
 SOAK_SECONDS ?= 1800
 soak: $(STAMP)
+	@bash scripts/system-deps.sh dev
+	@$(BIN)/python -m rms.kafka_broker
 	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python -m tests.faults.soak
 
 bench: $(STAMP)
+	@bash scripts/system-deps.sh dev
+	@$(BIN)/python -m rms.kafka_broker
 	$(BIN)/rms bench
 
 clean:
