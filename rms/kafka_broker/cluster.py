@@ -86,9 +86,14 @@ class KafkaCluster:
             raise KafkaUnavailable(f"Apache Kafka did not start: {exc}\n{self._log_tails()}") from exc
         self.started_in = time.monotonic() - began
 
+    @property
+    def direct_servers(self) -> str:
+        """Every node's own client port, bypassing any proxy in front of an advertised one."""
+        return ",".join(f"127.0.0.1:{node.port}" for node in self.nodes)
+
     def wait_ready(self, timeout: float = 60.0, nodes: list[KafkaNode] | None = None) -> float:
         expected = {node.node_id for node in (nodes or self.nodes)}
-        return wait_for_brokers(self.bootstrap_servers, expected, timeout, self._dead_node)
+        return wait_for_brokers(self.direct_servers, expected, timeout, self._dead_node)
 
     def stop(self, timeout: float = 15.0) -> None:
         for node in self.nodes:
@@ -132,7 +137,18 @@ class KafkaCluster:
         self.wait_ready(timeout, [node])
 
     def leader(self, topic: str, partition: int = 0) -> int | None:
-        return run_coroutine(lambda: partition_leader(self.bootstrap_servers, topic, partition))
+        return run_coroutine(lambda: partition_leader(self.direct_servers, topic, partition))
+
+    def heal(self, timeout: float = 60.0) -> list[int]:
+        """Every node resumed and running (a dead one restarted with its data); returns the ids
+        of the nodes that had to be started again."""
+        restarted = []
+        for node in self.nodes:
+            node.signal(signal.SIGCONT)
+            if not node.running():
+                self.restart_node(node.node_id, timeout)
+                restarted.append(node.node_id)
+        return restarted
 
     def _dead_node(self) -> str | None:
         for node in self.nodes:

@@ -1,11 +1,14 @@
 """The system under test, as an operator runs it: real ``rms serve``, ``rms confirm-worker`` and
-``rms recovery-worker`` processes on the suite's own embedded PostgreSQL and tansu broker.
+``rms recovery-worker`` processes on the suite's own embedded PostgreSQL and Apache Kafka.
 
-Topology (choice of issue 8): RMS reaches PostgreSQL, Kafka and the producers' check-back
-endpoint through :class:`~tests.faults.proxy.FaultProxy` instances. For Kafka the proxy is
-transparent to metadata: tansu listens on one port and advertises the proxy's port, so every
-Kafka client (RMS and the test's consumer) reaches the broker and its group coordinator through
-the proxy only. The broker is also killed outright (and comes back empty).
+Kafka is a three-node KRaft cluster (every node a broker and a controller voter; topics with
+replication factor 3 and ``min.insync.replicas`` 2, as deploy/ sets them), or a single broker
+for the scenario in which the broker loses its whole log. RMS reaches PostgreSQL, the
+producers' check-back endpoint and Kafka node 1 through :class:`~tests.faults.proxy.FaultProxy`
+instances. For Kafka the proxy is transparent to metadata: node 1 listens on one port and
+advertises the proxy's, so every Kafka client (RMS and the test's consumer) reaches node 1
+only through the proxy, and nodes 2 and 3 directly. Brokers replicate over their own listener,
+outside the proxy.
 
 :class:`Infra` (PostgreSQL + broker) lives for a whole test module or soak run; :class:`Stack`
 (proxies, callback server, RMS processes) is built per scenario.
@@ -30,14 +33,8 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from rms.embedded import (
-    EmbeddedError,
-    EmbeddedKafka,
-    EmbeddedPostgres,
-    free_port,
-    tansu_binary,
-    wait_for_port,
-)
+from rms.embedded import EmbeddedPostgres, free_port
+from rms.kafka_broker import EmbeddedKafka, KafkaCluster
 from rms.store.migrate import upgrade
 from tests.confirm.servers import CallbackServer, serving
 from tests.faults.history import FinalMessage, StoredEvent
@@ -71,63 +68,65 @@ SETTINGS = {
 }
 
 
-@dataclass
-class ProxiedKafka(EmbeddedKafka):
-    """tansu listening on ``port`` but advertising ``advertised_port`` (the fault proxy's)."""
-
-    advertised_port: int = field(default_factory=free_port)
-
-    @property
-    def bootstrap_servers(self) -> str:
-        return f"127.0.0.1:{self.advertised_port}"
-
-    def start(self, timeout: float = 20.0) -> None:
-        output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
-        self.process = subprocess.Popen(
-            [tansu_binary(), "broker", "--listener-url", f"tcp://127.0.0.1:{self.port}",
-             "--advertised-listener-url", f"tcp://127.0.0.1:{self.advertised_port}",
-             "--storage-engine", "memory://tansu/"],
-            stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            wait_for_port("127.0.0.1", self.port, timeout)
-        except EmbeddedError:
-            self.kill()
-            raise
+# a broker frozen (SIGSTOP) longer than this is fenced by the controller quorum
+BROKER_SESSION_MS = 6000
+CLUSTER_SETTINGS = {
+    "broker.session.timeout.ms": str(BROKER_SESSION_MS),
+    "broker.heartbeat.interval.ms": "1000",
+    "replica.lag.time.max.ms": "5000",
+}
 
 
 @dataclass
 class Infra:
     """The suite's own PostgreSQL (restarted and crashed by faults, so never the session's
-    shared one) and broker (killed and restarted empty by faults)."""
+    shared one) and Kafka (nodes killed, frozen and restarted by faults): ``brokers`` 3 for
+    a cluster, 1 for a single broker that loses its log."""
 
     base: Path
+    brokers: int = 3
     postgres: EmbeddedPostgres = field(init=False)
-    broker: ProxiedKafka = field(init=False)
+    kafka: KafkaCluster = field(init=False)
 
     def __post_init__(self) -> None:
         # fsync off: `pg_ctl stop -m immediate` kills PostgreSQL, not the kernel, so WAL written
         # at commit survives in the page cache exactly as it would with fsync on
         self.postgres = EmbeddedPostgres(self.base / "pg" / "data", fsync=False)
-        self.broker = ProxiedKafka(log_path=self.base / "tansu.log")
+        self.kafka = (EmbeddedKafka(self.base / "kafka") if self.brokers == 1 else
+                      KafkaCluster(self.base / "kafka", size=self.brokers,
+                                   extra_settings=CLUSTER_SETTINGS))
+        self.kafka.nodes[0].advertised_port = free_port()  # the fault proxy's
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.kafka.bootstrap_servers
+
+    @property
+    def proxied_node_ports(self) -> tuple[int, int]:
+        """(the proxy's port, node 1's own client port)."""
+        node = self.kafka.nodes[0]
+        assert node.advertised_port is not None
+        return node.advertised_port, node.port
 
     def start(self) -> None:
         self.base.mkdir(parents=True, exist_ok=True)
         self.postgres.start()
         self.postgres.create_database(DATABASE)
         upgrade(self.postgres.url(DATABASE))
-        self.broker.start()
+        self.kafka.start()
 
     def stop(self) -> None:
-        self.broker.kill()
+        self.kafka.kill()
         self.postgres.stop("immediate")
 
-    def restart_broker(self) -> None:
-        """A new, empty broker on the same address (tansu keeps data in memory)."""
-        self.broker.kill()
-        fresh = ProxiedKafka(port=self.broker.port, log_path=self.broker.log_path,
-                             advertised_port=self.broker.advertised_port)
-        fresh.start()
-        self.broker.process = fresh.process
+    def lose_broker_log(self) -> None:
+        """The single broker back on its address with an empty log directory."""
+        assert isinstance(self.kafka, EmbeddedKafka)
+        self.kafka.restart_empty()
+
+    def heal_kafka(self) -> bool:
+        """Every node resumed and running; True when one had to be started again."""
+        return bool(self.kafka.heal())
 
 
 @dataclass
@@ -327,7 +326,7 @@ def rms_env(infra: Infra, pg_proxy: FaultProxy) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RMS_")}
     url = f"postgresql+asyncpg://postgres@{pg_proxy.address}/{DATABASE}"
     return env | SETTINGS | {"RMS_DATABASE_URL": url, "RMS_ADMIN_TOKEN": ADMIN_TOKEN,
-                             "RMS_KAFKA_BOOTSTRAP_SERVERS": infra.broker.bootstrap_servers}
+                             "RMS_KAFKA_BOOTSTRAP_SERVERS": infra.bootstrap_servers}
 
 
 def _processes(base: Path, env: dict[str, str], workers: int) -> tuple[RmsProcess, list[RmsProcess]]:
@@ -344,8 +343,8 @@ async def running_stack(infra: Infra, workers: int = 2) -> AsyncIterator[Stack]:
     base = infra.base / f"stack-{uuid.uuid4().hex[:6]}"
     base.mkdir()
     pg_proxy = FaultProxy(upstream_port=infra.postgres.port, seed=1)
-    kafka_proxy = FaultProxy(upstream_port=infra.broker.port, port=infra.broker.advertised_port,
-                             seed=3)
+    proxy_port, node_port = infra.proxied_node_ports
+    kafka_proxy = FaultProxy(upstream_port=node_port, port=proxy_port, seed=3)
     callbacks = CallbackServer()
     callback_proxy = FaultProxy(upstream_port=callbacks.port, seed=2)
     serve, spawned = _processes(base, rms_env(infra, pg_proxy), workers)

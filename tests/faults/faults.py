@@ -1,4 +1,4 @@
-"""The faults of issue 8. Each ``inject`` makes one fault happen and, for faults that are an
+"""The faults. Each ``inject`` makes one fault happen and, for faults that are an
 outage (a killed process, a stopped database), ends it again before returning, so between two
 injections the system is whole; ``heal`` undoes whatever a fault may have left behind (a
 cancelled injection, proxy toxics)."""
@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Protocol
 
-from tests.faults.cluster import LEASE_SECONDS, RmsProcess, Stack
+from tests.faults.cluster import BROKER_SESSION_MS, LEASE_SECONDS, RmsProcess, Stack
 from tests.faults.load import Consumer, Load
 from tests.faults.proxy import Toxics
 
@@ -122,19 +122,77 @@ class PauseWorker:
 
 
 @dataclass
-class RestartBroker:
-    """The broker killed for several seconds, then back with no data at all."""
+class LoseBrokerLog:
+    """The single broker killed for several seconds, then back with its log directory gone:
+    no topic, record or offset survives; redelivery has to repair what was lost."""
 
-    name: str = "broker-restart"
+    name: str = "broker-lost-log"
     down: tuple[float, float] = (3.0, 6.0)
 
     async def inject(self, ctx: FaultContext) -> None:
         infra = ctx.stack.infra
-        infra.broker.kill()
+        infra.kafka.kill_node(1)
         ctx.injected[self.name] += 1
         await asyncio.sleep(ctx.rng.uniform(*self.down))
-        await asyncio.to_thread(infra.restart_broker)
+        await asyncio.to_thread(infra.lose_broker_log)
         await ctx.consumer.restart()
+
+
+async def publishing_leader(ctx: FaultContext) -> int:
+    """The node leading partition 0 of a topic RMS is publishing to (any node if unknown)."""
+    apps = ctx.load.apps
+    topic = apps.topic(ctx.rng.choice(list(apps.producers)))
+    leader = await asyncio.to_thread(ctx.stack.infra.kafka.leader, topic)
+    return leader or ctx.rng.choice([n.node_id for n in ctx.stack.infra.kafka.nodes])
+
+
+@dataclass
+class KillLeader:
+    """kill -9 of the broker leading a partition RMS is publishing to; a follower in sync takes
+    over; the node comes back with its data a few seconds later and catches up."""
+
+    name: str = "broker-leader-kill"
+    down: tuple[float, float] = (2.0, 5.0)
+
+    async def inject(self, ctx: FaultContext) -> None:
+        kafka = ctx.stack.infra.kafka
+        node = await publishing_leader(ctx)
+        kafka.kill_node(node)
+        ctx.injected[self.name] += 1
+        await asyncio.sleep(ctx.rng.uniform(*self.down))
+        await asyncio.to_thread(kafka.restart_node, node)
+
+
+@dataclass
+class PauseBroker:
+    """SIGSTOP of a broker past its session timeout (the quorum fences it, its partitions move
+    and shrink their in-sync replicas), then SIGCONT: it rejoins and catches up."""
+
+    name: str = "broker-pause"
+
+    async def inject(self, ctx: FaultContext) -> None:
+        kafka = ctx.stack.infra.kafka
+        node = await publishing_leader(ctx)
+        kafka.pause_node(node)
+        ctx.injected[self.name] += 1
+        await asyncio.sleep(BROKER_SESSION_MS / 1000 + ctx.rng.uniform(1.0, 3.0))
+        kafka.resume_node(node)
+        await asyncio.to_thread(kafka.wait_ready, 60.0)
+
+
+@dataclass
+class RollingRestart:
+    """Every broker in turn stopped (controlled shutdown) and started again with its data, the
+    way an operator upgrades a cluster."""
+
+    name: str = "broker-rolling-restart"
+
+    async def inject(self, ctx: FaultContext) -> None:
+        kafka = ctx.stack.infra.kafka
+        ctx.injected[self.name] += 1
+        for node in kafka.nodes:
+            await asyncio.to_thread(kafka.stop_node, node.node_id, 30.0)
+            await asyncio.to_thread(kafka.restart_node, node.node_id)
 
 
 @dataclass
@@ -197,14 +255,20 @@ async def heal(ctx: FaultContext) -> None:
     infra = ctx.stack.infra
     if not (infra.postgres.data_dir / "postmaster.pid").exists():
         await asyncio.to_thread(infra.postgres.start)
-    if infra.broker.process is None or infra.broker.process.poll() is not None:
-        await asyncio.to_thread(infra.restart_broker)
+    if await asyncio.to_thread(infra.heal_kafka):
         await ctx.consumer.restart()
     await ctx.stack.ensure_up()
 
 
-def every_fault(hunt: float = CLAIM_HUNT_SECONDS) -> list[Fault]:
+def broker_faults(brokers: int) -> list[Fault]:
+    """A cluster's node faults, or the lost log of a single broker."""
+    if brokers == 1:
+        return [LoseBrokerLog()]
+    return [KillLeader(), PauseBroker(), RollingRestart()]
+
+
+def every_fault(brokers: int, hunt: float = CLAIM_HUNT_SECONDS) -> list[Fault]:
     return [KillServe(), KillProducer(), KillWorker("confirm-worker", hunt),
             KillWorker("recovery-worker", hunt), PauseWorker("confirm-worker", hunt),
-            PauseWorker("recovery-worker", hunt), RestartBroker(), RestartPostgres(),
+            PauseWorker("recovery-worker", hunt), *broker_faults(brokers), RestartPostgres(),
             TerminateBackends(), ProxyChaos()]

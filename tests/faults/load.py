@@ -242,7 +242,7 @@ class Consumer:
                 await asyncio.sleep(0.5)
 
     async def _consume(self) -> None:
-        bootstrap = self.stack.infra.broker.bootstrap_servers
+        bootstrap = self.stack.infra.bootstrap_servers
         topics = [self.apps.topic(app) for app in self.apps.producers]
         consumer = AIOKafkaConsumer(*topics, bootstrap_servers=bootstrap, group_id=None,
                                     auto_offset_reset="earliest", metadata_max_age_ms=1000)

@@ -1,7 +1,8 @@
 """The long soak: the fault scenarios in a loop, every fault kind mixed, one every few seconds,
-for ``SOAK_SECONDS`` (default 1800). Prints each round's report and a summary at the end:
-operations by kind, faults injected by kind, invariant violations (must be 0). Exits 1 on any
-violation or harness error.
+for ``SOAK_SECONDS`` (default 1800), on a three-node Kafka cluster (leader kills, frozen
+brokers, rolling restarts) and now and then on a single broker that loses its log. Prints each
+round's report and a summary at the end: operations by kind, faults injected by kind, invariant
+violations (must be 0). Exits 1 on any violation or harness error.
 
     make soak                                  # 30 minutes
     SOAK_SECONDS=300 .venv/bin/python -m tests.faults.soak --seed 7
@@ -31,6 +32,7 @@ ROUND_SECONDS = 60.0  # load per round; then heal, settle and check
 ROUNDS_PER_STACK = 4  # fresh RMS processes now and then
 GAP = (1.0, 3.0)  # seconds between two faults
 HUNT = 5.0  # seconds a worker fault waits for the worker to hold claims
+SINGLE_EVERY = 4  # every 4th stack runs on the single broker (lost-log faults)
 
 
 @dataclass
@@ -77,17 +79,23 @@ async def _rounds(stack: Stack, totals: Totals, deadline: float, seed: int) -> N
         left = deadline - time.monotonic()
         if left < 5:
             return
-        scenario = Scenario(f"soak-{totals.rounds + 1}", every_fault(HUNT),
+        scenario = Scenario(f"soak-{totals.rounds + 1}",
+                            every_fault(stack.infra.brokers, HUNT),
                             seconds=min(ROUND_SECONDS, left), gap=GAP)
         report = await run(stack, scenario, seed + totals.rounds)
         totals.add(report)
         print(report.describe(), flush=True)
 
 
-async def soak(infra: Infra, seconds: float, seed: int) -> Totals:
+async def soak(infras: Sequence[Infra], seconds: float, seed: int) -> Totals:
+    """Fresh stacks in turn on each infra (the cluster, then the single broker that loses its
+    log), ``SINGLE_EVERY``-th stack on the single broker."""
     totals = Totals()
     deadline = time.monotonic() + seconds
+    stacks = 0
     while time.monotonic() < deadline - 5:
+        infra = infras[-1] if stacks % SINGLE_EVERY == SINGLE_EVERY - 1 else infras[0]
+        stacks += 1
         try:
             async with running_stack(infra) as stack:
                 await _rounds(stack, totals, deadline, seed)
@@ -108,12 +116,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     base = args.base or Path(tempfile.mkdtemp(prefix="rms-soak-"))
     print(f"soak: {args.seconds:.0f}s, seed {args.seed}, logs in {base}", flush=True)
-    infra = Infra(base)
-    infra.start()  # outside the event loop: migrations run their own
+    infras = [Infra(base / "cluster"), Infra(base / "single", brokers=1)]
+    for infra in infras:
+        infra.start()  # outside the event loop: migrations run their own
     try:
-        totals = asyncio.run(soak(infra, args.seconds, args.seed))
+        totals = asyncio.run(soak(infras, args.seconds, args.seed))
     finally:
-        infra.stop()
+        for infra in infras:
+            infra.stop()
     command = f"SOAK_SECONDS={args.seconds:.0f} python -m tests.faults.soak --seed {args.seed}"
     print(totals.render(command), flush=True)
     return 1 if totals.violations or totals.errors else 0

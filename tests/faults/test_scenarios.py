@@ -1,4 +1,4 @@
-"""The fault scenarios of issue 8, quick mode: each runs concurrent load against real RMS
+"""The fault scenarios, quick mode: each runs concurrent load against real RMS
 processes while one kind of fault is injected every few seconds, heals, waits for every
 message to settle and runs the invariant checker, which must find nothing.
 
@@ -10,13 +10,16 @@ import pytest
 
 from tests.faults.cluster import Stack
 from tests.faults.faults import (
+    KillLeader,
     KillProducer,
     KillServe,
     KillWorker,
+    LoseBrokerLog,
+    PauseBroker,
     PauseWorker,
     ProxyChaos,
-    RestartBroker,
     RestartPostgres,
+    RollingRestart,
     TerminateBackends,
 )
 from tests.faults.history import COMMITTED, ROLLED_BACK
@@ -74,10 +77,30 @@ async def test_recovery_workers_killed_and_paused_holding_claims(stack: Stack) -
     assert held >= 1, report.describe()
 
 
-async def test_broker_killed_during_a_publish_storm_and_restarted_empty(stack: Stack) -> None:
-    report = await run(stack, Scenario("broker-restart", [RestartBroker()], seconds=14.0,
+async def test_partition_leader_killed_during_a_publish_storm(stack: Stack) -> None:
+    report = await run(stack, Scenario("broker-leader-kill", [KillLeader()], seconds=14.0,
                                        clients=8, gap=(1.0, 2.0)), seed=5)
-    assert_clean(report, "broker-restart")
+    assert_clean(report, "broker-leader-kill")
+
+
+async def test_broker_frozen_past_its_session_then_resumed(stack: Stack) -> None:
+    report = await run(stack, Scenario("broker-pause", [PauseBroker()], seconds=12.0,
+                                       gap=(0.5, 1.0)), seed=10)
+    assert_clean(report, "broker-pause")
+
+
+async def test_rolling_restart_of_the_cluster(stack: Stack) -> None:
+    report = await run(stack, Scenario("broker-rolling-restart", [RollingRestart()],
+                                       seconds=10.0, gap=(0.5, 1.0)), seed=11)
+    assert_clean(report, "broker-rolling-restart")
+
+
+async def test_single_broker_loses_its_log_during_a_publish_storm(
+        single_broker_stack: Stack) -> None:
+    report = await run(single_broker_stack,
+                       Scenario("broker-lost-log", [LoseBrokerLog()], seconds=14.0, clients=8,
+                                gap=(1.0, 2.0)), seed=5)
+    assert_clean(report, "broker-lost-log")
 
 
 async def test_postgres_crashed_and_restarted(stack: Stack) -> None:
