@@ -46,7 +46,7 @@ def _rms_error(_: Request, exc: Exception) -> Response:
 def _validation(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     errors = [
-        {"loc": list(error.get("loc", ())), "msg": error.get("msg", ""), "type": error.get("type")}
+        {"loc": list(error.get("loc", ())), "msg": _message(error), "type": error.get("type")}
         for error in exc.errors()
     ]
     first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
@@ -54,6 +54,13 @@ def _validation(_: Request, exc: Exception) -> Response:
     detail = f"{where}: {first['msg']}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1
                                             else "")
     return problem(422, "Validation failed", detail, "validation", errors=errors)
+
+
+def _message(error: Any) -> str:
+    """Pydantic's message; for a body that is not strict JSON, what the parser refused."""
+    if error.get("type") == "json_invalid" and (why := (error.get("ctx") or {}).get("error")):
+        return f"invalid JSON: {why}"
+    return str(error.get("msg", ""))
 
 
 def _http(_: Request, exc: Exception) -> Response:

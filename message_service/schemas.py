@@ -14,7 +14,9 @@ from rms.domain.topics import TOPIC_PATTERN, is_valid_topic
 
 def _not_reserved(value: str) -> str:
     if value in RESERVED_MESSAGE_IDS:
-        raise ValueError(f"{value!r} is reserved (it names a route under /v1/messages)")
+        reason = ("a path segment clients remove" if value.strip(".") == "" else
+                  "it names a route under /v1/messages")
+        raise ValueError(f"{value!r} is reserved ({reason})")
     return value
 
 

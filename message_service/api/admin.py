@@ -25,12 +25,13 @@ from message_service.schemas import (
     SigningSecretOut,
     StatsOut,
 )
+from message_service.strict_json import StrictJsonRoute
 from rms.callback_urls import validate_prefix
 from rms.domain.states import State
 from rms.store.admin import MessageFilter
 from rms.store.apps import AppSpec
 
-router = APIRouter(prefix="/v1/admin", tags=["admin"])
+router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/admin", tags=["admin"])
 
 
 @router.post("/apps", status_code=201, response_model=AppCredentialsOut, responses=ERRORS)

@@ -11,11 +11,13 @@ from message_service.api.convert import message_out
 from message_service.api.messages import ERRORS
 from message_service.deps import AdminActor, ServicesDep
 from message_service.schemas import MessageOut, Strict, Topic
+from message_service.strict_json import StrictJsonRoute
 from recovery_service.operations import MAX_BULK_RESEND, DeadLetterOperations
 from rms.domain.ids import APP_NAME_PATTERN
 from rms.store.admin import MessageFilter
 
-router = APIRouter(prefix="/v1/admin/dead-letters", tags=["admin"])
+router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/admin/dead-letters",
+                   tags=["admin"])
 
 
 class DeadLetterResend(Strict):

@@ -7,10 +7,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
 from message_service.problems import problem
+from message_service.strict_json import StrictJsonRoute
 from rms import metrics
 from rms.kafka.publisher import broker_reachable
 
-router = APIRouter(tags=["health"])
+router = APIRouter(route_class=StrictJsonRoute, tags=["health"])
 
 
 @router.get("/healthz")

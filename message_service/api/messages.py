@@ -17,10 +17,11 @@ from message_service.schemas import (
     PrepareRequest,
     Problem,
 )
+from message_service.strict_json import StrictJsonRoute
 from rms.domain.ids import MESSAGE_ID_PATTERN
 
-router = APIRouter(prefix="/v1/messages", tags=["messages"], dependencies=[RATE_LIMIT],
-                   responses=LIMIT_RESPONSES)
+router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/messages", tags=["messages"],
+                   dependencies=[RATE_LIMIT], responses=LIMIT_RESPONSES)
 IdPath = Path(pattern=MESSAGE_ID_PATTERN, description="the message id")
 ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": Problem, "description": text}

@@ -19,6 +19,7 @@ from fastapi.responses import Response
 
 from message_service.api.messages import ERRORS
 from message_service.deps import AdminActor, ServicesDep
+from message_service.strict_json import StrictJsonRoute
 from rms.domain.errors import NotFound, Unavailable
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -39,7 +40,7 @@ SECURITY_HEADERS = {
 }
 SUMMARY_FILE = "summary.json"
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJsonRoute)
 
 
 @cache

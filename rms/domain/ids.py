@@ -12,8 +12,10 @@ APP_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 _APP_NAME_RE = re.compile(APP_NAME_PATTERN)
 
 
-# ids that would collide with the fixed routes under /v1/messages (batch/confirm, send)
-RESERVED_MESSAGE_IDS = frozenset({"batch", "send"})
+# ids that would collide with the fixed routes under /v1/messages (batch/confirm, send), and
+# the dot segments "." and "..", which HTTP clients that normalise paths (RFC 3986 section
+# 5.2.4) remove, so the message could never be addressed as /v1/messages/{id}
+RESERVED_MESSAGE_IDS = frozenset({"batch", "send", ".", ".."})
 
 
 def is_valid_message_id(value: str) -> bool:

@@ -205,3 +205,54 @@ async def test_bad_batch_bodies_are_rejected_without_a_500(api: Api, topic: str)
     ]:
         response = await api.client.post(path, json=body, headers=app.headers)
         await _expect(api, response, 422)
+
+
+NOT_STRICT_JSON = [
+    b'{"topic": "%(t)s", "payload": {"n": NaN}}',
+    b'{"topic": "%(t)s", "payload": {"n": Infinity}}',
+    b'{"topic": "%(t)s", "payload": [1, -Infinity]}',
+    b'{"topic": "%(t)s", "payload": {"s": "\\ud800"}}',
+    b'{"topic": "%(t)s", "payload": {"\\udc00": 1}}',
+    b'{"topic": "%(t)s", "payload": 1, "headers": {"\\ud83d": "v"}}',
+    b'{"topic": "%(t)s", "payload": 1, "headers": {"h": "\\udfff"}}',
+    b'{"topic": "%(t)s", "payload": 1, "key": "\\ud800x"}',
+    b'{"topic": "%(t)s\\ud800", "payload": 1}',
+    b'{"topic": "%(t)s", "payload": 1, "message_id": "a\\ud800"}',
+    b'{"topic": "%(t)s", "payload": "\\xed\\xa0\\x80"}',  # a surrogate encoded as UTF-8
+]
+
+
+async def test_bodies_that_are_not_strict_json_are_422_and_store_nothing(api: Api,
+                                                                        topic: str) -> None:
+    """NaN and Infinity are not JSON numbers (they would be stored as null); an unpaired
+    surrogate cannot be encoded as UTF-8. Every JSON body is parsed strictly."""
+    app = await api.create_app("producer")
+    headers = app.headers | {"content-type": "application/json"}
+    for template in NOT_STRICT_JSON:
+        raw = template.replace(b"%(t)s", topic.encode())
+        for path in (MESSAGES, "/v1/messages/send"):
+            response = await api.client.post(path, content=raw, headers=headers)
+            await _expect(api, response, 422, contains="invalid JSON")
+        batch = b'{"messages": [' + raw + b"]}"
+        response = await api.client.post(MESSAGES + "/batch", content=batch, headers=headers)
+        await _expect(api, response, 422, contains="invalid JSON")
+    admin = api.admin | {"content-type": "application/json"}
+    response = await api.client.post("/v1/admin/apps", headers=admin,
+                                     content=b'{"name": "x\\ud800", "produce_topics": []}')
+    assert_problem(response, 422, contains="invalid JSON")
+    good = _valid(topic, payload={"emoji": "\U0001f600", "big": 1.5e300, "neg": -0.0})
+    response = await api.client.post(MESSAGES, json=good, headers=app.headers)
+    assert response.status_code == 201, response.text
+    assert response.json()["payload"] == good["payload"]
+
+
+async def test_dot_segment_message_ids_are_refused(api: Api, topic: str) -> None:
+    app = await api.create_app("producer")
+    for message_id in (".", ".."):
+        response = await api.client.post(MESSAGES, json=_valid(topic, message_id=message_id),
+                                         headers=app.headers)
+        await _expect(api, response, 422, contains="path segment")
+    for message_id in ("...", ".a", "a..b"):  # ordinary path segments: addressable
+        response = await api.client.post(MESSAGES, json=_valid(topic, message_id=message_id),
+                                         headers=app.headers)
+        assert response.status_code == 201, response.text
