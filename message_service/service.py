@@ -139,9 +139,9 @@ class MessageService:
         check_url = request.check_url or app.default_check_url
         if check_url is None:
             raise Invalid("check_url is required (the app has no default_check_url)")
-        await validate_check_url(check_url, app.check_url_prefixes,
-                                 allow_private=self.settings.allow_private_callbacks,
-                                 passed=self.passed_hosts)
+        check_url = await validate_check_url(check_url, app.check_url_prefixes,
+                                             allow_private=self.settings.allow_private_callbacks,
+                                             passed=self.passed_hosts)
         policy = self.settings.policy
         return NewMessage(
             message_id=request.message_id or new_message_id(),

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import re
 import socket
+import string
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from rms.domain.errors import Invalid
 
@@ -45,18 +47,70 @@ class ParsedUrl:
         return cls(parts.scheme, parts.hostname.lower(), port or default_port, parts.path or "/")
 
 
+_UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
+_PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
+_ENCODED_SEPARATOR = re.compile(r"%(2f|5c)", re.IGNORECASE)
+_SLASHES = re.compile(r"/{2,}")
+
+
+def normalize_url(url: str) -> str:
+    """The one spelling of ``url`` that RMS matches, stores and calls (RFC 3986 section 6):
+    scheme and host in lower case, percent-encoded unreserved characters decoded (``%2e`` is
+    ``.``), repeated slashes merged, dot segments removed, no fragment. Refused: whitespace and control characters
+    (CR/LF would split the request line), backslashes and encoded slashes, which servers may
+    read as path separators after the prefix check."""
+    if any(ord(c) <= 0x20 or ord(c) == 0x7F for c in url):
+        raise Invalid("check_url must not contain spaces or control characters (CR, LF, tab)")
+    if "\\" in url:
+        raise Invalid(f"check_url {url!r} must not contain a backslash")
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise Invalid(f"check_url {url!r} is not a valid URL: {exc}") from exc
+    # empty segments merged as many servers do (nginx's merge_slashes): "a//.." would climb
+    # one level less for RMS than for such a server
+    path = _SLASHES.sub("/", _PERCENT.sub(_decoded_if_unreserved, parts.path))
+    if _ENCODED_SEPARATOR.search(path):
+        raise Invalid(f"check_url {url!r} must not contain an encoded slash or backslash")
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(),
+                       _remove_dot_segments(path) or "/", parts.query, ""))
+
+
+def _decoded_if_unreserved(match: re.Match[str]) -> str:
+    character = chr(int(match.group(1), 16))
+    return character if character in _UNRESERVED else "%" + match.group(1).upper()
+
+
+def _remove_dot_segments(path: str) -> str:
+    """RFC 3986 section 5.2.4, on a path whose unreserved characters are decoded."""
+    output: list[str] = []
+    for segment in path.split("/")[1:]:
+        if segment == "..":
+            if output:
+                output.pop()
+        elif segment != ".":
+            output.append(segment)
+    if not path.startswith("/"):
+        return path
+    trailing = "/" if output and path.endswith(("/.", "/..")) else ""
+    return "/" + "/".join(output) + trailing
+
+
 def validate_prefix(prefix: str) -> str:
-    """App registration: every allowed prefix is itself a valid http(s) URL."""
-    ParsedUrl.parse(prefix)
-    return prefix
+    """App registration: every allowed prefix is a valid http(s) URL; returns its normalised
+    form (:func:`normalize_url`), which is what is stored."""
+    normalized = normalize_url(prefix)
+    ParsedUrl.parse(normalized)
+    return normalized
 
 
 def matches_prefix(url: str, prefixes: Iterable[str]) -> bool:
     """Same scheme, host and port as a prefix, and a path under the prefix's path (so
-    ``https://a.example`` never admits ``https://a.example.evil.net``)."""
-    target = ParsedUrl.parse(url)
+    ``https://a.example`` never admits ``https://a.example.evil.net``), both normalised: dot
+    segments cannot climb out of the prefix."""
+    target = ParsedUrl.parse(normalize_url(url))
     for prefix in prefixes:
-        allowed = ParsedUrl.parse(prefix)
+        allowed = ParsedUrl.parse(normalize_url(prefix))
         same_origin = (allowed.scheme, allowed.host, allowed.port) == (
             target.scheme, target.host, target.port)
         if same_origin and target.path.startswith(allowed.path):
@@ -158,15 +212,17 @@ class PassedHosts:
 
 
 async def validate_check_url(url: str, prefixes: Iterable[str], *, allow_private: bool,
-                             passed: PassedHosts | None = None) -> None:
+                             passed: PassedHosts | None = None) -> str:
     """Prepare-time check: prefix, scheme, and the SSRF guard (skipping resolution for a host
-    in ``passed``)."""
+    in ``passed``). Returns the normalised URL, the one to store."""
+    url = normalize_url(url)
     if not matches_prefix(url, prefixes):
         raise Invalid(f"check_url {url!r} does not start with one of the app's "
                       "check_url_prefixes")
     parsed = ParsedUrl.parse(url)
     if allow_private or (passed is not None and passed.fresh(parsed.host, parsed.port)):
-        return
+        return url
     await checked_address(url, allow_private=False)
     if passed is not None:
         passed.add(parsed.host, parsed.port)
+    return url

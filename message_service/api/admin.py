@@ -37,12 +37,10 @@ router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/admin", tags=["admin
 @router.post("/apps", status_code=201, response_model=AppCredentialsOut, responses=ERRORS)
 async def create_app(body: AppCreate, _: AdminActor, wired: ServicesDep) -> AppCredentialsOut:
     """Register a producer/consumer app; its API key and signing secret are shown once."""
-    for prefix in body.check_url_prefixes:
-        validate_prefix(prefix)
-    if body.default_check_url is not None:
-        validate_prefix(body.default_check_url)
+    prefixes = tuple(validate_prefix(prefix) for prefix in body.check_url_prefixes)
+    default = None if body.default_check_url is None else validate_prefix(body.default_check_url)
     spec = AppSpec(body.name, tuple(body.produce_topics), tuple(body.consume_topics),
-                   tuple(body.check_url_prefixes), body.default_check_url)
+                   prefixes, default)
     return credentials_out(await wired.apps.create(spec))
 
 

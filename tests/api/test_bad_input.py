@@ -158,6 +158,15 @@ async def test_check_url_rules_are_422(api: Api, topic: str) -> None:
         "not a url",
         "",
         "http://127.0.0.1:1/hooks/" + "a" * 2100,
+        "http://127.0.0.1:1/hooks/../admin",  # dot segments climbing out of the prefix
+        "http://127.0.0.1:1/hooks/%2e%2E/admin",
+        "http://127.0.0.1:1/hooks/.%2e/admin",
+        "http://127.0.0.1:1/hooks/x/../../admin",
+        "http://127.0.0.1:1/hooks/..%2fadmin",  # an encoded slash
+        "http://127.0.0.1:1/hooks\\..\\admin",
+        "http://127.0.0.1:1/hooks/check\r\nX-Injected: 1",
+        "http://127.0.0.1:1/hooks/check\n",
+        "http://127.0.0.1:1/hooks/ch eck",
     ):
         response = await api.client.post(MESSAGES, json=_valid(topic, check_url=url),
                                          headers=app.headers)
@@ -165,6 +174,12 @@ async def test_check_url_rules_are_422(api: Api, topic: str) -> None:
     ok = await api.client.post(MESSAGES, json=_valid(topic, check_url="http://127.0.0.1:1/hooks/x"),
                                headers=app.headers)
     assert ok.status_code == 201, ok.text
+    # stored (and later called) in its one normalised spelling
+    spelled = "HTTP://127.0.0.1:1/hooks/a/./b/../%63heck#fragment"
+    ok = await api.client.post(MESSAGES, json=_valid(topic, check_url=spelled),
+                               headers=app.headers)
+    assert ok.status_code == 201, ok.text
+    assert ok.json()["check_url"] == "http://127.0.0.1:1/hooks/a/check"
 
 
 async def test_unknown_ids_are_404_and_invalid_path_ids_422(api: Api, topic: str) -> None:
