@@ -56,9 +56,9 @@ _SLASHES = re.compile(r"/{2,}")
 def normalize_url(url: str) -> str:
     """The one spelling of ``url`` that RMS matches, stores and calls (RFC 3986 section 6):
     scheme and host in lower case, percent-encoded unreserved characters decoded (``%2e`` is
-    ``.``), repeated slashes merged, dot segments removed, no fragment. Refused: whitespace and control characters
-    (CR/LF would split the request line), backslashes and encoded slashes, which servers may
-    read as path separators after the prefix check."""
+    ``.``), repeated slashes merged, dot segments removed, no fragment. Refused: whitespace and
+    control characters (CR/LF would split the request line), backslashes and encoded slashes,
+    which servers may read as path separators after the prefix check."""
     if any(ord(c) <= 0x20 or ord(c) == 0x7F for c in url):
         raise Invalid("check_url must not contain spaces or control characters (CR, LF, tab)")
     if "\\" in url:
