@@ -8,13 +8,14 @@ Both are per API process, held in memory, so they cost no database round trip on
   up to N times the configured rate in total; size the setting as "global limit / instances".
 - **Pending cap** (``RMS_MAX_PENDING_PER_APP``): each process keeps the app's count of
   pending-send messages, re-read from the database at most once per
-  :data:`PENDING_REFRESH_SECONDS` (an index-only count on ``messages_app_state``). Between two
-  reads the process also counts the prepares it let through, so the cap can be overshot by at
-  most what other instances admit within one refresh interval, plus one batch (a batch is
-  admitted whole while the count is under the cap).
+  :data:`PENDING_REFRESH_SECONDS` (an index-only count on ``messages_app_state``), plus the
+  places its own prepares hold (a batch holds one per message) and the rows they created
+  since that read. One process therefore never admits past the cap; with N API instances the
+  cap can be overshot only by what the other instances admit within one refresh interval.
 
-Wired as FastAPI dependencies (:data:`RATE_LIMIT`, :data:`PENDING_CAP`) on the routes; the
-state lives in :class:`Limits`, created once per application in ``create_app``.
+The rate limit is a FastAPI dependency (:data:`RATE_LIMIT`); the prepare routes hold their
+places with :func:`pending_places`. The state lives in :class:`Limits`, created once per
+application in ``create_app``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from fastapi import Depends, Request
@@ -87,52 +91,77 @@ class RateLimiter:
 
 
 @dataclass
-class _Count:
-    value: int
-    read_at: float
-    admitted: int = 0  # prepares let through by this process since the read
+class _Pending:
+    """One app's pending-send count as this process knows it.
+
+    ``snapshot`` is the database count read at the start of epoch ``read_epoch``. On top of it
+    come the prepares admitted and not finished yet (``inflight``) and those that created a row
+    since that read began (``created``, by the epoch in which they finished). A prepare that
+    finished while the read ran may be counted twice, never not at all, so a process never
+    admits past the cap."""
+
+    snapshot: int = 0
+    read_at: float = -math.inf
+    read_epoch: int = 0
+    epoch: int = 0
+    inflight: int = 0
+    created: Counter[int] = field(default_factory=Counter)
+    read: asyncio.Task[None] | None = None
+
+    def count(self) -> int:
+        since = sum(n for epoch, n in self.created.items() if epoch >= self.read_epoch)
+        return self.snapshot + self.inflight + since
+
+    def read_done(self, snapshot: int, started: float, epoch: int) -> None:
+        self.snapshot, self.read_at, self.read_epoch = snapshot, started, epoch
+        for old in [e for e in self.created if e < epoch]:
+            del self.created[old]
+
+
+@dataclass
+class PendingSlots:
+    """``reserved`` pending-send places held by one request until :meth:`release`; the
+    request sets ``created`` to how many of them became rows (a repeated prepare answered
+    200, a 409 or an error creates none)."""
+
+    state: _Pending | None
+    reserved: int
+    created: int = 0
+
+    def release(self) -> None:
+        if self.state is not None:
+            self.state.inflight -= self.reserved
+            self.state.created[self.state.epoch] += min(self.created, self.reserved)
+            self.state = None
 
 
 @dataclass
 class PendingCounter:
-    """Cached count of an app's pending-send messages, re-read at most once per ``ttl``."""
+    """Per-app pending-send counts, each re-read from the database at most once per ``ttl``."""
 
     ttl: float = PENDING_REFRESH_SECONDS
-    _counts: dict[str, _Count] = field(default_factory=dict)
-    _reads: dict[str, asyncio.Task[int]] = field(default_factory=dict)
+    _apps: dict[str, _Pending] = field(default_factory=dict)
 
-    async def current(self, engine: AsyncEngine, app: str) -> int:
-        """The app's pending-send count as this process knows it (see the module doc)."""
-        cached = self._counts.get(app)
-        if cached is not None and time.monotonic() - cached.read_at < self.ttl:
-            return cached.value + cached.admitted
-        read = self._reads.get(app)
-        if read is None:
-            read = asyncio.ensure_future(self._read(engine, app))
-            self._reads[app] = read
-            read.add_done_callback(lambda task: self._finished(app, task))
-        if cached is not None and not read.done():
-            return cached.value + cached.admitted  # a read is on its way: do not wait for it
-        return await asyncio.shield(read)
+    async def state(self, engine: AsyncEngine, app: str) -> _Pending:
+        """The app's state, read once before its first use and refreshed in the background."""
+        state = self._apps.setdefault(app, _Pending())
+        if time.monotonic() - state.read_at >= self.ttl and state.read is None:
+            state.epoch += 1
+            state.read = asyncio.ensure_future(self._read(engine, app, state, state.epoch))
+        if state.read is not None and state.read_at == -math.inf:
+            await asyncio.shield(state.read)  # no count yet: wait for the first one
+        return state
 
-    def _finished(self, app: str, read: asyncio.Task[int]) -> None:
-        self._reads.pop(app, None)
-        if not read.cancelled():
-            read.exception()  # retrieved: a failed read is the waiting request's 503
-
-    def admitted(self, app: str) -> None:
-        cached = self._counts.get(app)
-        if cached is not None:
-            cached.admitted += 1
-
-    async def _read(self, engine: AsyncEngine, app: str) -> int:
+    async def _read(self, engine: AsyncEngine, app: str, state: _Pending, epoch: int) -> None:
         statement = select(func.count()).select_from(messages).where(
             messages.c.app == app, messages.c.state == State.PENDING_SEND.value)
         started = time.monotonic()
-        async with engine.connect() as conn:
-            value = int((await conn.execute(statement)).scalar_one())
-        self._counts[app] = _Count(value, started)
-        return value
+        try:
+            async with engine.connect() as conn:
+                value = int((await conn.execute(statement)).scalar_one())
+            state.read_done(value, started, epoch)
+        finally:
+            state.read = None
 
 
 class Limits:
@@ -143,18 +172,24 @@ class Limits:
         self.max_pending = settings.max_pending_per_app
         self.pending = PendingCounter()
 
-    async def check_pending(self, engine: AsyncEngine, app: str) -> None:
+    async def reserve_pending(self, engine: AsyncEngine, app: str, places: int) -> PendingSlots:
+        """Hold ``places`` pending-send places for a prepare of that many messages, or raise
+        RateLimited (429) if they would take the app past its cap. Counting and holding
+        happen without a pause in between, so concurrent requests of one process never
+        overshoot."""
         if self.max_pending <= 0:
-            return
-        count = await self.pending.current(engine, app)
-        if count >= self.max_pending:
+            return PendingSlots(None, places)
+        state = await self.pending.state(engine, app)
+        count = state.count()
+        if count + places > self.max_pending:
             raise RateLimited(
                 f"app {app!r} has {count} pending-send messages; the cap is "
                 f"{self.max_pending} (RMS_MAX_PENDING_PER_APP): confirm or cancel some first",
                 retry_after_seconds=max(1, math.ceil(PENDING_REFRESH_SECONDS)),
                 extra={"pending_count": count, "pending_cap": self.max_pending},
             )
-        self.pending.admitted(app)
+        state.inflight += places
+        return PendingSlots(state, places)
 
 
 def _limits(request: Request) -> Limits:
@@ -169,9 +204,15 @@ async def rate_limit(request: Request, app: CurrentApp) -> None:
         limits.rate.check(app.name)
 
 
-async def pending_cap(request: Request, app: CurrentApp) -> None:
-    """Dependency of the prepare routes: 429 while the app is at its pending-send cap."""
-    await _limits(request).check_pending(request.app.state.engine, app.name)
+@asynccontextmanager
+async def pending_places(request: Request, app: str, places: int) -> AsyncIterator[PendingSlots]:
+    """The prepare routes' hold on ``places`` pending-send places (429 past the cap), given
+    back when the request ends; the route sets how many became messages."""
+    slots = await _limits(request).reserve_pending(request.app.state.engine, app, places)
+    try:
+        yield slots
+    finally:
+        slots.release()
 
 
 RATE_LIMIT = Depends(rate_limit)
@@ -180,4 +221,3 @@ LIMIT_RESPONSES: dict[int | str, dict[str, object]] = {
                                               "Retry-After"},
     503: {"model": Problem, "description": "overloaded or a dependency is down; retry"},
 }
-PENDING_CAP = Depends(pending_cap)

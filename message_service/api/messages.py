@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Path, Response
+from fastapi import APIRouter, Path, Request, Response
 
 from message_service.api.convert import batch_response, event_out, message_response
 from message_service.deps import CurrentApp, ServicesDep
-from message_service.limits import LIMIT_RESPONSES, PENDING_CAP, RATE_LIMIT
+from message_service.limits import LIMIT_RESPONSES, RATE_LIMIT, pending_places
 from message_service.schemas import (
     BatchIdsRequest,
     BatchOut,
@@ -31,11 +31,13 @@ ERRORS: dict[int | str, dict[str, object]] = {
 }
 
 
-@router.post("", status_code=201, response_model=MessageOut, responses=ERRORS,
-             dependencies=[PENDING_CAP])
-async def prepare(body: PrepareRequest, app: CurrentApp, wired: ServicesDep) -> Response:
+@router.post("", status_code=201, response_model=MessageOut, responses=ERRORS)
+async def prepare(body: PrepareRequest, app: CurrentApp, wired: ServicesDep,
+                  request: Request) -> Response:
     """Prepare a message: stored as pending-send, not delivered until confirmed."""
-    message, created = await wired.service.prepare(app, body, one_shot=False)
+    async with pending_places(request, app.name, 1) as places:
+        message, created = await wired.service.prepare(app, body, one_shot=False)
+        places.created = int(created)
     return message_response(message, 201 if created else 200)
 
 
@@ -46,12 +48,14 @@ async def send(body: PrepareRequest, app: CurrentApp, wired: ServicesDep) -> Res
     return message_response(message, 201 if created else 200)
 
 
-@router.post("/batch", status_code=201, response_model=BatchOut, responses=ERRORS,
-             dependencies=[PENDING_CAP])
-async def prepare_batch(body: BatchPrepareRequest, app: CurrentApp,
-                        wired: ServicesDep) -> Response:
+@router.post("/batch", status_code=201, response_model=BatchOut, responses=ERRORS)
+async def prepare_batch(body: BatchPrepareRequest, app: CurrentApp, wired: ServicesDep,
+                        request: Request) -> Response:
     """Prepare many messages in one request; all or nothing."""
-    return batch_response(await wired.service.prepare_batch(app, body.messages), 201)
+    async with pending_places(request, app.name, len(body.messages)) as places:
+        results = await wired.service.prepare_batch(app, body.messages)
+        places.created = len(results)  # repeats included: counted until the next read
+    return batch_response(results, 201)
 
 
 @router.post("/batch/confirm", response_model=BatchOut, responses=ERRORS)

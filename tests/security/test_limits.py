@@ -4,6 +4,7 @@ with Retry-After, per app, and recovery once the limit allows again."""
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 
 import httpx
 
@@ -109,3 +110,31 @@ async def test_pending_cap_zero_means_no_cap(api_with: ApiFactory, topic: str) -
         response = await api.post(producer, "/v1/messages/batch", json={"messages": items})
         assert response.status_code == 201, response.text
         assert (await api.prepare(producer, topic)).status_code == 201
+
+
+async def test_pending_cap_is_exact_under_concurrent_prepares(api_with: ApiFactory,
+                                                              topic: str) -> None:
+    """Cap 50, 200 concurrent prepares in one process, before and across a refresh of the
+    count: exactly 50 are admitted. Repeated prepares (200) and 409s hold no place."""
+    async with api_with(max_pending_per_app=50) as (api, _):
+        producer = await api.create_app("producer")
+        first = await api.prepared_id(producer, topic, message_id="first")
+        for _ in range(5):  # repeats of a stored message: answered 200, create nothing
+            again = await api.prepare(producer, topic, message_id="first")
+            assert again.status_code == 200, again.text
+        conflict = await api.prepare(producer, topic, message_id="first", payload={"other": 1})
+        assert conflict.status_code == 409, conflict.text
+
+        answers = await asyncio.gather(*(api.prepare(producer, topic) for _ in range(100)))
+        await asyncio.sleep(1.2)  # the count is read again meanwhile
+        answers += await asyncio.gather(*(api.prepare(producer, topic) for _ in range(100)))
+        batch_items = [{"topic": topic, "payload": n, "check_url": "http://127.0.0.1:1/c"}
+                       for n in range(2)]
+        batch = await api.post(producer, "/v1/messages/batch", json={"messages": batch_items})
+
+        statuses = Counter(a.status_code for a in answers)
+        assert statuses == {201: 49, 429: 151}, statuses  # 49 + "first" = the cap
+        assert_problem(batch, 429)  # a batch that would pass the cap is refused whole
+        listed = await api.client.get("/v1/admin/stats", headers=api.admin)
+        assert listed.json()["totals"]["pending-send"] == 50
+        assert first == "first"
