@@ -30,10 +30,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"rms serve: configuration error: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level, settings.log_json)
+    from message_service.http_protocol import DeadlineProtocol, configure_deadlines
+
+    configure_deadlines(settings.http_head_timeout_seconds, settings.http_body_timeout_seconds)
     uvicorn.run(
         "message_service.asgi:app" if args.workers > 1 else _app(settings),
-        host=args.host, port=args.port, workers=args.workers, loop="uvloop", http="httptools",
-        access_log=False, log_level=settings.log_level.lower(), lifespan="on",
+        host=args.host, port=args.port, workers=args.workers, loop="uvloop",
+        http=DeadlineProtocol, access_log=False, log_level=settings.log_level.lower(),
+        lifespan="on", limit_concurrency=settings.http_limit_concurrency,
+        timeout_keep_alive=int(max(1, settings.http_keep_alive_seconds)),
     )
     return 0
 

@@ -57,6 +57,12 @@ class Settings(BaseSettings):
     app_rate_limit_per_second: float = Field(default=0.0, ge=0)
     app_rate_limit_burst: int = Field(default=100, ge=1)
     max_pending_per_app: int = Field(default=100_000, ge=0)
+    # HTTP server (rms serve): connections served at once (503 beyond), idle keep-alive, and
+    # how long a request head and a request body may take to arrive (408 beyond)
+    http_limit_concurrency: int = Field(default=1000, ge=1)
+    http_keep_alive_seconds: float = Field(default=5.0, gt=0)
+    http_head_timeout_seconds: float = Field(default=10.0, gt=0)
+    http_body_timeout_seconds: float = Field(default=30.0, gt=0)
     # how long a rotated-out signing secret still signs check-backs next to the new one
     signing_secret_overlap_seconds: float = Field(default=86_400.0, ge=0)
 

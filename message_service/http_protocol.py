@@ -1,0 +1,88 @@
+"""uvicorn's httptools protocol with read deadlines for slow clients.
+
+uvicorn bounds only the idle time between two requests of a keep-alive connection. A client
+that sends its request head or body a byte at a time would hold a connection (and, with many
+of them, every slot of ``limit_concurrency``) for as long as it likes. Here a request head must
+be complete within :attr:`DeadlineProtocol.head_seconds` of the connection (or of its first
+bytes on a kept-alive connection, whose idle time uvicorn bounds), and its body within
+:attr:`DeadlineProtocol.body_seconds` of the head; past a deadline the client gets
+``408 Request Timeout`` (when no response has begun) and the connection is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from message_service.problems import MEDIA_TYPE, PROBLEM_TYPE_BASE
+
+
+def _timeout_response() -> bytes:
+    body = orjson.dumps({
+        "type": PROBLEM_TYPE_BASE + "request-timeout", "title": "Request timeout", "status": 408,
+        "detail": "the request head or body did not arrive in time; send it again"})
+    head = (f"HTTP/1.1 408 Request Timeout\r\ncontent-type: {MEDIA_TYPE}\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n")
+    return head.encode() + body
+
+
+TIMEOUT_RESPONSE = _timeout_response()
+
+
+class DeadlineProtocol(HttpToolsProtocol):
+    """Set the two deadlines (seconds) before the server starts: ``rms serve`` does it."""
+
+    head_seconds: float = 10.0
+    body_seconds: float = 30.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm(self.head_seconds)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        self._arm(self.body_seconds)
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._disarm()
+
+    def data_received(self, data: bytes) -> None:
+        waiting = self.cycle is None or self.cycle.response_complete
+        if self._deadline is None and waiting:
+            self._arm(self.head_seconds)  # the first bytes of a keep-alive connection's next head
+        super().data_received(data)
+
+    def _arm(self, seconds: float) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(seconds, self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete or not cycle.response_started:
+            self.transport.write(TIMEOUT_RESPONSE)
+        self.transport.close()
+
+
+def configure_deadlines(head_seconds: float, body_seconds: float) -> None:
+    DeadlineProtocol.head_seconds = head_seconds
+    DeadlineProtocol.body_seconds = body_seconds
