@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rms.config import Settings
 
-NAME = "rms confirm-worker"
+NAME = "confirm-worker"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = Settings()
     except (ConfigError, ValueError) as exc:
-        print(f"{NAME}: configuration error: {exc}", file=sys.stderr)
+        print(f"rms {NAME}: configuration error: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level, settings.log_json)
     if args.metrics_port:

@@ -15,6 +15,8 @@ from rms.config import ConfigError, Settings
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-port", type=int, default=0,
                         help="serve Prometheus metrics on this port (default 0: off)")
+    parser.add_argument("--metrics-host", default="127.0.0.1",
+                        help="bind address of the metrics server (default 127.0.0.1)")
     parser.add_argument("--once", action="store_true",
                         help="run one tick and exit (for cron-style use and debugging)")
 
@@ -33,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     if args.metrics_port:
         from prometheus_client import start_http_server
 
-        start_http_server(args.metrics_port)
+        start_http_server(args.metrics_port, addr=args.metrics_host)
     _run_loop(_main(settings, once=args.once))
     return 0
 
@@ -58,4 +60,4 @@ async def _main(settings: Settings, *, once: bool) -> None:
         if once:
             await worker.tick()
             return
-        await run_forever(worker.tick, settings.worker_interval_seconds, context.worker_id)
+        await run_forever(worker.tick, settings.worker_interval_seconds, "recovery-worker")

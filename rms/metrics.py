@@ -33,3 +33,8 @@ REDELIVERY_BATCH = Histogram("rms_redelivery_batch_size",
                              buckets=(0, 1, 5, 10, 50, 100, 200, 500, 1000))
 DEAD_LETTERS_RESENT = Counter("rms_dead_letters_resent_total",
                               "Dead letters resent by an operator's bulk resend")
+LOOP_FAILURES = Counter("rms_loop_failures_total",
+                        "Failed rounds of a worker tick or the ack consumer, by cause "
+                        "(database, kafka, other)", ["component", "cause"])
+LOOP_FAILING = Gauge("rms_loop_failing", "1 while the component's rounds keep failing",
+                     ["component"])

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from rms.config import Settings
 from rms.delivery import Dispatcher
 from rms.kafka.publisher import KafkaPublisher
+from rms.outage import OutageLog
 from rms.store.database import create_engine
 from rms.store.deliveries import DeliveryStore
 
@@ -64,13 +65,17 @@ Tick = Callable[[], Awaitable[object]]
 
 async def run_forever(tick: Tick, interval_seconds: float, name: str) -> None:
     """Run ``tick`` every ``interval_seconds`` until SIGINT/SIGTERM. A failing tick is logged
-    and the next one runs as scheduled (a database blip must not kill the worker)."""
+    once per outage (:class:`~rms.outage.OutageLog`) and the next one runs as scheduled (a
+    database blip must not kill the worker)."""
+    outage = OutageLog(name)
 
     async def guarded() -> None:
         try:
             await tick()
-        except Exception:
-            log.exception("worker.tick_failed", worker=name)
+        except Exception as exc:
+            outage.failed(exc)
+        else:
+            outage.succeeded()
 
     scheduler = AsyncIOScheduler()
     scheduler.add_job(guarded, "interval", seconds=interval_seconds, max_instances=1,

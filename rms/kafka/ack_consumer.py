@@ -11,25 +11,20 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-import asyncpg
 import orjson
 import structlog
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from rms import metrics
 from rms.config import Settings
 from rms.domain.errors import NotFound
 from rms.domain.topics import topic_allowed
+from rms.outage import OutageLog
 from rms.store.apps import AppStore
 from rms.store.messages import MessageStore
 
 log = structlog.get_logger(__name__)
-DATABASE_UNAVAILABLE = (DBAPIError, PoolTimeout, asyncpg.InterfaceError,
-                        asyncpg.PostgresConnectionError,
-                        asyncpg.exceptions.OperatorInterventionError)
 
 
 def parse_ack(value: bytes | None) -> tuple[str, str] | None:
@@ -52,6 +47,7 @@ class AckConsumer:
         self._messages = messages
         self._apps = apps
         self._task: asyncio.Task[None] | None = None
+        self._outage = OutageLog("ack-consumer")
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="ack-consumer")
@@ -84,12 +80,8 @@ class AckConsumer:
             try:
                 await consumer.start()
                 await self._consume(consumer)
-            except (KafkaError, OSError) as exc:
-                log.warning("ack_consumer.error", error=str(exc))
-            except DATABASE_UNAVAILABLE as exc:  # acks stay on the topic, retried on restart
-                log.warning("ack_consumer.database_unavailable", error=f"{type(exc).__name__}: {exc}")
-            except Exception:  # keep the API alive whatever a batch does; log loudly
-                log.exception("ack_consumer.crashed")
+            except Exception as exc:
+                self._outage.failed(exc)  # keep the API alive whatever a batch does
             finally:
                 with contextlib.suppress(KafkaError, OSError):
                     await consumer.stop()
@@ -102,6 +94,7 @@ class AckConsumer:
             if records:
                 await self.apply([record.value for record in records])
                 await consumer.commit()
+            self._outage.succeeded()
 
     async def apply(self, values: Iterable[bytes | None]) -> int:
         """Apply a batch of ack records; returns how many messages became ``done``."""
