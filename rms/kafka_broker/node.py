@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +51,8 @@ class KafkaNode:
     advertised_port: int | None = None
     heap_mb: int = 256
     process: subprocess.Popen[bytes] | None = None
+    # run in the child before the JVM starts (``rms dev`` ties it to its own life with it)
+    preexec_fn: Callable[[], None] | None = None
 
     @property
     def log_dir(self) -> Path:
@@ -110,8 +113,8 @@ class KafkaNode:
         with open(self.log_path, "ab") as output:
             self.process = subprocess.Popen(
                 [*self._java(self.heap_mb), "kafka.Kafka", str(config)],
-                stdout=output, stderr=subprocess.STDOUT, cwd=self.data_dir,
-                start_new_session=True,
+                stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+                cwd=self.data_dir, start_new_session=True, preexec_fn=self.preexec_fn,
             )
 
     def running(self) -> bool:

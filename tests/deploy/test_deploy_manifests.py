@@ -855,9 +855,9 @@ def seeded(postgres: EmbeddedPostgres, database_url: str) -> tuple[EmbeddedPostg
 
 
 def run_retention(database_url: str, bin_dir: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    from rms.embedded import _pg_bin
+    from rms.embedded import pg_binary
 
-    path = f"{bin_dir}:{_pg_bin('psql').parent}:{os.environ['PATH']}"
+    path = f"{bin_dir}:{pg_binary('psql').parent}:{os.environ['PATH']}"
     environment = {**os.environ, "PATH": path, "RMS_DATABASE_URL": database_url,
                    "RETENTION_DAYS": "30", "RETENTION_BATCH_SIZE": "2", **env}
     return subprocess.run([str(SCRIPTS / "rms-retention")], env=environment,

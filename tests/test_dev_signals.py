@@ -1,0 +1,107 @@
+"""``rms dev`` never leaves orphans: whether it is interrupted with its output going into a
+broken pipe (``make dev | tee log``, tee killed first), its terminal closes (SIGHUP), it is
+asked to stop (SIGTERM) or killed outright (SIGKILL), every process it started (API, workers,
+Apache Kafka, PostgreSQL) is gone soon after and its port is free for the next run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from rms.embedded import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+GONE_WITHIN = 30.0
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+
+def _start(data_dir: Path, port: int, output: int) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RMS_")}
+    return subprocess.Popen([sys.executable, "-m", "rms.cli", "dev", "--no-demo", "--port",
+                             str(port), "--data-dir", str(data_dir)],
+                            env=env, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)
+
+
+def _wait_ready(dev: subprocess.Popen[bytes], port: int) -> None:
+    deadline = time.monotonic() + 90
+    while True:
+        assert dev.poll() is None, f"rms dev exited with {dev.returncode}"
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, "rms dev did not become ready"
+        time.sleep(0.3)
+
+
+def _everything_it_started(dev: subprocess.Popen[bytes], data_dir: Path) -> list[psutil.Process]:
+    started = psutil.Process(dev.pid).children(recursive=True)
+    postmaster = int((data_dir / "pg" / "postmaster.pid").read_text().split()[0])
+    server = psutil.Process(postmaster)
+    return [*started, server, *server.children(recursive=True)]
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("how", ["sigint-broken-pipe", "sighup", "sigterm", "sigkill"])
+def test_every_child_goes_with_rms_dev(tmp_path: Path, how: str) -> None:
+    data_dir, port = tmp_path / "dev", free_port()
+    read_end, write_end = os.pipe()
+    dev = _start(data_dir, port, write_end)
+    os.close(write_end)
+    reader = os.fdopen(read_end, "rb", buffering=0)
+    try:
+        os.set_blocking(read_end, False)
+        _wait_ready(dev, port)
+        children = _everything_it_started(dev, data_dir)
+        names = {p.name() for p in children}
+        assert {"java", "postgres"} <= names, names
+        assert len(children) >= 6, names  # api, 2 workers, kafka, postgres and its helpers
+
+        if how == "sigint-broken-pipe":
+            reader.close()  # the reader of its output (tee) is gone first
+            dev.send_signal(signal.SIGINT)
+        else:
+            dev.send_signal({"sighup": signal.SIGHUP, "sigterm": signal.SIGTERM,
+                             "sigkill": signal.SIGKILL}[how])
+
+        deadline = time.monotonic() + GONE_WITHIN
+        while any(_running(p) for p in children) or dev.poll() is None:
+            left = [f"{p.pid} {p.name()}" for p in children if _running(p)]
+            assert time.monotonic() < deadline, f"still running after {how}: {left}"
+            time.sleep(0.2)
+        assert _port_free(port)
+        if how != "sigkill":
+            assert dev.returncode == 0, dev.returncode
+    finally:
+        if not reader.closed:
+            reader.close()
+        if dev.poll() is None:
+            dev.kill()
+            dev.wait(10)
