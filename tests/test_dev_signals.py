@@ -54,7 +54,7 @@ def _everything_it_started(dev: subprocess.Popen[bytes], data_dir: Path) -> list
 
 def _running(process: psutil.Process) -> bool:
     try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+        return bool(process.is_running() and process.status() != psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
         return False
 
