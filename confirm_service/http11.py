@@ -18,8 +18,15 @@ What it keeps from the httpx setup it replaces:
 * ``accept-encoding: identity`` (no decompression bomb) and a size cap on what is read, checked
   against the declared length before reading and while reading (chunked answers too);
 * idle connections are dropped after ``keepalive_seconds``, before common servers drop them;
+* every legal HTTP/1.1 answer is read: ``Content-Length``, chunked, or a body that ends when the
+  server closes the connection (HTTP/1.0 style); interim ``1xx`` answers (``100 Continue``)
+  are skipped, ``101`` is refused; ``Connection: close`` is honoured;
 * errors are raised as :class:`ConnectError`, :class:`RemoteProtocolError` (the server closed or
-  broke the connection under a request, worth one retry) or :class:`TooLarge`.
+  broke the connection, or sent something that is not HTTP/1.1) or :class:`TooLarge`. Only
+  :class:`StaleConnection` is retried, once, on a fresh connection: a kept-alive connection
+  that the server closed before any byte of the answer (it had dropped the idle connection as
+  we reused it). Anything else the server did is its answer: asking again would make a second
+  call with the same ``webhook-id``.
 
 Timeouts are the caller's (``asyncio.timeout`` around the call): a cancelled exchange closes its
 connection, whose state is then unknown.
@@ -56,6 +63,10 @@ class RemoteProtocolError(HttpError):
     """The server closed the connection or sent something that is not HTTP/1.1."""
 
 
+class StaleConnection(RemoteProtocolError):
+    """A reused keep-alive connection was closed before any byte of the answer arrived."""
+
+
 class TooLarge(HttpError):
     """The answer is larger than the caller's limit (not read on)."""
 
@@ -72,11 +83,24 @@ class _Exchange:
 
     limit: int
     done: asyncio.Future[Reply]
-    status: int = 0  # set once the head (status line and headers) is complete
+    status: int = 0  # set once the head (status line and headers) of the final answer is complete
     head_bytes: int = 0
+    received: int = 0  # bytes of the answer, interim answers included
     declared: int = -1
+    chunked: bool = False
+    interim: bool = False  # the head just parsed was a 1xx: another answer follows
     size: int = 0
     chunks: list[bytes] = field(default_factory=list)
+
+    def next_answer(self) -> None:
+        """After an interim 1xx answer: the final one is still to come."""
+        self.status, self.head_bytes, self.declared, self.chunked = 0, 0, -1, False
+        self.interim = False
+
+    @property
+    def close_delimited(self) -> bool:
+        """Its body ends when the server closes the connection (no length, not chunked)."""
+        return bool(self.status) and self.declared < 0 and not self.chunked
 
 
 class _Connection(asyncio.Protocol):
@@ -97,6 +121,8 @@ class _Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
+        if self._exchange is not None:
+            self._exchange.received += len(data)
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -111,7 +137,14 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self._fail(RemoteProtocolError("server disconnected without sending a complete answer"))
+        exchange = self._exchange
+        if exchange is not None and exchange.close_delimited and not exchange.interim:
+            self._finish(exchange, reusable=False)  # the close ends the body: a full answer
+        elif exchange is not None and exchange.received == 0:
+            self._fail(StaleConnection("server closed the connection before answering"))
+        else:
+            self._fail(RemoteProtocolError("server disconnected without sending a complete "
+                                           "answer"))
 
     # ---- httptools callbacks --------------------------------------------------------------
 
@@ -120,6 +153,11 @@ class _Connection(asyncio.Protocol):
         if exchange is None:
             return self._fail(RemoteProtocolError("answer without a request"))
         exchange.status = self._parser.get_status_code()
+        if exchange.status == 101:
+            return self._fail(RemoteProtocolError("unexpected 101 Switching Protocols"))
+        if 100 <= exchange.status < 200:  # interim (100 Continue, 103 Early Hints): skipped
+            exchange.interim = True
+            return None
         if not 200 <= exchange.status < 300:  # the caller needs only the status
             return self._finish(exchange, reusable=False)
         if exchange.declared > exchange.limit:
@@ -129,8 +167,13 @@ class _Connection(asyncio.Protocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         exchange = self._exchange
-        if exchange is not None and name.lower() == b"content-length" and value.isdigit():
+        if exchange is None:
+            return
+        header = name.lower()
+        if header == b"content-length" and value.isdigit():
             exchange.declared = int(value)
+        elif header == b"transfer-encoding" and b"chunked" in value.lower():
+            exchange.chunked = True
 
     def on_body(self, body: bytes) -> None:
         exchange = self._exchange
@@ -143,15 +186,20 @@ class _Connection(asyncio.Protocol):
         return None
 
     def on_message_complete(self) -> None:
-        if self._exchange is not None:
-            self._finish(self._exchange, reusable=self._parser.should_keep_alive())
+        exchange = self._exchange
+        if exchange is None:
+            return
+        if exchange.interim:
+            exchange.next_answer()
+            return
+        self._finish(exchange, reusable=self._parser.should_keep_alive())
 
     # ---- use ------------------------------------------------------------------------------
 
     async def exchange(self, request: bytes, limit: int) -> Reply:
         transport = self.transport
         if transport is None or self.closed:
-            raise RemoteProtocolError("connection closed")
+            raise StaleConnection("connection closed before the request was sent")
         done: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         self._exchange = _Exchange(limit, done)
         self._reusable = False
@@ -211,18 +259,19 @@ class Http11Pool:
         self._idle: dict[Origin, list[_Connection]] = {}
 
     async def post(self, request: Request) -> Reply:
-        """One exchange, repeated once on a fresh connection if the connection died under it:
-        a keep-alive connection the server closed just as we reused it fails that way, and
-        asking again is harmless (a check-back is a query; the SDK refuses a true duplicate as
-        a replay)."""
+        """One exchange. Repeated once on a fresh connection only if a reused keep-alive
+        connection was closed before any byte of the answer (the server had dropped it as we
+        reused it, so it never saw the request); every other failure is final."""
         parts = urlsplit(request.url)
         origin: Origin = (parts.scheme, request.target.host, request.target.port,
                           str(request.target.address) if request.target.address else None)
         raw = _request_bytes(parts.path, parts.query, request)
-        connection = self._take(origin) or await self._connect(origin)
+        reused = self._take(origin)
+        if reused is None:
+            return await self._use(origin, await self._connect(origin), raw, request.limit)
         try:
-            return await self._use(origin, connection, raw, request.limit)
-        except RemoteProtocolError:
+            return await self._use(origin, reused, raw, request.limit)
+        except StaleConnection:
             return await self._use(origin, await self._connect(origin), raw, request.limit)
 
     async def aclose(self) -> None:
