@@ -173,7 +173,7 @@ class BlockedPublishStats(BaseModel):
     app: str
     topic: str
     reason: str = Field(description="why the last publish failed: topic-missing, timeout, "
-                        "broker-unavailable, not-enough-replicas, too-large, not-authorized, "
+                        "broker-unavailable, not-enough-replicas, too-large, not-authorized, producer-reset, "
                         "refused")
     messages: int
     oldest_confirmed_age_seconds: float | None

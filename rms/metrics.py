@@ -8,7 +8,7 @@ TRANSITIONS = Counter("rms_transitions_total", "State transitions applied", ["ev
 PUBLISHES = Counter("rms_publishes_total", "Records accepted by the broker")
 PUBLISH_FAILURES = Counter("rms_publish_failures_total",
                            "Publishes the broker did not accept, by reason (topic-missing, timeout, "
-                           "broker-unavailable, not-enough-replicas, too-large, not-authorized, "
+                           "broker-unavailable, not-enough-replicas, too-large, not-authorized, producer-reset, "
                            "refused)", ["reason"])
 PUBLISH_SECONDS = Histogram(
     "rms_publish_seconds", "Time for the broker to accept a record",
@@ -38,3 +38,6 @@ LOOP_FAILURES = Counter("rms_loop_failures_total",
                         "(database, kafka, other)", ["component", "cause"])
 LOOP_FAILING = Gauge("rms_loop_failing", "1 while the component's rounds keep failing",
                      ["component"])
+PRODUCER_RESETS = Counter("rms_kafka_producer_resets_total",
+                          "Kafka producers replaced after a fatal error (out-of-order sequence, "
+                          "unknown producer id, fenced)")

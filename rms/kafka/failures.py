@@ -9,9 +9,17 @@ from typing import Literal
 from aiokafka import errors
 
 FailureReason = Literal["topic-missing", "not-authorized", "too-large", "not-enough-replicas",
-                        "timeout", "broker-unavailable", "refused"]
+                        "timeout", "broker-unavailable", "producer-reset", "refused"]
+
+# errors after which an idempotent producer cannot go on (its sequence numbers no longer match
+# the broker's, for example after a leader change lost the last batches): only a new producer,
+# with a new producer id, can publish again
+PRODUCER_FATAL: tuple[type[BaseException], ...] = (
+    errors.OutOfOrderSequenceNumber, errors.UnknownProducerId, errors.InvalidProducerEpoch,
+    errors.InvalidProducerIdMapping, errors.ProducerFenced, errors.ProducerClosed)
 
 _BY_TYPE: tuple[tuple[tuple[type[BaseException], ...], FailureReason], ...] = (
+    (PRODUCER_FATAL, "producer-reset"),
     ((errors.UnknownTopicOrPartitionError, errors.InvalidTopicError), "topic-missing"),
     ((errors.TopicAuthorizationFailedError, errors.ClusterAuthorizationFailedError),
      "not-authorized"),

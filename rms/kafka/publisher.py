@@ -77,6 +77,7 @@ class KafkaPublisher:
         self._connector: asyncio.Task[None] | None = None
         self.state = ConnectionState.IDLE
         self._connected = asyncio.Event()
+        self._closing: set[asyncio.Task[None]] = set()
 
     @property
     def ready(self) -> bool:
@@ -100,10 +101,11 @@ class KafkaPublisher:
             with contextlib.suppress(KafkaError, OSError):
                 await self._producer.stop()
             self._producer = None
+        await asyncio.gather(*self._closing)
 
     async def publish(self, record: OutgoingRecord) -> None:
-        producer = self._producer
-        if producer is None or not self.ready:
+        producer = self._usable_producer()
+        if producer is None:
             raise PublishError(self._not_connected())
         if (known := self._missing.failure(record.topic)) is not None:
             raise PublishError(known)
@@ -121,8 +123,8 @@ class KafkaPublisher:
         """Hand every record to the producer at once (it batches them per partition) and wait
         for all answers within one publish timeout. Returns, per record, None when the broker
         accepted it, else why not (as :class:`PublishError` would say it)."""
-        producer = self._producer
-        if producer is None or not self.ready:
+        producer = self._usable_producer()
+        if producer is None:
             return [self._not_connected()] * len(records)
         started = time.perf_counter()
         unknown = {r.topic for r in records if self._missing.failure(r.topic) is None}
@@ -160,8 +162,38 @@ class KafkaPublisher:
     def _not_connected(self) -> PublishFailure:
         return PublishFailure("broker-unavailable", f"Kafka producer is {self.state.value}")
 
+    def _usable_producer(self) -> AIOKafkaProducer | None:
+        """The connected producer, unless its sender has stopped (a fatal error ends it)."""
+        producer = self._producer
+        if producer is None or not self.ready:
+            return None
+        sender = producer._sender.sender_task
+        if sender is not None and sender.done():
+            self._reset("the producer's sender stopped")
+            return None
+        return producer
+
+    def _reset(self, why: str) -> None:
+        """Replace the producer: a new one gets a new producer id and sequence numbers. The
+        records it had not published are published again by the caller's retry (at least
+        once; consumers deduplicate by ``rms-message-id``)."""
+        if self.state is not ConnectionState.CONNECTED:
+            return
+        log.warning("kafka.producer_reset", reason=why)
+        metrics.PRODUCER_RESETS.inc()
+        old, self._producer = self._producer, None
+        self.state = ConnectionState.CONNECTING
+        self._connected.clear()
+        if old is not None:
+            closing = asyncio.create_task(_stop_quietly(old))
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
+        self._connector = asyncio.create_task(self._connect_loop(), name="kafka-reconnect")
+
     async def _failure(self, topic: str, exc: BaseException) -> PublishFailure:
         failure = classify(exc)
+        if failure.reason == "producer-reset":
+            self._reset(failure.error)
         if failure.reason in ("timeout", "topic-missing"):
             failure = await self._probe(topic, failure)
         if failure.reason == "topic-missing":
@@ -205,6 +237,11 @@ class KafkaPublisher:
             self.state = ConnectionState.CONNECTED
             self._connected.set()
             log.info("kafka.connected", servers=self._options["bootstrap_servers"])
+
+
+async def _stop_quietly(producer: AIOKafkaProducer) -> None:
+    with contextlib.suppress(Exception):
+        await producer.stop()
 
 
 async def _send(producer: AIOKafkaProducer, record: OutgoingRecord) -> asyncio.Future[Any]:

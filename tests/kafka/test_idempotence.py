@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import OutOfOrderSequenceNumber
 
 from rms.config import Settings
 from rms.embedded import free_port
-from rms.kafka.publisher import KafkaPublisher
+from rms.kafka.publisher import KafkaPublisher, PublishError
 from rms.kafka.records import OutgoingRecord
 from rms.kafka_broker import EmbeddedKafka
 from tests.support import read_topic
@@ -140,3 +141,44 @@ async def test_a_resent_publish_is_written_once_only_with_idempotence(
     records = await read_topic(proxied_broker.bootstrap_servers, topic, expect=copies + 1,
                                timeout=5, settle=0.5)
     assert [r.value for r in records] == [b"once"] * copies
+
+
+@pytest.mark.timeout(60)
+async def test_a_producer_with_a_fatal_error_is_replaced_and_publishes_again(
+        settings: Settings, kafka: EmbeddedKafka, unique: str) -> None:
+    """An idempotent producer whose sequence the broker refused (OutOfOrderSequenceNumber, as
+    after a leader change lost its last batches) can never publish again: its sender has
+    stopped. The publisher notices, reports the failure as ``producer-reset``, and replaces the
+    producer; the retry is published."""
+    from prometheus_client import REGISTRY
+
+    topic = f"reset.{unique}"
+    publisher = KafkaPublisher(settings)
+    await publisher.start(wait_seconds=10)
+    try:
+        await publisher.publish(OutgoingRecord(topic, b"k", b"before", []))
+        first = publisher._producer
+        assert first is not None
+        resets = REGISTRY.get_sample_value("rms_kafka_producer_resets_total") or 0.0
+        sender = first._sender.sender_task
+        assert sender is not None
+        sender.cancel()  # the sender routine ends, as an OutOfOrderSequenceNumber ends it
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await sender
+
+        with pytest.raises(PublishError) as failed:
+            await publisher.publish(OutgoingRecord(topic, b"k", b"lost", []))
+        failure = await publisher._failure(topic, OutOfOrderSequenceNumber())
+
+        assert failed.value.failure.reason == "broker-unavailable"  # reconnecting
+        assert failure.reason == "producer-reset"
+        assert (REGISTRY.get_sample_value("rms_kafka_producer_resets_total") or 0.0) == resets + 1
+        async with asyncio.timeout(10):
+            while not publisher.ready:
+                await asyncio.sleep(0.05)
+        await publisher.publish(OutgoingRecord(topic, b"k", b"after", []))
+        assert publisher._producer is not first
+    finally:
+        await publisher.stop()
+    records = await read_topic(kafka.bootstrap_servers, topic, expect=2, settle=0.3)
+    assert [r.value for r in records] == [b"before", b"after"]
