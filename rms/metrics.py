@@ -8,8 +8,8 @@ TRANSITIONS = Counter("rms_transitions_total", "State transitions applied", ["ev
 PUBLISHES = Counter("rms_publishes_total", "Records accepted by the broker")
 PUBLISH_FAILURES = Counter("rms_publish_failures_total",
                            "Publishes the broker did not accept, by reason (topic-missing, timeout, "
-                           "broker-unavailable, not-enough-replicas, too-large, not-authorized, producer-reset, "
-                           "refused)", ["reason"])
+                           "broker-unavailable, not-enough-replicas, too-large, not-authorized, "
+                           "producer-reset, refused)", ["reason"])
 PUBLISH_SECONDS = Histogram(
     "rms_publish_seconds", "Time for the broker to accept a record",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),

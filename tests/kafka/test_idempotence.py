@@ -173,9 +173,7 @@ async def test_a_producer_with_a_fatal_error_is_replaced_and_publishes_again(
         assert failed.value.failure.reason == "broker-unavailable"  # reconnecting
         assert failure.reason == "producer-reset"
         assert (REGISTRY.get_sample_value("rms_kafka_producer_resets_total") or 0.0) == resets + 1
-        async with asyncio.timeout(10):
-            while not publisher.ready:
-                await asyncio.sleep(0.05)
+        await asyncio.wait_for(publisher._connected.wait(), 10)
         await publisher.publish(OutgoingRecord(topic, b"k", b"after", []))
         assert publisher._producer is not first
     finally:
