@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 import time
 from pathlib import Path
 from typing import IO, Any
 
-import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from rms.kafka.ack_records import ack_value, signed_ack_headers
 from rms.kafka.records import HEADER_DELIVERY, HEADER_MESSAGE_ID, header
 
 
@@ -46,6 +47,7 @@ class Acker:
         self.routes = dict(route.split("=", 1) for route in args.route)
         self.ack_topic = args.ack_topic
         self.app = args.consumer_app
+        self.secret = os.environ["BENCH_SIGNING_SECRET"]  # not on the command line
         self.producer = producer
         self.log = log
 
@@ -60,9 +62,10 @@ class Acker:
             lines.append(f"{message_id}\t{delivery}\t{received:.6f}\n")
             if delivery <= 1 and record.topic in self.skip_first:
                 continue
-            value = orjson.dumps({"message_id": message_id, "consumer": self.app})
+            value = ack_value(message_id, self.app)
             topic = self.routes.get(record.topic, self.ack_topic)
-            sends.append(await self.producer.send(topic, value, key=message_id.encode()))
+            sends.append(await self.producer.send(topic, value, key=message_id.encode(),
+                                                  headers=signed_ack_headers([self.secret], value)))
         self.log.write("".join(lines))
         self.log.flush()
         if sends:

@@ -49,6 +49,7 @@ class Stack:
     own: bool
     callback_port: int = field(default_factory=free_port)
     app: str = ""
+    signing_secret: str = ""  # the bench app's: the consumer signs its ack records with it
     api_key: str = ""
     postgres: EmbeddedPostgres | None = None
     kafka: EmbeddedKafka | None = None
@@ -186,6 +187,7 @@ def register_app(stack: Stack) -> None:
     if response.status_code != 201:
         raise StackError(f"cannot register the bench app: {response.status_code} {response.text}")
     stack.api_key = response.json()["api_key"]
+    stack.signing_secret = response.json()["signing_secret"]
 
 
 async def create_topics(bootstrap: str, topics: list[str]) -> None:
@@ -209,7 +211,8 @@ def start_helpers(stack: Stack) -> None:
         "-m", "bench.consumer", "--bootstrap", stack.bootstrap, "--topics", ",".join(topics),
         "--ack-topic", stack.ack_topic, "--consumer-app", stack.app,
         "--skip-first", TOPICS["redelivery"], "--route", f"{TOPICS['bare']}={BARE_ACK_TOPIC}",
-        "--out", str(receipts_file(stack)), "--ready", str(ready)])
+        "--out", str(receipts_file(stack)), "--ready", str(ready)],
+        env=stack.env(BENCH_SIGNING_SECRET=stack.signing_secret))
     stack.spawn("callback", ["-m", "bench.callback", str(stack.callback_port)])
     wait_for_port("127.0.0.1", stack.callback_port, 30)
     deadline = time.monotonic() + 60

@@ -20,7 +20,7 @@ from rms.callback_urls import CallTarget, call_target
 from rms.domain.errors import Invalid
 from rms.domain.models import App, Message
 from rms.kafka.records import rfc3339
-from rms.sdk.signing import signed_headers
+from rms.signing import signed_headers
 
 log = structlog.get_logger(__name__)
 

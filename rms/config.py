@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     ack_consumer_enabled: bool = True
     ack_consumer_group: str = "rms-ack-consumer"
     ack_consumer_max_wait_ms: int = Field(default=50, ge=1)
+    # ack records must carry the consumer app's Standard Webhooks signature; "optional" accepts
+    # unsigned ones (still refusing a wrong signature) where Kafka ACLs guard the ack topic
+    ack_signatures: Literal["required", "optional"] = "required"
 
     # Security
     admin_token: str | None = None

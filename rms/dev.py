@@ -210,7 +210,9 @@ def _demo_services(stack: Stack, orders_port: int, points_port: int
         yield "demo-points", ["-m", "rms.demo.points", "--port", str(points_port)], stack.env() | {
             "DEMO_RMS_URL": stack.api_url, "DEMO_API_KEY": POINTS_KEY,
             "DEMO_DATABASE_URL": stack.postgres.url("demo_points"),
-            "DEMO_PORT": str(points_port)}
+            "DEMO_PORT": str(points_port),
+            "DEMO_SIGNING_SECRET": stack.postgres.psql(  # signs its ack records (topic acks)
+                "SELECT signing_secret FROM apps WHERE name = 'points'", "rms").strip()}
 
 
 async def _create_demo_apps(stack: Stack, orders_port: int) -> None:

@@ -12,6 +12,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 
 from rms.config import Settings
+from rms.kafka.ack_records import signed_ack_headers
 
 CHECK_PREFIX = "http://127.0.0.1:1/"
 
@@ -91,12 +92,17 @@ async def read_topic(bootstrap: str, topic: str, *, expect: int, timeout: float 
     return records
 
 
-async def produce(bootstrap: str, topic: str, values: list[dict[str, Any]]) -> None:
+async def produce(bootstrap: str, topic: str, values: list[dict[str, Any]],
+                  signing_secret: str | None = None) -> None:
+    """Write ``values`` as JSON records; signed as ack records when ``signing_secret`` is
+    given (the key of the app each ack names)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False)
     await producer.start()
     try:
         for value in values:
-            await producer.send_and_wait(topic, orjson.dumps(value))
+            raw = orjson.dumps(value)
+            headers = signed_ack_headers([signing_secret], raw) if signing_secret else None
+            await producer.send_and_wait(topic, raw, headers=headers)
     finally:
         await producer.stop()
 

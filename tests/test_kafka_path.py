@@ -8,8 +8,10 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
+from aiokafka import AIOKafkaProducer
 
 from rms.config import Settings
+from rms.kafka.ack_records import signed_ack_headers
 from rms.kafka.records import header
 from rms.kafka_broker import EmbeddedKafka
 from tests.conftest import ADMIN_TOKEN
@@ -64,28 +66,95 @@ async def test_ack_over_http_and_duplicates(api: Api, topic: str) -> None:
 
 async def test_ack_topic_marks_done_and_ignores_strangers(api: Api, topic: str) -> None:
     producer = await api.create_app("orders", consume=["none"])
-    await api.create_app("points", produce=["none"], consume=["orders.*"])
-    await api.create_app("audit", produce=["none"], consume=["billing.*"])
+    points = await api.create_app("points", produce=["none"], consume=["orders.*"])
+    audit = await api.create_app("audit", produce=["none"], consume=["billing.*"])
     ids = [await api.prepared_id(producer, topic) for _ in range(3)]
     for message_id in ids:
         await api.post(producer, f"/v1/messages/{message_id}/confirm")
-    servers = api.settings.kafka_bootstrap_servers
-    await produce(servers, api.settings.ack_topic, [
-        {"message_id": ids[0], "consumer": "points"},
-        {"message_id": ids[0], "consumer": "points"},  # duplicate: harmless
-        {"message_id": ids[1], "consumer": "audit"},  # may not consume orders.*: ignored
-        {"message_id": ids[2], "consumer": "nobody"},  # unknown app: ignored
-        {"not": "an ack"},
-    ])
+    servers, acks = api.settings.kafka_bootstrap_servers, api.settings.ack_topic
+    await produce(servers, acks, [{"message_id": ids[0], "consumer": "points"}] * 2,
+                  points.signing_secret)  # a duplicate is harmless
+    await produce(servers, acks, [{"message_id": ids[1], "consumer": "audit"}],
+                  audit.signing_secret)  # may not consume orders.*: ignored
+    await produce(servers, acks, [{"message_id": ids[2], "consumer": "nobody"}],
+                  points.signing_secret)  # unknown app: ignored
+    await produce(servers, acks, [{"not": "an ack"}])
 
     async def state(message_id: str) -> str:
         response = await api.client.get(f"/v1/messages/{message_id}", headers=producer.headers)
         return str(response.json()["state"])
 
     await eventually(lambda: _is(state(ids[0]), "done"), timeout=20)
-    await produce(servers, api.settings.ack_topic, [{"message_id": ids[1], "consumer": "points"}])
+    await produce(servers, acks, [{"message_id": ids[1], "consumer": "points"}],
+                  points.signing_secret)
     await eventually(lambda: _is(state(ids[1]), "done"), timeout=20)
     assert await state(ids[2]) == "sent"  # the stranger's ack was refused
+
+
+def _rejected(reason: str) -> float:
+    from prometheus_client import REGISTRY
+
+    return REGISTRY.get_sample_value("rms_acks_rejected_total", {"reason": reason}) or 0.0
+
+
+async def test_forged_acks_change_nothing_and_are_counted(api: Api, topic: str) -> None:
+    """Writing to the ack topic is not enough: an ack must be signed by the app it names."""
+    producer = await api.create_app("orders", consume=["none"])
+    points = await api.create_app("points", produce=["none"], consume=["orders.*"])
+    other = await api.create_app("other", produce=["none"], consume=["none"])
+    ids = [await api.prepared_id(producer, topic) for _ in range(4)]
+    for message_id in ids:
+        await api.post(producer, f"/v1/messages/{message_id}/confirm")
+    servers, acks = api.settings.kafka_bootstrap_servers, api.settings.ack_topic
+    before = {r: _rejected(r) for r in ("unsigned", "bad-signature")}
+
+    await produce(servers, acks, [{"message_id": ids[0], "consumer": "points"}])  # unsigned
+    await produce(servers, acks, [{"message_id": ids[1], "consumer": "points"}],
+                  other.signing_secret)  # signed by another app
+    await produce(servers, acks, [{"message_id": ids[2], "consumer": "points"}],
+                  "whsec_" + "QUJD" * 8)  # a made-up secret
+    forged = AIOKafkaProducer(bootstrap_servers=servers, enable_idempotence=False)
+    await forged.start()
+    try:  # a valid signature of another value: the value was changed after signing
+        original = orjson.dumps({"message_id": ids[0], "consumer": "points"})
+        tampered = orjson.dumps({"message_id": ids[3], "consumer": "points"})
+        await forged.send_and_wait(acks, tampered,
+                                   headers=signed_ack_headers([points.signing_secret], original))
+    finally:
+        await forged.stop()
+
+    async def counted() -> bool:
+        return (_rejected("unsigned") >= before["unsigned"] + 1
+                and _rejected("bad-signature") >= before["bad-signature"] + 3)
+
+    await eventually(counted, timeout=20)
+    for message_id in ids:
+        response = await api.client.get(f"/v1/messages/{message_id}", headers=producer.headers)
+        assert response.json()["state"] == "sent"
+
+
+async def test_acks_signed_with_either_secret_during_a_rotation_overlap(api: Api,
+                                                                        topic: str) -> None:
+    producer = await api.create_app("orders", consume=["none"])
+    points = await api.create_app("points", produce=["none"], consume=["orders.*"])
+    ids = [await api.prepared_id(producer, topic) for _ in range(2)]
+    for message_id in ids:
+        await api.post(producer, f"/v1/messages/{message_id}/confirm")
+    rotated = await api.client.post("/v1/admin/apps/points/rotate-signing-secret",
+                                    headers=api.admin, json={"overlap_seconds": 600})
+    assert rotated.status_code == 200, rotated.text
+    new_secret = rotated.json()["signing_secret"]
+    servers, acks = api.settings.kafka_bootstrap_servers, api.settings.ack_topic
+    await produce(servers, acks, [{"message_id": ids[0], "consumer": "points"}],
+                  points.signing_secret)
+    await produce(servers, acks, [{"message_id": ids[1], "consumer": "points"}], new_secret)
+
+    async def both_done() -> bool:
+        states = [(await api.client.get(f"/v1/messages/{i}", headers=producer.headers))
+                  .json()["state"] for i in ids]
+        return states == ["done", "done"]
+
+    await eventually(both_done, timeout=20)
 
 
 async def _is(value: Awaitable[str], expected: str) -> bool:

@@ -56,6 +56,7 @@ class Config:
     group_id: str
     ack_mode: str
     consumer_app: str
+    signing_secret: str | None  # the consumer app's, to sign ack records (topic acks)
     ack_topic: str
     port: int
 
@@ -74,6 +75,7 @@ class Config:
             group_id=env.get("DEMO_GROUP", "demo-points"),
             ack_mode=env.get("DEMO_ACK_MODE", "http"),
             consumer_app=env.get("DEMO_CONSUMER_APP", "points"),
+            signing_secret=env.get("DEMO_SIGNING_SECRET"),
             ack_topic=env.get("RMS_ACK_TOPIC", "rms.acks"),
             port=args.port or int(env.get("DEMO_PORT", "8002")),
         )
@@ -116,7 +118,8 @@ async def prepare_database(engine: AsyncEngine) -> None:
 def build_consumer(config: Config, engine: AsyncEngine) -> RmsConsumer:
     acker = make_acker(config.ack_mode, rms_url=config.rms_url, api_key=config.api_key,
                        bootstrap_servers=config.bootstrap_servers,
-                       consumer_app=config.consumer_app, ack_topic=config.ack_topic)
+                       consumer_app=config.consumer_app,
+                       signing_secret=config.signing_secret, ack_topic=config.ack_topic)
     return RmsConsumer(engine=engine, handler=add_points, acker=acker,
                        bootstrap_servers=config.bootstrap_servers, group_id=config.group_id,
                        topics=[config.topic], client_id="demo-points",

@@ -9,9 +9,7 @@ import asyncio
 import contextlib
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
 
-import orjson
 import structlog
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
@@ -20,25 +18,12 @@ from rms import metrics
 from rms.config import Settings
 from rms.domain.errors import NotFound
 from rms.domain.topics import topic_allowed
+from rms.kafka.ack_records import AckRecord, Rejection, parse_ack, signature_problem
 from rms.outage import OutageLog
 from rms.store.apps import AppStore
 from rms.store.messages import MessageStore
 
 log = structlog.get_logger(__name__)
-
-
-def parse_ack(value: bytes | None) -> tuple[str, str] | None:
-    """``(message_id, consumer)`` from an ack record, or None when malformed."""
-    try:
-        body: Any = orjson.loads(value or b"")
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(body, dict):
-        return None
-    message_id, consumer = body.get("message_id"), body.get("consumer")
-    if isinstance(message_id, str) and isinstance(consumer, str) and message_id and consumer:
-        return message_id, consumer
-    return None
 
 
 class AckConsumer:
@@ -92,38 +77,53 @@ class AckConsumer:
             batches = await consumer.getmany(timeout_ms=500, max_records=1000)
             records = [record for batch in batches.values() for record in batch]
             if records:
-                await self.apply([record.value for record in records])
+                await self.apply([AckRecord(r.value, r.headers) for r in records])
                 await consumer.commit()
             self._outage.succeeded()
 
-    async def apply(self, values: Iterable[bytes | None]) -> int:
-        """Apply a batch of ack records; returns how many messages became ``done``."""
-        by_consumer: dict[str, list[str]] = defaultdict(list)
-        for value in values:
-            parsed = parse_ack(value)
+    async def apply(self, records: Iterable[AckRecord]) -> int:
+        """Apply a batch of ack records; returns how many messages became ``done``. A record
+        that is malformed, not signed by its consumer app (when signatures are required), or
+        names an app that may not consume the message's topic changes nothing and is counted
+        by reason."""
+        by_consumer: dict[str, list[tuple[str, AckRecord]]] = defaultdict(list)
+        for record in records:
+            parsed = parse_ack(record.value)
             if parsed is None:
-                metrics.ACKS_REJECTED.labels("malformed").inc()
+                self._reject("malformed")
                 continue
-            by_consumer[parsed[1]].append(parsed[0])
+            by_consumer[parsed[1]].append((parsed[0], record))
         applied = 0
-        for consumer, ids in by_consumer.items():
-            allowed = await self._permitted(consumer, ids)
-            done = await self._messages.ack_many(allowed, actor=f"app:{consumer}",
-                                                 via="ack-topic")
+        for consumer, acks in by_consumer.items():
+            ids = await self._permitted(consumer, acks)
+            done = await self._messages.ack_many(ids, actor=f"app:{consumer}", via="ack-topic")
             metrics.ACKS.labels("ack-topic").inc(len(done))
             applied += len(done)
         return applied
 
-    async def _permitted(self, consumer: str, ids: list[str]) -> list[str]:
+    async def _permitted(self, consumer: str, acks: list[tuple[str, AckRecord]]) -> list[str]:
+        """The ids of ``acks`` that ``consumer`` signed and may acknowledge."""
         try:
             app = await self._apps.get(consumer)
         except NotFound:
-            metrics.ACKS_REJECTED.labels("unknown-consumer").inc(len(ids))
-            log.warning("ack_consumer.unknown_consumer", consumer=consumer, count=len(ids))
+            self._reject("unknown-consumer", len(acks), consumer=consumer)
             return []
+        secrets = [s for s in (app.signing_secret, app.previous_signing_secret) if s]
+        required = self._settings.ack_signatures == "required"
+        ids = []
+        for message_id, record in acks:
+            problem = signature_problem(record, secrets, required=required)
+            if problem is None:
+                ids.append(message_id)
+            else:
+                self._reject(problem, consumer=consumer, message_id=message_id)
         topics = await self._messages.topics(ids)
         allowed = [i for i, topic in topics.items() if topic_allowed(topic, app.consume_topics)]
-        rejected = len(ids) - len(allowed)
-        if rejected:
-            metrics.ACKS_REJECTED.labels("not-permitted-or-unknown").inc(rejected)
+        if len(ids) > len(allowed):
+            self._reject("not-permitted-or-unknown", len(ids) - len(allowed), consumer=consumer)
         return allowed
+
+    @staticmethod
+    def _reject(reason: Rejection, count: int = 1, **context: str) -> None:
+        metrics.ACKS_REJECTED.labels(reason).inc(count)
+        log.warning("ack_consumer.rejected", reason=reason, count=count, **context)

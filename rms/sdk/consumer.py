@@ -58,6 +58,9 @@ from sqlalchemy import Column, DateTime, MetaData, Table, Text, func
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from rms.kafka.ack_records import ack_value, signed_ack_headers
+from rms.signing import secret_key
+
 log = structlog.get_logger(__name__)
 
 HEADER_MESSAGE_ID = "rms-message-id"
@@ -225,11 +228,15 @@ class HttpAcker:
 
 
 class TopicAcker:
-    """A record ``{"message_id", "consumer"}`` on the ack topic (design section 6). RMS checks
-    the ack asynchronously: ``ACKED`` means the broker holds it."""
+    """A record ``{"message_id", "consumer"}`` on the ack topic (design section 6), signed with
+    the consumer app's signing secret (the ``whsec_`` secret shown when the app was created):
+    RMS applies only acks signed by the app they name. RMS checks the ack asynchronously:
+    ``ACKED`` means the broker holds it."""
 
-    def __init__(self, bootstrap_servers: str, consumer_app: str, *,
+    def __init__(self, bootstrap_servers: str, consumer_app: str, *, signing_secret: str,
                  ack_topic: str = "rms.acks", producer: AIOKafkaProducer | None = None) -> None:
+        secret_key(signing_secret)  # a malformed secret fails here, not at the first ack
+        self._secret = signing_secret
         self._consumer_app = consumer_app
         self._topic = ack_topic
         self._owned = producer is None
@@ -238,12 +245,14 @@ class TopicAcker:
         self._started = not self._owned
 
     async def ack(self, message_id: str) -> Ack:
-        value = orjson.dumps({"message_id": message_id, "consumer": self._consumer_app})
+        value = ack_value(message_id, self._consumer_app)
+        headers = signed_ack_headers([self._secret], value)
         try:
             if not self._started:
                 await self._producer.start()
                 self._started = True
-            await self._producer.send_and_wait(self._topic, value, key=message_id.encode())
+            await self._producer.send_and_wait(self._topic, value, key=message_id.encode(),
+                                               headers=headers)
         except (KafkaError, OSError) as exc:
             return Ack(message_id, AckResult.FAILED, None, f"{type(exc).__name__}: {exc}")
         return Ack(message_id, AckResult.ACKED)
@@ -256,15 +265,18 @@ class TopicAcker:
 
 def make_acker(mode: str, *, rms_url: str | None = None, api_key: str | None = None,
                bootstrap_servers: str | None = None, consumer_app: str | None = None,
-               ack_topic: str = "rms.acks") -> Acker:
+               signing_secret: str | None = None, ack_topic: str = "rms.acks") -> Acker:
     """``mode`` ``http`` (needs ``rms_url`` and ``api_key``) or ``topic`` (needs
-    ``bootstrap_servers`` and ``consumer_app``, the app name RMS knows the consumer by)."""
+    ``bootstrap_servers``, ``consumer_app``, the app name RMS knows the consumer by, and that
+    app's ``signing_secret``)."""
     if mode == "http":
         return HttpAcker(rms_url, api_key)
     if mode == "topic":
-        if not bootstrap_servers or not consumer_app:
-            raise ValueError("topic acks need bootstrap_servers and consumer_app")
-        return TopicAcker(bootstrap_servers, consumer_app, ack_topic=ack_topic)
+        if not bootstrap_servers or not consumer_app or not signing_secret:
+            raise ValueError("topic acks need bootstrap_servers, consumer_app and the app's "
+                             "signing_secret")
+        return TopicAcker(bootstrap_servers, consumer_app, signing_secret=signing_secret,
+                          ack_topic=ack_topic)
     raise ValueError(f"ack mode must be 'http' or 'topic', not {mode!r}")
 
 

@@ -206,6 +206,7 @@ class Apps:
     producers: dict[str, str]  # name -> api key
     consumer: str
     consumer_key: str
+    consumer_secret: str  # signs its ack-topic records
 
     def topic(self, app: str) -> str:
         return f"{app}.events"
@@ -264,20 +265,20 @@ class Stack:
         producers = {}
         for prefix in ("orders", "billing"):
             name = f"{prefix}-{tag}"
-            producers[name] = await self._create_app(name, [f"{name}.*"], [],
-                                                     [self.check_url.removesuffix("check")])
+            producers[name], _ = await self._create_app(name, [f"{name}.*"], [],
+                                                        [self.check_url.removesuffix("check")])
         consumer = f"points-{tag}"
-        key = await self._create_app(consumer, [], [f"{p}.*" for p in producers], [])
-        return Apps(producers, consumer, key)
+        key, secret = await self._create_app(consumer, [], [f"{p}.*" for p in producers], [])
+        return Apps(producers, consumer, key, secret)
 
     async def _create_app(self, name: str, produce: list[str], consume: list[str],
-                          prefixes: list[str]) -> str:
+                          prefixes: list[str]) -> tuple[str, str]:
         body = {"name": name, "produce_topics": produce or ["none"],
                 "consume_topics": consume or ["none"], "check_url_prefixes": prefixes}
         response = await self.http.post(f"{self.api}/v1/admin/apps", json=body,
                                         headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
         assert response.status_code == 201, response.text
-        return str(response.json()["api_key"])
+        return str(response.json()["api_key"]), str(response.json()["signing_secret"])
 
     # ---- the database, read directly (not through the proxy) ------------------------------
 

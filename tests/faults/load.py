@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka.errors import KafkaError
 
+from rms.kafka.ack_records import ack_value, signed_ack_headers
 from tests.confirm.servers import Call, Reply
 from tests.faults.cluster import Apps, Stack
 from tests.faults.history import COMMITTED, OPEN, ROLLED_BACK, CheckAnswer, Consumed, History, Op
@@ -272,10 +272,11 @@ class Consumer:
 
     async def _ack(self, message_id: str, producer: AIOKafkaProducer) -> None:
         if self.rng.random() < 0.25:
-            value = orjson.dumps({"message_id": message_id, "consumer": self.apps.consumer})
+            value = ack_value(message_id, self.apps.consumer)
+            signed = signed_ack_headers([self.apps.consumer_secret], value)
             with contextlib.suppress(KafkaError, OSError, asyncio.TimeoutError):
                 async with asyncio.timeout(3):
-                    await producer.send_and_wait(self.ack_topic, value)
+                    await producer.send_and_wait(self.ack_topic, value, headers=signed)
                 self.history.ops.append(Op("ack-topic", self.apps.consumer, message_id, None))
             return
         headers = {"Authorization": f"Bearer {self.apps.consumer_key}"}

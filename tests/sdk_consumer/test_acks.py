@@ -60,10 +60,12 @@ async def test_http_ack_when_rms_is_unreachable_fails_after_retries() -> None:
 async def test_ack_topic_acks(acks_api: Api, consumer_db: AsyncEngine, topic: str,
                               unique: str) -> None:
     api = acks_api
-    _, _, _, (first, second, third) = await _setup(api, topic)
+    _, points, audit, (first, second, third) = await _setup(api, topic)
     servers, ack_topic = api.settings.kafka_bootstrap_servers, api.settings.ack_topic
-    as_points = TopicAcker(servers, "points", ack_topic=ack_topic)
-    as_audit = TopicAcker(servers, "audit", ack_topic=ack_topic)
+    as_points = TopicAcker(servers, "points", signing_secret=points.signing_secret,
+                           ack_topic=ack_topic)
+    as_audit = TopicAcker(servers, "audit", signing_secret=audit.signing_secret,
+                          ack_topic=ack_topic)
     try:
         for _ in range(2):
             assert (await as_points.ack(first)).result is AckResult.ACKED
@@ -77,7 +79,7 @@ async def test_ack_topic_acks(acks_api: Api, consumer_db: AsyncEngine, topic: st
 
     # the consumer helper end to end, acking on the topic
     acker = make_acker("topic", bootstrap_servers=servers, consumer_app="points",
-                       ack_topic=ack_topic)
+                       signing_secret=points.signing_secret, ack_topic=ack_topic)
 
     async def all_seen(reports: list[BatchReport]) -> bool:
         return sum(len(r.outcomes) for r in reports) >= 3

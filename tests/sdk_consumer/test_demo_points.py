@@ -26,12 +26,13 @@ async def test_order_paid_adds_points_once(acks_api: Api, points_database: str,
                                            unique: str) -> None:
     api = acks_api
     orders = await api.create_app("orders", produce=["orders.*"], consume=["none"])
-    await api.create_app("points", produce=["none"], consume=["orders.*"])
+    points_app = await api.create_app("points", produce=["none"], consume=["orders.*"])
     topic = f"orders.paid.{unique}"
     config = Config(rms_url="http://unused", api_key="unused", database_url=points_database,
                     bootstrap_servers=api.settings.kafka_bootstrap_servers, topic=topic,
                     group_id=f"demo-points-{unique}", ack_mode="topic", consumer_app="points",
-                    ack_topic=api.settings.ack_topic, port=0)
+                    signing_secret=points_app.signing_secret, ack_topic=api.settings.ack_topic,
+                    port=0)
     service = create_app(config)
     async with (service.router.lifespan_context(service),
                 httpx.AsyncClient(transport=httpx.ASGITransport(app=service),
