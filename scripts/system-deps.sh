@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Installs the Debian packages RMS's local stack and test suite need when they are missing.
 #   scripts/system-deps.sh dev   what `rms dev` needs: Java and Maven for the embedded Apache Kafka
-#   scripts/system-deps.sh       everything `make test` needs: the above, the PostgreSQL JDBC driver
-#                                for Spark, Chromium for the dashboard test and shellcheck for the
-#                                deploy scripts
+#   scripts/system-deps.sh       everything `make test` needs: the above, a JDK (the check-back
+#                                conformance servers), the PostgreSQL JDBC driver for Spark,
+#                                Chromium for the dashboard test and shellcheck for the deploy
+#                                scripts
 set -euo pipefail
 need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null 2>&1 || need+=(maven)
 if [ "${1:-test}" != dev ]; then
+  command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)  # conformance servers
   [ -f /usr/share/java/postgresql.jar ] || need+=(libpostgresql-jdbc-java)
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
   command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
