@@ -49,6 +49,12 @@ def _positive(text: str) -> int:
     return value
 
 
+def _action(actions: Any, name: str, text: str) -> argparse.ArgumentParser:
+    """A sub-command whose help line also heads its own ``--help``."""
+    parser: argparse.ArgumentParser = actions.add_parser(name, help=text, description=text)
+    return parser
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", default=os.environ.get("RMS_URL", DEFAULT_URL),
                         help="the RMS API (env RMS_URL, default %(default)s)")
@@ -58,13 +64,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="your name, recorded with every change (env RMS_OPERATOR)")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    listing = actions.add_parser("list", help="list dead letters, oldest first")
+    listing = _action(actions, "list", "list dead letters, oldest first")
     _filters(listing)
     listing.add_argument("--reason", choices=["delivery-exhausted", "check-exhausted"])
     listing.add_argument("--limit", type=_positive, default=100, help="default %(default)s")
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
-    resend = actions.add_parser("resend", help="publish dead sent messages again")
+    resend = _action(actions, "resend", "publish dead sent messages again")
     which = resend.add_mutually_exclusive_group(required=True)
     which.add_argument("--id", nargs="+", dest="ids", metavar="ID", help="these messages")
     which.add_argument("--all", action="store_true",
@@ -76,10 +82,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     for name, text in (("confirm", "resolve a (dead) pending-send as committed and publish it"),
                        ("cancel", "resolve a (dead) pending-send as rolled back")):
-        resolve = actions.add_parser(name, help=text)
+        resolve = _action(actions, name, text)
         resolve.add_argument("message_id", metavar="ID")
 
-    actions.add_parser("stats", help="counts and oldest ages per app and topic")
+    _action(actions, "stats", "counts and oldest ages per app and topic")
 
 
 def _filters(parser: argparse.ArgumentParser) -> None:

@@ -38,8 +38,18 @@ class CommandModule(Protocol):
 def _usage() -> str:
     lines = ["usage: rms <command> [options]", "", "commands:"]
     lines += [f"  {name:<16} {summary}" for name, (_, summary) in COMMANDS.items()]
-    lines += ["", "Run 'rms <command> --help' for a command's options."]
+    lines += ["", "Run 'rms <command> --help' for a command's options; 'rms --version' for the "
+              "version."]
     return "\n".join(lines)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rms")
+    except PackageNotFoundError:  # run from a source tree without installing
+        return "unknown (not installed)"
 
 
 def _load(name: str) -> CommandModule:
@@ -52,6 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not arguments or arguments[0] in {"-h", "--help", "help"}:
         print(_usage())
         return 0 if arguments else EXIT_USAGE
+    if arguments[0] in {"-V", "--version"}:
+        print(f"rms {_version()}")
+        return 0
     name, rest = arguments[0], arguments[1:]
     if name not in COMMANDS:
         print(f"rms: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)

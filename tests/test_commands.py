@@ -74,3 +74,23 @@ def test_unknown_command_is_a_usage_error() -> None:
     output, _ = process.communicate(timeout=60)
     assert process.returncode == 2
     assert "unknown command 'frobnicate'" in output
+
+
+def test_version() -> None:
+    from importlib.metadata import version
+
+    process = _rms("--version")
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 0
+    assert output.strip() == f"rms {version('rms')}"
+
+
+@pytest.mark.parametrize("command", [["dead", name] for name in
+                                     ("list", "resend", "confirm", "cancel", "stats")]
+                         + [["topics", "create"]])
+def test_every_sub_command_says_what_it_does(command: list[str]) -> None:
+    process = _rms(*command, "--help")
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 0
+    description = output.split("\n\n")[1].strip()
+    assert description and not description.startswith(("positional", "options")), output

@@ -37,8 +37,8 @@ def _count(text: str) -> int:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    create = actions.add_parser(
-        "create", help="create the ack topic and every wildcard-free topic apps may produce")
+    text = "create the ack topic and every wildcard-free topic apps may produce"
+    create = actions.add_parser("create", help=text, description=text)
     create.add_argument("topics", nargs="*", metavar="TOPIC", help="also these topics")
     create.add_argument("--no-apps", action="store_true",
                         help="do not read the apps' topics from the database")
