@@ -98,7 +98,8 @@ async def admin(request: Request, wired: ServicesDep) -> str:
     token = bearer_token(request)
     expected = wired.settings.admin_token
     if expected is None or not same_secret(token, expected):
-        raise Unauthorized("this endpoint needs the admin token (RMS_ADMIN_TOKEN)")
+        raise Unauthorized("wrong admin token: this endpoint needs the admin token "
+                           "(RMS_ADMIN_TOKEN of the deployment)")
     operator = request.headers.get(OPERATOR_HEADER)
     if operator is None:
         return "admin"

@@ -26,6 +26,7 @@ STATIC_DIR = Path(__file__).parent / "static"
 ASSETS = {
     "index.html": "text/html; charset=utf-8",
     "dashboard.js": "text/javascript; charset=utf-8",
+    "format.js": "text/javascript; charset=utf-8",
     "dashboard.css": "text/css; charset=utf-8",
 }
 CONTENT_SECURITY_POLICY = (

@@ -31,7 +31,6 @@ CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-q
                  "--disable-component-update", "--disable-sync"]
 ADMIN_TOKEN = "browser-admin-token"
 CHECK_URL = "http://127.0.0.1:1/check"
-SCREENSHOT = Path("/tmp/dashboard.png")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -143,7 +142,8 @@ def _cells(page: Any, app: str, topic: str) -> list[str]:
 
 
 @pytest.mark.timeout(90)
-def test_dashboard_in_chromium(service: Service, database_url: str, unique: str) -> None:
+def test_dashboard_in_chromium(service: Service, database_url: str, unique: str,
+                               tmp_path: Path) -> None:
     if not CHROMIUM.exists():
         pytest.skip(f"Debian chromium is not installed at {CHROMIUM}")
     from playwright.sync_api import expect, sync_playwright
@@ -214,7 +214,7 @@ def test_dashboard_in_chromium(service: Service, database_url: str, unique: str)
             expect(page.locator("#detail-events li[data-event=resent]")).to_be_visible()
             expect(dead_row).to_have_count(0)
             expect(page.locator(row).locator("td").nth(6)).to_have_text("0")
-            page.screenshot(path=str(SCREENSHOT), full_page=True)
+            page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
         finally:
             browser.close()
 
