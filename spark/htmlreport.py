@@ -126,11 +126,20 @@ def _distributions(summary: dict[str, Any]) -> str:
     return "".join(charts)
 
 
-def _listing(listing: dict[str, Any], columns: Sequence[str]) -> str:
-    note = (f'<p class="muted">{listing["total"]} in all; the first {len(listing["items"])} '
-            "are shown (stuck.parquet has every one).</p>")
+HEADINGS = {"dead_reason": "reason", "message_id": "message", "created_at": "created",
+            "overdue_seconds": "overdue (s)", "check_count": "check-backs",
+            "delivery_count": "deliveries"}
+
+
+def _listing(listing: dict[str, Any], columns: Sequence[str], source: str) -> str:
+    total, shown = listing["total"], len(listing["items"])
+    if total == 0:
+        return '<p class="muted">none</p>'
+    note = (f"{total} in all." if shown >= total else
+            f"{total} in all; the first {shown} are shown ({source} has every one).")
     rows = [[item[c] for c in columns] for item in listing["items"]]
-    return note + _table(list(columns), rows, keys=5)
+    return (f'<p class="muted">{escape(note)}</p>'
+            + _table([HEADINGS.get(c, c) for c in columns], rows, keys=5))
 
 
 def _header(summary: dict[str, Any]) -> str:
@@ -159,8 +168,8 @@ def render(summary: dict[str, Any]) -> str:
         ("Per app and topic", _topics(summary)),
         ("Check-backs and deliveries", _distributions(summary)),
         ("Stuck now (pending-send or unacked past their deadline)",
-         _listing(summary["stuck"], stuck_columns)),
-        ("Dead now", _listing(summary["dead"], dead_columns)),
+         _listing(summary["stuck"], stuck_columns, "stuck.parquet")),
+        ("Dead now", _listing(summary["dead"], dead_columns, "stuck.parquet")),
     ]
     body = "".join(f"<h2>{escape(title)}</h2>{content}" for title, content in sections)
     return (

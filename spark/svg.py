@@ -8,6 +8,13 @@ from collections.abc import Callable, Sequence
 from html import escape
 
 PALETTE = ("#2b6cb0", "#dd6b20", "#c53030", "#2f855a", "#6b46c1", "#718096", "#b7791f")
+# colours with a meaning, whatever the order of the series
+OUTCOME_COLORS = {"done": "#2f855a", "in flight": "#2b6cb0", "cancelled": "#718096",
+                  "dead": "#c53030"}
+
+
+def color(index: int, name: str) -> str:
+    return OUTCOME_COLORS.get(name, PALETTE[index % len(PALETTE)])
 WIDTH = 720
 HEIGHT = 240
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 64, 16, 28, 40
@@ -88,7 +95,7 @@ def _legend(names: Sequence[str]) -> str:
     for i, name in enumerate(names):
         x = MARGIN_LEFT + i * 150
         parts.append(f'<rect x="{x}" y="{HEIGHT - 14}" width="10" height="10" '
-                     f'fill="{PALETTE[i % len(PALETTE)]}"/>'
+                     f'fill="{color(i, name)}"/>'
                      f'<text x="{x + 14}" y="{HEIGHT - 5}" class="tick">{escape(name)}</text>')
     return "".join(parts)
 
@@ -150,7 +157,7 @@ def stacked_bar_chart(title: str, labels: Sequence[str], series: Sequence[Series
                 bars.append(
                     f'<rect x="{x - width / 2:.1f}" y="{y(base + value):.1f}" '
                     f'width="{width:.1f}" height="{y(base) - y(base + value):.1f}" '
-                    f'fill="{PALETTE[j % len(PALETTE)]}"><title>{escape(labels[i])} '
+                    f'fill="{color(j, name)}"><title>{escape(labels[i])} '
                     f"{escape(name)}: {plain_number(value)}</title></rect>")
             base += value
     body = (_y_axis(top, plain_number) + "".join(bars) + _x_labels(labels, xs)
