@@ -124,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
     _stop_on_signals()
     try:
         _start(stack, demo=not args.no_demo)
+        _write_env(stack)
         _print_welcome(stack, demo=not args.no_demo)
         deadline = None if args.exit_after is None else time.monotonic() + args.exit_after
         while deadline is None or time.monotonic() < deadline:
@@ -257,16 +258,30 @@ def _check_children(stack: Stack) -> None:
             raise DevError(f"{name} exited with code {code}; see {stack.data_dir / name}.log")
 
 
+def _write_env(stack: Stack) -> None:
+    """``<data dir>/dev.env``: what another shell needs to reach this run (its ports change
+    with every start): ``source .rms-dev/dev.env``, then ``rms report``, ``rms dead`` ..."""
+    values = {"RMS_URL": stack.api_url, "RMS_ADMIN_TOKEN": ADMIN_TOKEN,
+              "RMS_DATABASE_URL": stack.postgres.url("rms"),
+              "RMS_KAFKA_BOOTSTRAP_SERVERS": stack.kafka.bootstrap_servers,
+              "RMS_ACK_TOPIC": "rms.acks"}
+    lines = [f"export {name}='{value}'" for name, value in values.items()]
+    (stack.data_dir / "dev.env").write_text("# written by rms dev for this run\n"
+                                            + "\n".join(lines) + "\n")
+
+
 def _print_welcome(stack: Stack, *, demo: bool) -> None:
     url = stack.api_url
     lines = [
         "",
         "RMS is running.",
         f"  API            {url}    (OpenAPI: {url}/docs)",
+        f"  dashboard      {url}/dashboard    (sign in with the admin token)",
         f"  admin token    {ADMIN_TOKEN}",
         f"  PostgreSQL     {stack.postgres.dsn('rms')}",
         f"  Kafka          {stack.kafka.bootstrap_servers}  (ack topic rms.acks)",
         f"  logs           {stack.data_dir}/*.log",
+        f"  other shells   source {stack.data_dir}/dev.env   (then rms report, rms dead ...)",
     ]
     if demo:
         lines += [
