@@ -32,6 +32,13 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as exc:
         print(f"rms {NAME}: configuration error: {exc}", file=sys.stderr)
         return 2
+    from rms.store.database import DatabaseUrlError, database_location
+
+    try:
+        database_location(settings.database_url)
+    except DatabaseUrlError as exc:
+        print(f"rms {NAME}: {exc}", file=sys.stderr)
+        return 2
     configure_logging(settings.log_level, settings.log_json)
     if args.metrics_port:
         from prometheus_client import start_http_server

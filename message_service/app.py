@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import structlog
 from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from message_service import openapi_doc, problems
 from message_service.api import admin, dead_letters, health, messages
@@ -20,12 +23,24 @@ from rms.kafka.ack_consumer import AckConsumer
 from rms.kafka.publisher import KafkaPublisher
 from rms.store.admin import AdminStore
 from rms.store.apps import AppStore
-from rms.store.database import create_engine
+from rms.store.database import connect_failure, create_engine
 from rms.store.deliveries import DeliveryStore
 from rms.store.messages import MessageStore
 
+log = structlog.get_logger(__name__)
 AUTH_CACHE_SECONDS = 2.0
+DATABASE_PROBE_SECONDS = 5.0
 REQUEST_OVERHEAD_BYTES = 64 * 1024
+
+
+async def _report_unreachable_database(engine: AsyncEngine, url: str) -> None:
+    """One warning at start naming where PostgreSQL was expected, if it cannot be reached
+    (the API still starts; /readyz tells when it can)."""
+    try:
+        async with asyncio.timeout(DATABASE_PROBE_SECONDS), engine.connect():
+            return
+    except Exception as exc:
+        log.warning("database.unreachable", problem=connect_failure(url, exc))
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -48,9 +63,11 @@ def create_app(settings: Settings) -> FastAPI:
         acks = AckConsumer(settings, store, apps)
         if settings.ack_consumer_enabled:
             acks.start()
+        probe = asyncio.create_task(_report_unreachable_database(engine, settings.database_url))
         try:
             yield
         finally:
+            probe.cancel()
             await acks.stop()
             await publisher.stop()
             await engine.dispose()

@@ -29,6 +29,13 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as exc:
         print(f"rms serve: configuration error: {exc}", file=sys.stderr)
         return 2
+    from rms.store.database import DatabaseUrlError, database_location
+
+    try:
+        database_location(settings.database_url)
+    except DatabaseUrlError as exc:
+        print(f"rms serve: {exc}", file=sys.stderr)
+        return 2
     configure_logging(settings.log_level, settings.log_json)
     from message_service.http_protocol import DeadlineProtocol, configure_deadlines
 

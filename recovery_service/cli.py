@@ -29,6 +29,13 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as exc:
         print(f"rms recovery-worker: configuration error: {exc}", file=sys.stderr)
         return 2
+    from rms.store.database import DatabaseUrlError, database_location
+
+    try:
+        database_location(settings.database_url)
+    except DatabaseUrlError as exc:
+        print(f"rms recovery-worker: {exc}", file=sys.stderr)
+        return 2
     configure_logging(settings.log_level, settings.log_json)
     # A tick that drains a backlog outlasts the interval; the skipped runs are expected.
     logging.getLogger("apscheduler").setLevel(logging.ERROR)

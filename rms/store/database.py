@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import asyncpg
@@ -64,3 +65,35 @@ def _skip_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
     a new connection when a checkout listener raises DisconnectionError."""
     if dbapi_connection.driver_connection.is_closed():
         raise DisconnectionError("the server closed this pooled connection")
+
+
+class DatabaseUrlError(ValueError):
+    """``RMS_DATABASE_URL`` cannot be parsed (the message never repeats the URL: it may hold a
+    password)."""
+
+
+def database_location(url: str) -> str:
+    """``host:port/database`` of ``url``, without user or password, for messages and logs."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+        port = parsed.port or 5432
+    except (ArgumentError, ValueError) as exc:
+        reason = "not of the form postgresql+asyncpg://user:password@host:port/database"
+        if "port" in str(exc).lower() or "int()" in str(exc):
+            reason = "its port is not a number"
+        raise DatabaseUrlError(f"RMS_DATABASE_URL cannot be parsed: {reason}") from None
+    return f"{parsed.host or 'localhost'}:{port}/{parsed.database or ''}"
+
+
+def connect_failure(url: str, exc: BaseException) -> str:
+    """One line naming where PostgreSQL was expected and why it could not be used."""
+    cause: BaseException = exc
+    while cause.__cause__ is not None and not isinstance(cause, OSError):
+        cause = cause.__cause__
+    text = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+    if isinstance(cause, socket.gaierror):
+        text = f"the host name does not resolve ({text})"
+    return f"cannot use PostgreSQL at {database_location(url)}: {type(cause).__name__}: {text}"

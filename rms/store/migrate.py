@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from alembic import command
@@ -34,8 +35,33 @@ def run(args: argparse.Namespace) -> int:
 
     url = args.database_url or os.environ.get("RMS_DATABASE_URL")
     if not url:
-        print("rms migrate: set RMS_DATABASE_URL or pass --database-url")
+        print("rms migrate: set RMS_DATABASE_URL or pass --database-url", file=sys.stderr)
         return 2
-    upgrade(url, args.revision)
+    from rms.store.database import DatabaseUrlError, connect_failure, database_location
+
+    try:
+        database_location(url)
+        upgrade(url, args.revision)
+    except DatabaseUrlError as exc:
+        print(f"rms migrate: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        if not _connection_problem(exc):
+            raise
+        print(f"rms migrate: {connect_failure(url, exc)}", file=sys.stderr)
+        return 1
     print(f"rms migrate: database at revision {args.revision}")
     return 0
+
+
+def _connection_problem(exc: BaseException) -> bool:
+    from sqlalchemy.exc import DBAPIError
+
+    from rms.store.database import DATABASE_UNAVAILABLE
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, (OSError, DBAPIError, TimeoutError, *DATABASE_UNAVAILABLE)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
