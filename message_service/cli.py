@@ -21,13 +21,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from rms.config import ConfigError, Settings
+    from rms.config import ConfigError, Settings, config_problem
     from rms.logging import configure as configure_logging
 
     try:
         settings = Settings()
     except (ConfigError, ValueError) as exc:
-        print(f"rms serve: configuration error: {exc}", file=sys.stderr)
+        print(f"rms serve: configuration error: {config_problem(exc)}", file=sys.stderr)
         return 2
     from rms.store.database import DatabaseUrlError, database_location
 

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Coroutine
 from typing import Any
 
-from rms.config import ConfigError, Settings
+from rms.config import ConfigError, Settings, config_problem
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = Settings()
     except (ConfigError, ValueError) as exc:
-        print(f"rms recovery-worker: configuration error: {exc}", file=sys.stderr)
+        print(f"rms recovery-worker: configuration error: {config_problem(exc)}", file=sys.stderr)
         return 2
     from rms.store.database import DatabaseUrlError, database_location
 

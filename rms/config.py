@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rms.domain.policy import DeliveryPolicy
@@ -122,3 +122,16 @@ class Settings(BaseSettings):
             max_deliveries=self.max_deliveries,
             delivery_backoff_cap_seconds=self.delivery_backoff_cap_seconds,
         )
+
+
+def config_problem(exc: Exception) -> str:
+    """What is wrong with the configuration, one clause per setting, naming the variable and
+    never repeating its value (it may be a secret)."""
+    if not isinstance(exc, ValidationError):
+        return str(exc)
+    clauses = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        message = str(error["msg"]).removeprefix("Value error, ")
+        field = error["loc"][0] if error["loc"] else None
+        clauses.append(f"RMS_{str(field).upper()}: {message}" if field else message)
+    return "; ".join(clauses)

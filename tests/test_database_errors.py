@@ -73,3 +73,15 @@ def test_serve_names_the_database_it_cannot_reach(tmp_path: Path) -> None:
         serve.wait(15)
     text = log.read_text()
     assert "cannot use PostgreSQL at 127.0.0.1:1/rms" in text and SECRET not in text
+
+
+@pytest.mark.parametrize("command", ["serve", "confirm-worker", "recovery-worker"])
+def test_configuration_errors_name_the_setting_without_its_value(command: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RMS_")} | {
+        "RMS_ADMIN_TOKEN": "short", "RMS_DB_POOL_SIZE": f"lots-{SECRET}"}
+    done = subprocess.run([sys.executable, "-m", "rms.cli", command], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"rms {command}: configuration error: RMS_DB_POOL_SIZE: "), line
+    assert SECRET not in line and "short" not in line and "pydantic" not in line
