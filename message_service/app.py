@@ -10,7 +10,7 @@ import structlog
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from message_service import openapi_doc, problems
+from message_service import api_docs, openapi_doc, problems
 from message_service.api import admin, dead_letters, health, messages
 from message_service.body_limit import BodyLimitMiddleware
 from message_service.dashboard import router as dashboard
@@ -77,10 +77,12 @@ def create_app(settings: Settings) -> FastAPI:
         version="1",
         summary="prepare / confirm / cancel / ack messages, published to Kafka reliably",
         lifespan=lifespan,
+        docs_url=None,  # served from the package (api_docs), not from a CDN
     )
     app.state.limits = Limits(settings)
     problems.install(app)
     openapi_doc.install(app)
+    api_docs.install(app)
     app.add_middleware(
         BodyLimitMiddleware,
         single_limit=settings.max_payload_bytes + REQUEST_OVERHEAD_BYTES,
