@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         host=args.host, port=args.port, workers=args.workers, loop="uvloop",
         http=DeadlineProtocol, access_log=False, log_level=settings.log_level.lower(),
         lifespan="on", limit_concurrency=settings.http_limit_concurrency,
+        log_config=None,  # uvicorn logs through RMS's logging (one format per process)
         timeout_keep_alive=int(max(1, settings.http_keep_alive_seconds)),
     )
     return 0
