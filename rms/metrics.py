@@ -41,3 +41,5 @@ LOOP_FAILING = Gauge("rms_loop_failing", "1 while the component's rounds keep fa
 PRODUCER_RESETS = Counter("rms_kafka_producer_resets_total",
                           "Kafka producers replaced after a fatal error (out-of-order sequence, "
                           "unknown producer id, fenced)")
+ACK_TOPIC_MISSING = Gauge("rms_ack_topic_missing",
+                          "1 while the cluster has no ack topic (RMS_ACK_TOPIC): acks on it wait")

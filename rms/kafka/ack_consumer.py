@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 import structlog
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaClient, AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
 from rms import metrics
@@ -24,6 +24,7 @@ from rms.store.apps import AppStore
 from rms.store.messages import MessageStore
 
 log = structlog.get_logger(__name__)
+TOPIC_CHECK_SECONDS = 5.0
 
 
 class AckConsumer:
@@ -33,6 +34,7 @@ class AckConsumer:
         self._apps = apps
         self._task: asyncio.Task[None] | None = None
         self._outage = OutageLog("ack-consumer")
+        self._topic_missing = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="ack-consumer")
@@ -51,6 +53,9 @@ class AckConsumer:
 
     async def _run(self) -> None:
         while True:
+            if not await self._ack_topic_exists():  # a consumer would wait for it silently
+                await asyncio.sleep(TOPIC_CHECK_SECONDS)
+                continue
             consumer = AIOKafkaConsumer(
                 self._settings.ack_topic,
                 bootstrap_servers=self._settings.kafka_bootstrap_servers,
@@ -80,6 +85,40 @@ class AckConsumer:
                 await self.apply([AckRecord(r.value, r.headers) for r in records])
                 await consumer.commit()
             self._outage.succeeded()
+
+    async def _ack_topic_exists(self) -> bool:
+        """Whether the cluster has the ack topic; a cluster that does not create topics on
+        first use needs ``rms topics create``. Unknown (cluster unreachable) counts as yes:
+        the consumer's own failure then tells of the outage."""
+        topic = self._settings.ack_topic
+        client = AIOKafkaClient(bootstrap_servers=self._settings.kafka_bootstrap_servers,
+                                client_id=f"{self._settings.kafka_client_id}-acks-check")
+        exists = False
+        try:
+            await client.bootstrap()
+            client.add_topic(topic)  # asks for it by name: a broker that creates topics does
+            for _ in range(5):
+                await client.force_metadata_update()
+                exists = topic in client.cluster.topics()
+                if exists:
+                    break
+                await asyncio.sleep(0.2)
+        except (KafkaError, OSError):
+            return True
+        finally:
+            await client.close()
+        self._report_topic(exists)
+        return exists
+
+    def _report_topic(self, exists: bool) -> None:
+        missing = not exists
+        if missing and not self._topic_missing:
+            log.warning("ack_consumer.topic_missing", topic=self._settings.ack_topic,
+                        hint="create it: rms topics create")
+        elif exists and self._topic_missing:
+            log.info("ack_consumer.topic_found", topic=self._settings.ack_topic)
+        self._topic_missing = missing
+        metrics.ACK_TOPIC_MISSING.set(1 if missing else 0)
 
     async def apply(self, records: Iterable[AckRecord]) -> int:
         """Apply a batch of ack records; returns how many messages became ``done``. A record

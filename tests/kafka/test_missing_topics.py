@@ -5,10 +5,11 @@ published once ``rms topics create`` has made the topic."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -21,7 +22,7 @@ from rms.kafka_broker import EmbeddedKafka
 from rms.worker import worker_context
 from tests.conftest import ADMIN_TOKEN
 from tests.recovery.helpers import events, message, tick_until
-from tests.support import Api, read_topic
+from tests.support import Api, eventually, read_topic
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -116,3 +117,45 @@ def test_topics_command_names_an_unreachable_cluster_in_one_line() -> None:
     assert done.returncode == 1
     assert done.stderr.startswith("rms topics: Kafka at 127.0.0.1:1:")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.timeout(120)
+async def test_a_missing_ack_topic_is_reported_until_created(
+        settings: Settings, strict_broker: EmbeddedKafka, topic: str) -> None:
+    from message_service.app import create_app
+    from tests.support import produce
+
+    local = settings.model_copy(update={
+        "kafka_bootstrap_servers": strict_broker.bootstrap_servers,
+        "kafka_publish_timeout_seconds": 2.0})
+    app = create_app(local)
+    async with (app.router.lifespan_context(app),
+                httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                  base_url="http://rms.test") as client):
+        api = Api(client, ADMIN_TOKEN, local)
+
+        def missing() -> float:
+            return REGISTRY.get_sample_value("rms_ack_topic_missing") or 0.0
+
+        await eventually_true(lambda: missing() == 1.0, timeout=30)
+        orders = await api.create_app("orders", produce=[topic])
+        points = await api.create_app("points", produce=["none"], consume=[topic])
+        _create_topics(api, topic)  # the app's topic and the ack topic
+        message_id = await api.prepared_id(orders, topic)
+        assert (await api.post(orders, f"/v1/messages/{message_id}/confirm")).status_code == 200
+        await produce(local.kafka_bootstrap_servers, local.ack_topic,
+                      [{"message_id": message_id, "consumer": "points"}],
+                      points.signing_secret)
+
+        async def done() -> bool:
+            return bool((await message(api, message_id))["state"] == "done")
+
+        await eventually_true(lambda: missing() == 0.0, timeout=60)
+        await eventually(done, timeout=60)
+
+
+async def eventually_true(check: Callable[[], bool], timeout: float) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.2)
