@@ -35,6 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from rms.embedded import EmbeddedPostgres, free_port
 from rms.kafka_broker import EmbeddedKafka, KafkaCluster
+from rms.reaper import tie_to_parent
 from rms.store.migrate import upgrade
 from tests.confirm.servers import CallbackServer, serving
 from tests.faults.history import FinalMessage, StoredEvent
@@ -152,9 +153,9 @@ class RmsProcess:
 
     def start(self) -> None:
         with self.log.open("ab") as sink:
-            self.process = subprocess.Popen(
+            self.process = subprocess.Popen(  # gone with the harness, even if it is killed
                 [sys.executable, "-m", "rms.cli", *self.args], env=self.env, stdout=sink,
-                stderr=subprocess.STDOUT, start_new_session=True)
+                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=tie_to_parent)
         self.starts += 1
 
     def signal(self, signum: int) -> None:
