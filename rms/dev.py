@@ -21,7 +21,7 @@ import httpx
 
 from rms.embedded import EmbeddedPostgres, pg_binary
 from rms.kafka_broker import EmbeddedKafka, KafkaUnavailable
-from rms.reaper import PidFile, start_watchdog, stop_groups, stop_leftovers, tie_to_parent
+from rms.reaper import PidFile, start_watchdog, stop_groups, stop_leftovers, tied_to_parent
 from rms.store.migrate import upgrade
 
 ADMIN_TOKEN = "rms-dev-admin-token"  # noqa: S105 - dev mode only, printed at start
@@ -68,7 +68,7 @@ class Stack:
             process = subprocess.Popen(
                 [sys.executable, *argv], env=env or self.env(), stdin=subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=tie_to_parent)
+                preexec_fn=tied_to_parent())
         self.processes[name] = process
         self.pid_file.record(process.pid)
 
@@ -79,7 +79,7 @@ class Stack:
                                        self.postgres.data_dir, self.postgres.run_as,
                                        self.data_dir / "watchdog.log")
         for node in self.kafka.nodes:
-            node.preexec_fn = tie_to_parent
+            node.preexec_fn = tied_to_parent()
         self.kafka.start()
         for node in self.kafka.nodes:
             if node.process is not None:

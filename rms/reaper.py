@@ -1,7 +1,7 @@
 """Children of ``rms dev`` never outlive it.
 
 - Every child is started in its own session (process group) with Linux's parent-death signal
-  set (:func:`tie_to_parent`), so it gets SIGTERM the moment ``rms dev`` dies, even by
+  set (:func:`tied_to_parent`), so it gets SIGTERM the moment ``rms dev`` dies, even by
   ``kill -9``.
 - PostgreSQL is a daemon (``pg_ctl`` detaches it), and a child's own children (uvicorn
   workers, the JVM's) do not inherit the parent-death signal. So ``rms dev`` also starts a
@@ -21,19 +21,29 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
 GRACE_SECONDS = 8.0
 
 
-def tie_to_parent() -> None:
-    """``preexec_fn`` of a child: SIGTERM when its parent dies (Linux; elsewhere nothing).
-    Only for children started from the main thread: Linux sends the signal when the creating
-    *thread* ends."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+def tied_to_parent() -> Callable[[], None]:
+    """A ``preexec_fn`` for a child of this process: the child gets SIGTERM when this process
+    dies (Linux; elsewhere nothing), also if it died between the fork and the child's
+    ``prctl`` (then the child was re-parented already and ends itself). Only for children
+    started from the main thread: Linux sends the signal when the creating *thread* ends."""
+    parent = os.getpid()
+
+    def preexec() -> None:
+        if sys.platform.startswith("linux"):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
+
 
 
 class PidFile:

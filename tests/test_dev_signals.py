@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -32,17 +33,15 @@ def _start(data_dir: Path, port: int, output: int) -> subprocess.Popen[bytes]:
                             env=env, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)
 
 
-def _wait_ready(dev: subprocess.Popen[bytes], port: int) -> None:
-    deadline = time.monotonic() + 90
-    while True:
-        assert dev.poll() is None, f"rms dev exited with {dev.returncode}"
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, "rms dev did not become ready"
-        time.sleep(0.3)
+def _wait_started(dev: subprocess.Popen[bytes], reader: Any, port: int) -> None:
+    """Until the banner says every process is up (the workers start after the API answers)."""
+    deadline, said = time.monotonic() + 90, b""
+    while b"Press Ctrl-C to stop." not in said:
+        assert dev.poll() is None, f"rms dev exited with {dev.returncode}: {said[-2000:]!r}"
+        assert time.monotonic() < deadline, f"rms dev did not start: {said[-2000:]!r}"
+        said += reader.read() or b""
+        time.sleep(0.2)
+    assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200
 
 
 def _everything_it_started(dev: subprocess.Popen[bytes], data_dir: Path) -> list[psutil.Process]:
@@ -78,7 +77,7 @@ def test_every_child_goes_with_rms_dev(tmp_path: Path, how: str) -> None:
     reader = os.fdopen(read_end, "rb", buffering=0)
     try:
         os.set_blocking(read_end, False)
-        _wait_ready(dev, port)
+        _wait_started(dev, reader, port)
         children = _everything_it_started(dev, data_dir)
         names = {p.name() for p in children}
         assert {"java", "postgres"} <= names, names

@@ -35,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from rms.embedded import EmbeddedPostgres, free_port
 from rms.kafka_broker import EmbeddedKafka, KafkaCluster
-from rms.reaper import tie_to_parent
+from rms.reaper import tied_to_parent
 from rms.store.migrate import upgrade
 from tests.confirm.servers import CallbackServer, serving
 from tests.faults.history import FinalMessage, StoredEvent
@@ -155,7 +155,7 @@ class RmsProcess:
         with self.log.open("ab") as sink:
             self.process = subprocess.Popen(  # gone with the harness, even if it is killed
                 [sys.executable, "-m", "rms.cli", *self.args], env=self.env, stdout=sink,
-                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=tie_to_parent)
+                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=tied_to_parent())
         self.starts += 1
 
     def signal(self, signum: int) -> None:
