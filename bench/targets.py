@@ -1,4 +1,4 @@
-"""The targets of issue 7, judged against a run's figures. Informative only: the exit code
+"""The throughput and latency targets set for RMS, judged against a run's figures. Informative only: the exit code
 depends on the verification, never on speed."""
 
 from __future__ import annotations
@@ -68,6 +68,6 @@ def judge(result: dict[str, Any]) -> list[Judged]:
 
 def render(result: dict[str, Any]) -> list[str]:
     marks = {True: "met", False: "NOT MET", None: "-"}
-    lines = ["", "targets (issue 7; informative, the exit code depends on verification only):"]
+    lines = ["", "targets (informative; the exit code depends on verification only):"]
     lines += [f"  {marks[met]:<8} {name}: {figure}" for name, figure, met in judge(result)]
     return lines

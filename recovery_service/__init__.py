@@ -4,7 +4,7 @@ letters and the operator tools around them.
 ``rms recovery-worker`` runs :class:`recovery_service.redeliverer.RecoveryWorker` every
 ``RMS_WORKER_INTERVAL_SECONDS``. Any number of workers may share one database.
 
-How deliveries are counted (decided for issue 4; see also :mod:`rms.store.deliveries`):
+How deliveries are counted (see also :mod:`rms.store.deliveries`):
 
 * A delivery number is reserved (``delivery_count + 1``) by the statement that makes a message
   due for publishing: confirm, one-shot send, the recovery claim, an admin resend.

@@ -5,7 +5,7 @@ Each statement is guarded the same way as :mod:`rms.store.messages` (``state = '
 outcomes ``delivery_count = <the number published>``), so an ack, an admin resend or another
 worker that got there first simply makes the row not match.
 
-Claiming (design decisions of issue 4), one statement per round (:func:`round_statement`):
+Claiming, one statement per round (:func:`round_statement`):
 
 * a message is *due* when ``state = 'sent' AND NOT dead AND next_delivery_at <= now()``: its ack
   deadline passed, or its publish failed and the retry time came (index
