@@ -1,5 +1,5 @@
-"""The throughput and latency targets set for RMS, judged against a run's figures. Informative only: the exit code
-depends on the verification, never on speed."""
+"""The throughput and latency targets set for RMS, judged against a run's figures. Informative
+only: the exit code depends on the verification, never on speed."""
 
 from __future__ import annotations
 
