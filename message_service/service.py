@@ -22,8 +22,8 @@ from rms.domain.ids import new_message_id
 from rms.domain.models import Actor, App, Message, NewMessage
 from rms.domain.topics import topic_allowed
 from rms.kafka.records import RESERVED_HEADER_PREFIX
-from rms.store.admin import RESEND
-from rms.store.messages import ACK, CANCEL, CONFIRM, MessageStore, Transition, delivery_detail
+from rms.store.messages import ACK, CANCEL, CONFIRM, RESEND, MessageStore, Transition
+from rms.store.transitions import delivery_detail
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import fields
 from typing import Any
 
 import asyncpg
@@ -19,16 +18,6 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
-
-from rms.domain.models import Message
-from rms.domain.states import DeadReason, State
-from rms.store.schema import messages
-
-_STATES = {state.value: state for state in State}
-_REASONS = {reason.value: reason for reason in DeadReason}
-_COLUMNS = [column.name for column in messages.c]
-# message_from_record relies on the table's columns being in Message's field order
-assert [field.name for field in fields(Message)] == _COLUMNS, "messages columns moved"
 
 
 class RawStatement:
@@ -92,12 +81,3 @@ async def driver_connection(engine: AsyncEngine) -> AsyncIterator[Any]:
                 await conn.invalidate()
             raise
 
-
-def message_from_record(record: Sequence[Any]) -> Message:
-    """A Message from a row whose first columns are ``messages.*`` in table order (JSONB
-    columns arrive decoded: the engine's asyncpg codecs do that)."""
-    reason = record[9]
-    return Message(
-        record[0], record[1], record[2], record[3], record[4], dict(record[5] or {}),
-        record[6], _STATES[record[7]], record[8], _REASONS[reason] if reason else None,
-        *record[10:24])
