@@ -142,6 +142,15 @@ class AdminStore:
             row = (await conn.execute(statement)).one()
         return row[0], row[1]
 
+    async def reachable(self) -> bool:
+        """Whether the database answers a trivial query."""
+        try:
+            async with self._engine.connect() as conn:
+                await conn.execute(select(1))
+        except Exception:  # any failure means not reachable
+            return False
+        return True
+
     async def dead_candidates(self, where: MessageFilter, limit: int) -> list[Message]:
         """Dead ``sent`` messages, oldest first (the bulk resend's selection)."""
         statement = (

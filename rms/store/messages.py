@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import CTE, ColumnElement, and_, select, update
+from sqlalchemy import CTE, ColumnElement, and_, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from rms.domain import transitions as table
 from rms.domain.errors import Conflict, IllegalTransition, NotFound
 from rms.domain.models import Actor, Message, MessageEvent, NewMessage
+from rms.domain.states import State
 from rms.store.coalesced import (
     TOPICS_SQL,
     CoalescedWrites,
@@ -188,6 +189,13 @@ class MessageStore:
         async with driver_connection(self._engine) as driver:
             rows = await driver.fetch(TOPICS_SQL, list(message_ids))
         return {row["message_id"]: row["topic"] for row in rows}
+
+    async def pending_count(self, app: str) -> int:
+        """The app's pending-send messages (an index-only count on ``messages_app_state``)."""
+        statement = select(func.count()).select_from(messages).where(
+            messages.c.app == app, messages.c.state == State.PENDING_SEND.value)
+        async with self._engine.connect() as conn:
+            return int((await conn.execute(statement)).scalar_one())
 
     async def events(self, message_id: str) -> list[MessageEvent]:
         statement = (
