@@ -5,19 +5,12 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-import asyncpg
 import orjson
 from sqlalchemy import event
-from sqlalchemy.exc import DBAPIError, DisconnectionError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from rms.config import Settings
-
-# what a lost, restarting or overloaded PostgreSQL raises (as opposed to a refused statement)
-DATABASE_UNAVAILABLE = (DBAPIError, PoolTimeout, asyncpg.InterfaceError,
-                        asyncpg.PostgresConnectionError,
-                        asyncpg.exceptions.OperatorInterventionError)
 
 
 def normalise_url(url: str) -> str:
