@@ -22,7 +22,7 @@ import structlog
 from confirm_service.caller import CheckCaller, CheckResult, Outcome
 from rms import metrics
 from rms.batching import Coalescer
-from rms.config import Settings
+from rms.config import WorkerSettings
 from rms.delivery import Dispatcher
 from rms.domain.models import App, Message
 from rms.domain.policy import DeliveryPolicy, next_check_delay
@@ -34,20 +34,22 @@ DEAD = DeadReason.CHECK_EXHAUSTED.value
 
 
 @dataclass(frozen=True, slots=True)
-class WorkerSettings:
+class CheckSettings:
+    """The knobs of a confirm worker's tick."""
+
     batch_size: int
     lease_seconds: float
     concurrency: int
     check_backoff_cap_seconds: float
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> WorkerSettings:
+    def from_settings(cls, settings: WorkerSettings) -> CheckSettings:
         return cls(settings.worker_batch_size, settings.worker_lease_seconds,
                    settings.worker_concurrency, settings.check_backoff_cap_seconds)
 
 
 class ConfirmWorker:
-    def __init__(self, settings: WorkerSettings, store: CheckStore, caller: CheckCaller,
+    def __init__(self, settings: CheckSettings, store: CheckStore, caller: CheckCaller,
                  dispatcher: Dispatcher, actor: str) -> None:
         self._settings = settings
         self._store = store
@@ -65,7 +67,7 @@ class ConfirmWorker:
 
         Batches overlap: the next batch is claimed as soon as every call of the current one
         has started (holds a concurrency slot), so the slots stay busy while the last calls of
-        a batch finish. Claimed messages wait for a slot at most one batch long, as before."""
+        a batch finish. Claimed messages wait for a slot at most one batch long."""
         total = 0
         checks: set[asyncio.Task[None]] = set()
         try:
@@ -78,13 +80,6 @@ class ConfirmWorker:
         finally:
             await asyncio.gather(*checks)
         return total
-
-    async def run_batch(self) -> int:
-        """Claim one batch and resolve it; returns its size."""
-        checks: set[asyncio.Task[None]] = set()
-        claimed = await self.start_batch(checks)
-        await asyncio.gather(*checks)
-        return claimed
 
     async def start_batch(self, checks: set[asyncio.Task[None]]) -> int:
         """Claim one batch and start its checks (added to ``checks`` until done); returns its

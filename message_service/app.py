@@ -17,13 +17,12 @@ from message_service.dashboard import router as dashboard
 from message_service.deps import AuthCache, Services
 from message_service.limits import Limits
 from rms.config import Settings
-from rms.delivery import Dispatcher
+from rms.delivery import dispatcher_for
 from rms.kafka.ack_consumer import AckConsumer
 from rms.kafka.publisher import KafkaPublisher
 from rms.store.admin import AdminStore
 from rms.store.apps import AppStore
 from rms.store.database import connect_failure, create_engine
-from rms.store.deliveries import DeliveryStore
 from rms.store.messages import MessageStore
 from rms.store.redeliveries import RedeliveryStore
 from rms.usecases.acks import Acks
@@ -51,8 +50,7 @@ async def _report_unreachable_database(engine: AsyncEngine, url: str) -> None:
 def _services(settings: Settings, engine: AsyncEngine, publisher: KafkaPublisher) -> Services:
     """The use cases over one engine and one publisher."""
     store, apps, admin = MessageStore(engine), AppStore(engine), AdminStore(engine)
-    dispatcher = Dispatcher(publisher, DeliveryStore(engine), settings.publish_retry_seconds,
-                            settings.delivery_backoff_cap_seconds)
+    dispatcher = dispatcher_for(publisher, engine, settings)
     return Services(
         settings=settings, apps=apps,
         service=MessageService(settings, store, dispatcher),

@@ -7,19 +7,18 @@ import asyncio
 import contextlib
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms import metrics
-from rms.config import Settings
-from rms.delivery import Dispatcher
+from rms.config import WorkerSettings
+from rms.delivery import Dispatcher, dispatcher_for
 from rms.domain.models import Message, PublishOutcome
 from rms.kafka.publisher import Publisher
 from rms.store.admin import AdminStore
-from rms.store.deliveries import DeliveryStore
 from rms.store.redeliveries import RedeliveryStore, Round
 from rms.worker import WorkerContext
 
@@ -46,29 +45,33 @@ class TickReport:
 
 @dataclass
 class RecoveryWorker:
-    settings: Settings
+    """Built from a :class:`~rms.worker.WorkerContext` (:meth:`from_context`), it publishes
+    through the context's dispatcher; built alone, through one of its own publisher."""
+
+    settings: WorkerSettings
     engine: AsyncEngine
     publisher: Publisher
     worker_id: str
+    given_dispatcher: InitVar[Dispatcher | None] = None
     dispatcher: Dispatcher = field(init=False)
     store: RedeliveryStore = field(init=False)
     probing: bool = field(default=False, init=False)
     _gauge_refreshed: float = field(default=0.0, init=False)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, given_dispatcher: Dispatcher | None) -> None:
         if self.settings.worker_lease_seconds <= 2 * self.settings.kafka_publish_timeout_seconds:
             log.warning("recovery.short_lease", lease_seconds=self.settings.worker_lease_seconds,
                         publish_timeout_seconds=self.settings.kafka_publish_timeout_seconds,
                         hint="a claim may expire while its publish is still in flight; set "
                              "RMS_WORKER_LEASE_SECONDS well above RMS_KAFKA_PUBLISH_TIMEOUT_SECONDS")
-        self.dispatcher = Dispatcher(self.publisher, DeliveryStore(self.engine),
-                                     self.settings.publish_retry_seconds,
-                                     self.settings.delivery_backoff_cap_seconds)
+        self.dispatcher = given_dispatcher or dispatcher_for(self.publisher, self.engine,
+                                                             self.settings)
         self.store = RedeliveryStore(self.engine)
 
     @classmethod
     def from_context(cls, context: WorkerContext) -> RecoveryWorker:
-        return cls(context.settings, context.engine, context.publisher, context.worker_id)
+        return cls(context.settings, context.engine, context.publisher, context.worker_id,
+                   context.dispatcher)
 
     async def tick(self) -> TickReport:
         """Rounds until one claims less than a full batch (the backlog is drained) or a publish

@@ -34,7 +34,6 @@ from sqlalchemy import (
     union_all,
     update,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.domain import transitions as table
@@ -45,7 +44,7 @@ from rms.store.batch import batch_params, unnest_cte
 from rms.store.raw import RawStatement
 from rms.store.rows import message_from, to_app, to_message
 from rms.store.schema import apps, message_events, messages
-from rms.store.transitions import core_values, event_of, seconds
+from rms.store.transitions import core_values, event_of, jsonb, seconds
 
 DEAD_DETAIL = {"reason": DeadReason.CHECK_EXHAUSTED.value}
 BY_CHECK_BACK = {"by": Actor.CHECK_BACK.value}
@@ -103,7 +102,7 @@ def _claim_statement() -> CompoundSelect[Any]:
         ["message_id", "event", "actor", "detail"],
         select(exhausted.c.message_id, literal(event_of(table.CHECK_EXHAUSTED).value),
                bindparam("actor"),
-               literal(DEAD_DETAIL, JSONB)),
+               jsonb(DEAD_DETAIL)),
     ).cte("dead_history")
     return union_all(
         select(claimed, literal(False).label("was_exhausted")).add_cte(dead_history),
@@ -183,7 +182,7 @@ def _resolve(batch: CTE, action: Action) -> CTE:
 def _checked_detail(batch: CTE) -> ColumnElement[Any]:
     """``{"attempt", "outcome"[, "error"]}``, as :attr:`Answer.detail`."""
     base = func.jsonb_build_object("attempt", batch.c.attempt, "outcome", batch.c.outcome)
-    return base.op("||")(case((batch.c.error.is_(None), literal({}, JSONB)),
+    return base.op("||")(case((batch.c.error.is_(None), jsonb({})),
                               else_=func.jsonb_build_object("error", batch.c.error)))
 
 
@@ -192,14 +191,14 @@ def _answers_history(batch: CTE, changed: CTE) -> CTE:
     applied one the event of its change, in this order per message."""
     joined = batch.outerjoin(changed, and_(changed.c.message_id == batch.c.message_id,
                                            changed.c.resolved_token == batch.c.token))
-    stale = case((changed.c.message_id.is_(None), literal({"stale": True}, JSONB)),
-                 else_=literal({}, JSONB))
+    stale = case((changed.c.message_id.is_(None), jsonb({"stale": True})),
+                 else_=jsonb({}))
     checked = select(batch.c.message_id, literal(0).label("ord"),
                      literal(Event.CHECKED.value).label("event"), batch.c.actor,
                      _checked_detail(batch).op("||")(stale).label("detail")).select_from(joined)
     seconds_events = [
         select(changed.c.message_id, literal(1), literal(event_of(_TRANSITIONS[action]).value),
-               changed.c.actor, literal(dict(detail), JSONB))
+               changed.c.actor, jsonb(detail))
         .where(changed.c.action == action.value)
         for action, detail in _SECOND_DETAIL.items()
     ]

@@ -10,7 +10,7 @@ from sqlalchemy import event
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from rms.config import Settings
+from rms.config import WorkerSettings
 
 
 def normalise_url(url: str) -> str:
@@ -25,7 +25,7 @@ def _json_dumps(value: object) -> str:
     return orjson.dumps(value).decode()
 
 
-def create_engine(settings: Settings, *, pool_size: int | None = None) -> AsyncEngine:
+def create_engine(settings: WorkerSettings, *, pool_size: int | None = None) -> AsyncEngine:
     """One engine per process. ``pool_timeout`` bounds the wait so overload answers 503."""
     engine = create_async_engine(
         normalise_url(settings.database_url),

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import CTE, ColumnElement, Select, func, literal, select
+import orjson
+from sqlalchemy import CTE, ColumnElement, Select, cast, func, literal, select
 from sqlalchemy.dialects.postgresql import JSONB
 
 from rms.domain.states import Event
@@ -83,9 +84,15 @@ def event_of(change: Transition) -> Event:
     return change.event
 
 
+def jsonb(value: Mapping[str, Any]) -> ColumnElement[Any]:
+    """A constant JSON object as ``jsonb``: its text is bound as plain text and cast by
+    PostgreSQL, so a statement run on the driver connection needs no Core bind processing."""
+    return cast(literal(orjson.dumps(dict(value)).decode()), JSONB)
+
+
 def with_event(changed: CTE, event: Event, actor: str, detail: Detail) -> Select[Any]:
     """``SELECT * FROM changed`` that also appends one event per changed row."""
-    detail_sql = detail(changed) if callable(detail) else literal(dict(detail), JSONB)
+    detail_sql = detail(changed) if callable(detail) else jsonb(detail)
     history = message_events.insert().from_select(
         ["message_id", "event", "actor", "detail"],
         select(changed.c.message_id, literal(event.value), literal(actor), detail_sql),
