@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 import structlog
 
 from confirm_service.caller import CallerSettings, CheckCaller
-from confirm_service.worker import CheckSettings, ConfirmWorker
 from rms.config import WorkerSettings
 from rms.store.checks import CheckStore
+from rms.usecases.checkbacks import CheckSettings, ConfirmWorker
 from rms.worker import worker_context
 
 log = structlog.get_logger(__name__)

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _main(settings: WorkerSettings, *, once: bool) -> None:
-    from recovery_service.redeliverer import RecoveryWorker
+    from rms.usecases.redelivery import RecoveryWorker
     from rms.worker import run_forever, worker_context
 
     async with worker_context(settings, NAME) as context:

@@ -9,10 +9,10 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from confirm_service.worker import ConfirmWorker
 from rms.domain.models import Message
 from rms.store.checks import Action, Answer, CheckStore, Resolution
 from rms.store.messages import MessageStore
+from rms.usecases.checkbacks import ConfirmWorker
 from tests.support import Api, AppKeys
 
 FAST = {"check_after_seconds": 0.05}

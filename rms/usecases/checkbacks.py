@@ -1,5 +1,6 @@
-"""The confirm worker's tick: claim due messages, call their producers (bounded concurrency),
-apply each answer as soon as it arrives, and keep the metrics an alert needs.
+"""Check-back answers, the confirm worker's use case: claim due messages, ask their producers
+(bounded concurrency) through a :class:`Caller`, apply each answer as soon as it arrives, and
+keep the metrics an alert needs.
 
 Answers are written by a :class:`~rms.batching.Coalescer`: the answers that arrive while one
 write is running go into the next one, a single statement (:meth:`CheckStore.resolve_many`)
@@ -16,10 +17,11 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
 
 import structlog
 
-from confirm_service.caller import CheckCaller, CheckResult, Outcome
 from rms import metrics
 from rms.batching import Coalescer
 from rms.config import WorkerSettings
@@ -31,6 +33,27 @@ from rms.store.checks import Action, Answer, CheckStore, Claim, Resolution, Reso
 
 log = structlog.get_logger(__name__)
 DEAD = DeadReason.CHECK_EXHAUSTED.value
+
+
+class Outcome(StrEnum):
+    """A producer's answer (design section 5); anything else counts as ``unknown``."""
+
+    COMMITTED = "committed"
+    ROLLED_BACK = "rolled_back"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    outcome: Outcome
+    error: str | None = None
+    called: bool = True  # False when the guard refused before any connection
+
+
+class Caller(Protocol):
+    """Asks a message's producer about it; never raises for what the producer does."""
+
+    async def check(self, message: Message, app: App) -> CheckResult: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +72,7 @@ class CheckSettings:
 
 
 class ConfirmWorker:
-    def __init__(self, settings: CheckSettings, store: CheckStore, caller: CheckCaller,
+    def __init__(self, settings: CheckSettings, store: CheckStore, caller: Caller,
                  dispatcher: Dispatcher, actor: str) -> None:
         self._settings = settings
         self._store = store
