@@ -1,4 +1,4 @@
-"""The invariants of issue 8, checked over a recorded :class:`History` and the database's
+"""The fault suite's invariants, checked over a recorded :class:`History` and the database's
 :class:`Final` state. Pure functions: no I/O, so ``test_checker.py`` proves each one fires.
 
 * **loss**: every 2xx answer survives (a prepared message exists, a confirmed one is sent or
