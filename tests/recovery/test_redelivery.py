@@ -102,7 +102,7 @@ async def test_ack_deadlines_double_up_to_the_cap(
 
 async def test_failed_publishes_do_not_use_up_the_budget(
         api: Api, worker: RecoveryWorker, sql: SqlHelper, topic: str) -> None:
-    """Only a publish the broker accepted is a delivery attempt."""
+    """The rule: only a publish the broker accepted is a delivery attempt."""
     from rms.kafka.publisher import KafkaPublisher
 
     message_id = await _confirmed(api, topic, ack_timeout_seconds=0.2, max_deliveries=2)
