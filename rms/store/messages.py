@@ -6,7 +6,7 @@ its history commit together and concurrent actors cannot both win.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -31,6 +31,7 @@ from rms.store.raw import driver_connection
 from rms.store.rows import to_event, to_message
 from rms.store.schema import message_events, messages
 from rms.store.transitions import core_values, event_of, with_event
+from rms.store.transitions import set_sql as set_clause
 
 Detail = Mapping[str, Any] | Callable[[CTE], ColumnElement[Any]]
 
@@ -38,24 +39,25 @@ Detail = Mapping[str, Any] | Callable[[CTE], ColumnElement[Any]]
 @dataclass(frozen=True, slots=True)
 class Transition:
     """A row of the transition table with its two SQL renderings: ``values`` for the
-    single-row Core statement and ``set_sql`` (None: always written alone) for the coalesced
-    request path (:mod:`rms.store.coalesced`)."""
+    single-row Core statement and ``set_sql``, the SET clause of the coalesced request path's
+    statement ``coalesced_sql`` (:mod:`rms.store.coalesced`; None: always written alone)."""
 
     rule: table.Transition
     values: Mapping[str, Any]
     set_sql: str | None = None
+    coalesced_sql: str | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        statement = None if self.set_sql is None else transition_sql(self.rule)
+        object.__setattr__(self, "coalesced_sql", statement)
 
     @property
     def action(self) -> str:
         return self.rule.action
 
-    @property
-    def coalesced_sql(self) -> str | None:
-        return self.set_sql
-
 
 def rendered(rule: table.Transition, *, coalesced: bool) -> Transition:
-    return Transition(rule, core_values(rule), transition_sql(rule) if coalesced else None)
+    return Transition(rule, core_values(rule), set_clause(rule) if coalesced else None)
 
 
 CONFIRM = rendered(table.CONFIRM, coalesced=True)
