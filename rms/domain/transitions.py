@@ -1,4 +1,6 @@
-"""The transition table (design section 3): every change the state machine allows, held as data.
+"""The transition table (design section 3): every change a message row can undergo, held as
+data: the changes of state, the check-back retry, the dead flags, the workers' claims and the
+publish outcomes.
 
 A :class:`Transition` names the states it starts from, the state it leaves the message in, the
 event it appends, the states in which a repeat answers "already there" (200 with the message
@@ -126,9 +128,28 @@ DELIVERY_EXHAUSTED = Transition(
              "claim_token": None, "next_delivery_at": None}),
     dead=False)
 
+# claims and publish outcomes: a worker's lease on a message, and what the broker said
+CLAIM_CHECK = Transition(
+    "claim-check", frozenset({State.PENDING_SEND}), State.PENDING_SEND, None,
+    _frozen({"next_check_at": Later(Given("lease")), "claim_token": Given("token"),
+             "check_count": Plus("check_count", 1)}),
+    dead=False)
+CLAIM_DELIVERY = Transition(
+    "claim-delivery", frozenset({State.SENT}), State.SENT, None,
+    _frozen({"delivery_count": Plus("delivery_count", 1), "claim_token": Given("token"),
+             "next_delivery_at": Later(Given("lease"))}),
+    dead=False)
+PUBLISH_ACCEPTED = Transition(
+    "publish-accepted", frozenset({State.SENT}), State.SENT, None,
+    _frozen({"next_delivery_at": Later(Given("due")), "claim_token": None}))
+PUBLISH_REFUSED = Transition(
+    "publish-refused", frozenset({State.SENT}), State.SENT, None,
+    _frozen({"delivery_count": Plus("delivery_count", -1), "claim_token": None,
+             "next_delivery_at": Later(Given("retry"))}))
+
 TABLE: tuple[Transition, ...] = (
     PREPARE, SEND, CONFIRM, CANCEL, ACK, RESEND, RETRY_CHECK, CHECK_EXHAUSTED,
-    DELIVERY_EXHAUSTED)
+    DELIVERY_EXHAUSTED, CLAIM_CHECK, CLAIM_DELIVERY, PUBLISH_ACCEPTED, PUBLISH_REFUSED)
 
 
 def new_message(one_shot: bool) -> Transition:

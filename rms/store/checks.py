@@ -38,17 +38,17 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.domain import transitions as table
 from rms.domain.models import Actor, App, Message
-from rms.domain.states import DeadReason, Event, State
+from rms.domain.states import DeadReason, Event
 from rms.store.apps import APP_COLUMNS
 from rms.store.batch import batch_params, unnest_cte
 from rms.store.raw import RawStatement
 from rms.store.rows import message_from, to_app, to_message
 from rms.store.schema import apps, message_events, messages
-from rms.store.transitions import core_values, event_of, jsonb, seconds
+from rms.store.transitions import core_values, event_of, jsonb
 
 DEAD_DETAIL = {"reason": DeadReason.CHECK_EXHAUSTED.value}
 BY_CHECK_BACK = {"by": Actor.CHECK_BACK.value}
-_DUE = and_(messages.c.state == State.PENDING_SEND.value, not_(messages.c.dead),
+_DUE = and_(messages.c.state == table.CLAIM_CHECK.source.value, not_(messages.c.dead),
             messages.c.next_check_at <= func.now())
 
 
@@ -88,8 +88,8 @@ def _claim_statement() -> CompoundSelect[Any]:
     claimed = (
         update(messages)
         .where(messages.c.message_id == due.c.message_id, not_(due.c.exhausted))
-        .values(next_check_at=func.now() + seconds(bindparam("lease")),
-                claim_token=bindparam("token"), check_count=messages.c.check_count + 1)
+        .values(**core_values(table.CLAIM_CHECK, {"lease": bindparam("lease"),
+                                                  "token": bindparam("token")}))
         .returning(*messages.c).cte("claimed")
     )
     exhausted = (

@@ -33,11 +33,12 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.domain.models import PublishOutcome
-from rms.domain.states import Event, State
+from rms.domain.states import Event
+from rms.domain.transitions import PUBLISH_ACCEPTED, PUBLISH_REFUSED
 from rms.store.batch import batch_params, unnest_cte
 from rms.store.raw import RawStatement
 from rms.store.schema import message_events, messages
-from rms.store.transitions import seconds
+from rms.store.transitions import core_values
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,16 +64,15 @@ def _record_statement() -> Any:
     back)."""
     batch = unnest_cte(_COLUMNS)
     guard = and_(messages.c.message_id == batch.c.message_id,
-                 messages.c.state == State.SENT.value,
+                 messages.c.state == PUBLISH_ACCEPTED.source.value,
                  messages.c.delivery_count == batch.c.delivery)
     rescheduled = (
         update(messages).where(guard, batch.c.ok, batch.c.due.is_not(None))
-        .values(next_delivery_at=func.now() + seconds(batch.c.due), claim_token=None)
+        .values(**core_values(PUBLISH_ACCEPTED, {"due": batch.c.due}))
         .returning(messages.c.message_id).cte("rescheduled"))
     given_back = (
         update(messages).where(guard, ~batch.c.ok)
-        .values(delivery_count=messages.c.delivery_count - 1, claim_token=None,
-                next_delivery_at=func.now() + seconds(batch.c.retry))
+        .values(**core_values(PUBLISH_REFUSED, {"retry": batch.c.retry}))
         .returning(messages.c.message_id).cte("given_back"))
     event = case((batch.c.ok, literal(Event.PUBLISHED.value)),
                  else_=literal(Event.PUBLISH_FAILED.value))

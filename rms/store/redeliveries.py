@@ -40,13 +40,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.domain.models import Message
 from rms.domain.states import DeadReason, State
-from rms.domain.transitions import DELIVERY_EXHAUSTED
+from rms.domain.transitions import CLAIM_DELIVERY, DELIVERY_EXHAUSTED
 from rms.store.admin import MessageFilter
 from rms.store.messages import RESEND
 from rms.store.raw import RawStatement
 from rms.store.rows import message_from, to_message
 from rms.store.schema import messages
-from rms.store.transitions import core_values, delivery_detail, event_of, seconds, with_event
+from rms.store.transitions import core_values, delivery_detail, event_of, with_event
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +59,7 @@ class Round:
 
 def _due() -> list[ColumnElement[bool]]:
     return [
-        messages.c.state == State.SENT.value,
+        messages.c.state == CLAIM_DELIVERY.source.value,
         ~messages.c.dead,
         messages.c.next_delivery_at <= func.now(),
     ]
@@ -99,9 +99,8 @@ def round_statement(limit: int, token: str, lease_seconds: float, actor: str) ->
     claimed = (
         update(messages)
         .where(messages.c.message_id == due.c.message_id, ~due.c.spent)
-        .values(delivery_count=messages.c.delivery_count + 1,
-                claim_token=bindparam("round_token", token),
-                next_delivery_at=func.now() + seconds(literal(lease_seconds)))
+        .values(**core_values(CLAIM_DELIVERY, {"token": bindparam("round_token", token),
+                                               "lease": literal(lease_seconds)}))
         .returning(*messages.c)
         .cte("claimed")
     )

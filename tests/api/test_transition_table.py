@@ -20,7 +20,8 @@ from rms.store.schema import message_events, messages
 from rms.store.transitions import core_values, event_of, with_event
 from tests.support import CHECK_PREFIX, Api
 
-GIVEN = {"delay": 30.0}
+GIVEN: dict[str, Any] = {"delay": 30.0, "lease": 45.0, "due": 60.0, "retry": 5.0,
+                         "token": "claim-token"}
 # how a message reaches each source state, through the table itself
 ROUTE = {State.PENDING_SEND: [], State.SENT: [table.CONFIRM], State.DONE: [table.CONFIRM,
                                                                             table.ACK],
@@ -79,6 +80,8 @@ def _expect(effect: table.Effect, before: dict[str, Any], window: tuple[datetime
         return window
     if isinstance(effect, table.Column):
         return before[effect.name], before[effect.name]
+    if isinstance(effect, table.Given):
+        return GIVEN[effect.name], GIVEN[effect.name]
     if isinstance(effect, table.Plus):
         return before[effect.name] + effect.by, before[effect.name] + effect.by
     if isinstance(effect, table.Later):
