@@ -61,7 +61,13 @@ class Stack:
             "RMS_ALLOW_PRIVATE_CALLBACKS": "true",
             "RMS_LOG_JSON": "false",
             "RMS_URL": self.api_url,
+            "RMS_REPORT_DIR": str(self.report_dir),
         }
+
+    @property
+    def report_dir(self) -> Path:
+        """Where ``rms report --out "$RMS_REPORT_DIR"`` writes the report the dashboard shows."""
+        return self.data_dir / "report"
 
     def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         with open(self.data_dir / f"{name}.log", "ab") as log:
@@ -257,11 +263,12 @@ def _check_children(stack: Stack) -> None:
 
 def _write_env(stack: Stack) -> None:
     """``<data dir>/dev.env``: what another shell needs to reach this run (its ports change
-    with every start): ``source .rms-dev/dev.env``, then ``rms report``, ``rms dead`` ..."""
+    with every start): ``source .rms-dev/dev.env``, then ``rms report --out "$RMS_REPORT_DIR"``
+    (the report the dashboard shows), ``rms dead list`` ..."""
     values = {"RMS_URL": stack.api_url, "RMS_ADMIN_TOKEN": ADMIN_TOKEN,
               "RMS_DATABASE_URL": stack.postgres.url("rms"),
               "RMS_KAFKA_BOOTSTRAP_SERVERS": stack.kafka.bootstrap_servers,
-              "RMS_ACK_TOPIC": "rms.acks"}
+              "RMS_ACK_TOPIC": "rms.acks", "RMS_REPORT_DIR": str(stack.report_dir)}
     lines = [f"export {name}='{value}'" for name, value in values.items()]
     (stack.data_dir / "dev.env").write_text("# written by rms dev for this run\n"
                                             + "\n".join(lines) + "\n")
@@ -278,7 +285,8 @@ def _print_welcome(stack: Stack, *, demo: bool) -> None:
         f"  PostgreSQL     {stack.postgres.dsn('rms')}",
         f"  Kafka          {stack.kafka.bootstrap_servers}  (ack topic rms.acks)",
         f"  logs           {stack.data_dir}/*.log",
-        f"  other shells   source {stack.data_dir}/dev.env   (then rms report, rms dead ...)",
+        f"  other shells   source {stack.data_dir}/dev.env   (then rms dead list, ...)",
+        f"  SLA report     rms report --out {stack.report_dir}   (the dashboard shows it)",
     ]
     if demo:
         lines += [

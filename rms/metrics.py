@@ -43,3 +43,7 @@ PRODUCER_RESETS = Counter("rms_kafka_producer_resets_total",
                           "unknown producer id, fenced)")
 ACK_TOPIC_MISSING = Gauge("rms_ack_topic_missing",
                           "1 while the cluster has no ack topic (RMS_ACK_TOPIC): acks on it wait")
+DB_CONNECTIONS_DISCARDED = Counter("rms_db_connections_discarded_total",
+                                   "Pooled database connections closed because they were unusable "
+                                   "(open-transaction: left inside a transaction nobody owns)",
+                                   ["reason"])

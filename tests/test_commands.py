@@ -51,11 +51,14 @@ def test_rms_dev_starts_serves_and_stops_cleanly(tmp_path: Path) -> None:
         confirmed = httpx.post(f"{url}/v1/messages/order-1-paid/confirm", headers=auth,
                                timeout=10)
         assert confirmed.json()["state"] == "sent"
+        _dev_env_reaches_this_run(data_dir, url)
     finally:
         process.send_signal(signal.SIGINT)
         output, _ = process.communicate(timeout=60)
     assert process.returncode == 0, output
     assert "rms dev: stopped." in output
+    assert "Warning" not in output, output  # the banner is RMS's own, no library noise
+    assert f"rms report --out {data_dir / 'report'}" in output
     assert not (data_dir / "pg" / "postmaster.pid").exists()  # PostgreSQL stopped cleanly
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"{url}/healthz", timeout=1)
@@ -94,3 +97,18 @@ def test_every_sub_command_says_what_it_does(command: list[str]) -> None:
     assert process.returncode == 0
     description = output.split("\n\n")[1].strip()
     assert description and not description.startswith(("positional", "options")), output
+
+
+def _dev_env_reaches_this_run(data_dir: Path, url: str) -> None:
+    """``.rms-dev/dev.env`` names this run's ports and token, and the report folder the
+    dashboard reads (no report there yet: the dashboard says which command writes it)."""
+    exported = dict(line.removeprefix("export ").split("=", 1)
+                    for line in (data_dir / "dev.env").read_text().splitlines()
+                    if line.startswith("export "))
+    values = {name: value.strip("'") for name, value in exported.items()}
+    assert values["RMS_URL"] == url
+    assert values["RMS_REPORT_DIR"] == str(data_dir / "report")
+    admin = {"Authorization": f"Bearer {values['RMS_ADMIN_TOKEN']}"}
+    summary = httpx.get(f"{url}/v1/admin/report/summary", headers=admin, timeout=10)
+    assert summary.status_code == 404, summary.text
+    assert f"rms report --out {data_dir / 'report'}" in summary.json()["detail"]

@@ -6,11 +6,15 @@ import socket
 from typing import Any
 
 import orjson
+import structlog
 from sqlalchemy import event
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from rms import metrics
 from rms.config import WorkerSettings
+
+log = structlog.get_logger(__name__)
 
 
 def normalise_url(url: str) -> str:
@@ -48,16 +52,40 @@ def create_engine(settings: WorkerSettings, *, pool_size: int | None = None) -> 
         json_serializer=_json_dumps,
         json_deserializer=orjson.loads,
     )
-    event.listen(engine.sync_engine.pool, "checkout", _skip_closed)
+    event.listen(engine.sync_engine.pool, "checkout", _refuse_unusable)
+    event.listen(engine.sync_engine.pool, "checkin", _end_leaked_transaction)
     return engine
 
 
-def _skip_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
-    """A pooled connection the server already closed (restart, ``pg_terminate_backend``) is
-    replaced at checkout, without the round trip of ``pool_pre_ping``: the pool retries with
-    a new connection when a checkout listener raises DisconnectionError."""
-    if dbapi_connection.driver_connection.is_closed():
+def _refuse_unusable(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    """A pooled connection is replaced at checkout, without the round trip of
+    ``pool_pre_ping``, when the server closed it (restart, ``pg_terminate_backend``) or when
+    it is inside a transaction nobody owns: a statement cancelled while its ``BEGIN`` was on
+    the wire leaves the server in a transaction the pool cannot see, and every autocommit
+    statement run on it afterwards (the request path's group commits) would silently never
+    commit. The pool retries with a new connection when a checkout listener raises
+    DisconnectionError; closing the old one rolls its transaction back."""
+    driver = dbapi_connection.driver_connection
+    if driver.is_closed():
         raise DisconnectionError("the server closed this pooled connection")
+    if driver.is_in_transaction():
+        metrics.DB_CONNECTIONS_DISCARDED.labels("open-transaction").inc()
+        log.warning("database.connection_discarded", reason="open-transaction", at="checkout")
+        raise DisconnectionError("this pooled connection is inside a transaction nobody owns")
+
+
+def _end_leaked_transaction(dbapi_connection: Any, _record: Any) -> None:
+    """A connection returned inside a transaction is closed at once, so the row locks of that
+    transaction are not held while it waits in the pool (the next checkout replaces it).
+    Checked without a round trip: the server reports its transaction state with every
+    answer."""
+    if dbapi_connection is None:
+        return
+    driver = dbapi_connection.driver_connection
+    if not driver.is_closed() and driver.is_in_transaction():
+        metrics.DB_CONNECTIONS_DISCARDED.labels("open-transaction").inc()
+        log.warning("database.connection_discarded", reason="open-transaction", at="checkin")
+        driver.terminate()
 
 
 class DatabaseUrlError(ValueError):

@@ -95,8 +95,9 @@ def _answers_survive(ops: Iterable[Op], final: Final) -> Iterator[Violation]:
             yield Violation("loss", op.message_id, f"{op.kind} answered {op.status} but the "
                                                    "message is not stored")
         elif op.kind in SURVIVES and message.state not in SURVIVES[op.kind]:
-            yield Violation("loss", op.message_id, f"{op.kind} answered {op.status} but the "
-                                                   f"message ends {message.state}")
+            yield Violation("loss", op.message_id, f"{op.kind} answered {op.status} "
+                                                   f"({op.state}) but the message ends "
+                                                   f"{message.state}")
 
 
 def _must_deliver(history: History, final: Final) -> set[str]:

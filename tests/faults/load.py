@@ -244,8 +244,12 @@ class Consumer:
     async def _consume(self) -> None:
         bootstrap = self.stack.infra.bootstrap_servers
         topics = [self.apps.topic(app) for app in self.apps.producers]
+        # a fetch from a frozen broker is given up after 5 s (aiokafka's default, 40 s, would
+        # hold every partition's records back that long and let the messages run out of
+        # deliveries while the consumer waits)
         consumer = AIOKafkaConsumer(*topics, bootstrap_servers=bootstrap, group_id=None,
-                                    auto_offset_reset="earliest", metadata_max_age_ms=1000)
+                                    auto_offset_reset="earliest", metadata_max_age_ms=1000,
+                                    request_timeout_ms=5000)
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False)
         try:
             await consumer.start()

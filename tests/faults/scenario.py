@@ -103,8 +103,10 @@ async def run(stack: Stack, scenario: Scenario, seed: int) -> Report:
         await heal(ctx)
     await load.finish()
     waited = await settle(stack, apps.names, LIVENESS_SECONDS)
-    final = Final(await stack.final_messages(apps.names), await stack.final_events(apps.names))
+    # no ack may be sent or answered after the snapshot: an answer the snapshot cannot reflect
+    # would read as a lost write
     await consumer.stop()
+    final = Final(await stack.final_messages(apps.names), await stack.final_events(apps.names))
     return Report(scenario.name, history.counts(), ctx.injected + _proxy_faults(stack),
                   check(history, final), len(final.messages),
                   Counter(m.state + ("/dead" if m.dead else "") for m in final.messages.values()),
