@@ -19,9 +19,17 @@ from pathlib import Path
 
 import httpx
 
-from rms.embedded import EmbeddedPostgres, pg_binary
+from rms.embedded import EmbeddedError, EmbeddedPostgres, pg_binary
 from rms.kafka_broker import EmbeddedKafka, KafkaUnavailable
-from rms.reaper import PidFile, start_watchdog, stop_groups, stop_leftovers, tied_to_parent
+from rms.reaper import (
+    FolderInUse,
+    PidFile,
+    RunLock,
+    start_watchdog,
+    stop_groups,
+    stop_leftovers,
+    tied_to_parent,
+)
 from rms.store.migrate import upgrade
 
 ADMIN_TOKEN = "rms-dev-admin-token"  # noqa: S105 - dev mode only, printed at start
@@ -45,6 +53,7 @@ class Stack:
     postgres: EmbeddedPostgres
     kafka: EmbeddedKafka
     pid_file: PidFile
+    lock: RunLock
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     watchdog: subprocess.Popen[bytes] | None = None
 
@@ -83,7 +92,7 @@ class Stack:
         self.postgres.start()
         self.watchdog = start_watchdog(self.pid_file, str(pg_binary("pg_ctl")),
                                        self.postgres.data_dir, self.postgres.run_as,
-                                       self.data_dir / "watchdog.log")
+                                       self.data_dir / "watchdog.log", self.lock)
         for node in self.kafka.nodes:
             node.preexec_fn = tied_to_parent()
         self.kafka.start()
@@ -123,10 +132,16 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 def run(args: argparse.Namespace) -> int:
     data_dir = args.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(data_dir / "dev.lock")
+    try:
+        lock.acquire()
+    except FolderInUse as exc:
+        say(f"rms dev: {exc}", error=True)
+        return 1
     pid_file = PidFile(data_dir / "dev.pids")
     stop_leftovers(pid_file)  # a run killed with its watchdog must not hold the ports
     stack = Stack(data_dir, args.port, EmbeddedPostgres(data_dir / "pg"),
-                  EmbeddedKafka(data_dir / "kafka"), pid_file)
+                  EmbeddedKafka(data_dir / "kafka"), pid_file, lock)
     _stop_on_signals()
     try:
         _start(stack, demo=not args.no_demo)
@@ -138,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
             time.sleep(0.2)
     except Stopped:
         pass
-    except (DevError, KafkaUnavailable) as exc:
+    except (DevError, EmbeddedError, KafkaUnavailable) as exc:  # one line, no traceback
         say(f"rms dev: {exc}", error=True)
         return 1
     finally:

@@ -7,6 +7,10 @@
   workers, the JVM's) do not inherit the parent-death signal. So ``rms dev`` also starts a
   watchdog (``python -m rms.reaper``): it polls for its parent, and when the parent is gone it
   stops every process group recorded in the pid file and the PostgreSQL of the data folder.
+- One ``rms dev`` per data folder (:class:`RunLock`): the lock is held by ``rms dev`` and by
+  its watchdog (which inherits it), so a second run on the same folder is refused while the
+  first lives, and waits while a killed run's watchdog is still cleaning up; it never stops
+  or reuses what another live run started.
 - The next ``rms dev`` on the same folder stops whatever a run left behind
   (:func:`stop_leftovers`) before it binds any port.
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import fcntl
 import os
 import signal
 import subprocess
@@ -26,6 +31,62 @@ from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
 GRACE_SECONDS = 8.0
+CLEAN_UP_WAIT_SECONDS = 40.0  # a killed run's watchdog: groups' grace + PostgreSQL's stop
+
+
+class FolderInUse(RuntimeError):
+    """Another ``rms dev`` (or a killed one's clean-up) holds the data folder."""
+
+
+class RunLock:
+    """An exclusive ``flock`` on ``<data dir>/dev.lock`` naming the ``rms dev`` that holds it.
+    The kernel releases it when the last process holding it (``rms dev`` or its watchdog) ends,
+    however it ends."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd: int | None = None
+
+    def acquire(self, wait: float = CLEAN_UP_WAIT_SECONDS) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + wait
+        while not _try_lock(fd):
+            holder = _holder(fd)
+            if holder is not None and _exists(holder):
+                os.close(fd)
+                raise FolderInUse(f"rms dev is already running on {self.path.parent} (pid "
+                                  f"{holder}); stop it first, or use another --data-dir")
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise FolderInUse(f"the clean-up of an earlier rms dev on {self.path.parent} "
+                                  f"is still running after {wait:.0f} s; see its watchdog.log")
+            time.sleep(0.2)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self.fd = fd
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _holder(fd: int) -> int | None:
+    text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+    return int(text) if text.isdigit() else None
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def tied_to_parent() -> Callable[[], None]:
@@ -104,14 +165,16 @@ def stop_leftovers(pid_file: PidFile) -> None:
 
 
 def start_watchdog(pid_file: PidFile, pg_ctl: str, pg_data: Path, user: str | None,
-                   log: Path) -> subprocess.Popen[bytes]:
+                   log: Path, lock: RunLock) -> subprocess.Popen[bytes]:
+    """The watchdog inherits the run lock, so the folder stays locked until it has cleaned up."""
     argv = [sys.executable, "-m", "rms.reaper", "--parent", str(os.getpid()),
             "--pid-file", str(pid_file.path), "--pg-ctl", pg_ctl, "--pg-data", str(pg_data)]
     if user:
         argv += ["--pg-user", user]
     with log.open("ab") as sink:
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=sink,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                pass_fds=() if lock.fd is None else (lock.fd,))
 
 
 def main(argv: list[str] | None = None) -> int:

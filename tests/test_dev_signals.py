@@ -104,3 +104,54 @@ def test_every_child_goes_with_rms_dev(tmp_path: Path, how: str) -> None:
         if dev.poll() is None:
             dev.kill()
             dev.wait(10)
+
+
+def _started(data_dir: Path, port: int) -> tuple[subprocess.Popen[bytes], Any]:
+    read_end, write_end = os.pipe()
+    dev = _start(data_dir, port, write_end)
+    os.close(write_end)
+    os.set_blocking(read_end, False)
+    reader = os.fdopen(read_end, "rb", buffering=0)
+    _wait_started(dev, reader, port)
+    return dev, reader
+
+
+def _stop(dev: subprocess.Popen[bytes], reader: Any) -> None:
+    if dev.poll() is None:
+        dev.send_signal(signal.SIGINT)
+        dev.wait(60)
+    reader.close()
+
+
+def test_a_second_rms_dev_on_the_same_folder_is_refused_and_harms_nothing(
+        tmp_path: Path) -> None:
+    data_dir, port = tmp_path / "dev", free_port()
+    first, reader = _started(data_dir, port)
+    try:
+        second = subprocess.run(
+            [sys.executable, "-m", "rms.cli", "dev", "--no-demo", "--port", str(free_port()),
+             "--data-dir", str(data_dir)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1, second.stdout + second.stderr
+        assert f"rms dev is already running on {data_dir} (pid {first.pid})" in second.stderr
+        assert "Traceback" not in second.stderr + second.stdout
+        time.sleep(2)  # whatever the refused run might have stopped would be gone by now
+        assert first.poll() is None
+        assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200
+    finally:
+        _stop(first, reader)
+
+
+def test_a_run_started_right_after_a_killed_one_waits_for_its_clean_up(tmp_path: Path) -> None:
+    """The killed run's watchdog must not stop the next run's PostgreSQL or processes."""
+    data_dir, port = tmp_path / "dev", free_port()
+    first, reader = _started(data_dir, port)
+    first.kill()
+    first.wait(10)
+    reader.close()
+    second, reader = _started(data_dir, port)  # waits for the lock, then starts on a clean slate
+    try:
+        time.sleep(3)
+        assert second.poll() is None
+        assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200
+    finally:
+        _stop(second, reader)
