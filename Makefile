@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: dev test lint typecheck unit install system-deps bench soak clean
+.PHONY: dev test lint typecheck imports unit install system-deps bench soak clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,8 +32,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy .
 
+## The layers: each imports only the ones below it, and the services never import each other
+imports: $(STAMP)
+	$(BIN)/lint-imports
+
 ## Lint, type-check and run the whole test suite against real PostgreSQL and Kafka
-test: $(STAMP) system-deps lint typecheck
+test: $(STAMP) system-deps lint typecheck imports
 	@$(BIN)/python -m rms.kafka_broker
 	$(BIN)/pytest
 
@@ -50,4 +54,4 @@ bench: $(STAMP)
 	$(BIN)/rms bench
 
 clean:
-	rm -rf $(VENV) .rms-dev .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .rms-dev .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from enum import StrEnum
 
 import orjson
 import structlog
@@ -21,25 +20,13 @@ from rms.domain.errors import Invalid
 from rms.domain.models import App, Message
 from rms.kafka.records import rfc3339
 from rms.signing import signed_headers
+from rms.usecases.checkbacks import CheckResult, Outcome
 
 log = structlog.get_logger(__name__)
 
 # idle connections are dropped before common servers drop them (uvicorn: 5 s, gunicorn: 2 s)
 KEEPALIVE_SECONDS = 1.5
 MAX_REMEMBERED_TARGETS = 1024
-
-
-class Outcome(StrEnum):
-    COMMITTED = "committed"
-    ROLLED_BACK = "rolled_back"
-    UNKNOWN = "unknown"
-
-
-@dataclass(frozen=True, slots=True)
-class CheckResult:
-    outcome: Outcome
-    error: str | None = None
-    called: bool = True  # False when the guard refused before any connection
 
 
 class Unanswered(Exception):

@@ -9,16 +9,16 @@ from collections.abc import AsyncIterator
 import structlog
 
 from confirm_service.caller import CallerSettings, CheckCaller
-from confirm_service.worker import ConfirmWorker, WorkerSettings
-from rms.config import Settings
+from rms.config import WorkerSettings
 from rms.store.checks import CheckStore
+from rms.usecases.checkbacks import CheckSettings, ConfirmWorker
 from rms.worker import worker_context
 
 log = structlog.get_logger(__name__)
 KIND = "confirm-worker"
 
 
-def caller_settings(settings: Settings) -> CallerSettings:
+def caller_settings(settings: WorkerSettings) -> CallerSettings:
     return CallerSettings(
         timeout_seconds=settings.callback_timeout_seconds,
         max_response_bytes=settings.callback_max_response_bytes,
@@ -27,7 +27,7 @@ def caller_settings(settings: Settings) -> CallerSettings:
     )
 
 
-def warn_if_lease_too_short(settings: Settings) -> None:
+def warn_if_lease_too_short(settings: WorkerSettings) -> None:
     """A lease shorter than a batch can take lets another worker re-claim messages still being
     checked (a second call in the same round). Not fatal: the guarded writes keep the data
     right, but the operator should know."""
@@ -41,13 +41,13 @@ def warn_if_lease_too_short(settings: Settings) -> None:
 
 
 @contextlib.asynccontextmanager
-async def confirm_worker(settings: Settings) -> AsyncIterator[ConfirmWorker]:
+async def confirm_worker(settings: WorkerSettings) -> AsyncIterator[ConfirmWorker]:
     """A ready worker; everything it opened is closed on exit."""
     warn_if_lease_too_short(settings)
     async with worker_context(settings, KIND) as context:
         caller = CheckCaller(caller_settings(settings))
         try:
-            yield ConfirmWorker(WorkerSettings.from_settings(settings),
+            yield ConfirmWorker(CheckSettings.from_settings(settings),
                                 CheckStore(context.engine), caller, context.dispatcher,
                                 context.worker_id)
         finally:

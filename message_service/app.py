@@ -16,16 +16,20 @@ from message_service.body_limit import BodyLimitMiddleware
 from message_service.dashboard import router as dashboard
 from message_service.deps import AuthCache, Services
 from message_service.limits import Limits
-from message_service.service import MessageService
 from rms.config import Settings
-from rms.delivery import Dispatcher
+from rms.delivery import dispatcher_for
 from rms.kafka.ack_consumer import AckConsumer
 from rms.kafka.publisher import KafkaPublisher
 from rms.store.admin import AdminStore
 from rms.store.apps import AppStore
 from rms.store.database import connect_failure, create_engine
-from rms.store.deliveries import DeliveryStore
 from rms.store.messages import MessageStore
+from rms.store.redeliveries import RedeliveryStore
+from rms.usecases.acks import Acks
+from rms.usecases.health import Health
+from rms.usecases.messages import MessageService
+from rms.usecases.operators import Operators
+from rms.usecases.resends import Resends
 
 log = structlog.get_logger(__name__)
 AUTH_CACHE_SECONDS = 2.0
@@ -43,24 +47,31 @@ async def _report_unreachable_database(engine: AsyncEngine, url: str) -> None:
         log.warning("database.unreachable", problem=connect_failure(url, exc))
 
 
+def _services(settings: Settings, engine: AsyncEngine, publisher: KafkaPublisher) -> Services:
+    """The use cases over one engine and one publisher."""
+    store, apps, admin = MessageStore(engine), AppStore(engine), AdminStore(engine)
+    dispatcher = dispatcher_for(publisher, engine, settings)
+    return Services(
+        settings=settings, apps=apps,
+        service=MessageService(settings, store, dispatcher),
+        acks=Acks(settings, store, apps),
+        operators=Operators(settings, apps, admin),
+        resends=Resends(dispatcher, store, admin, RedeliveryStore(engine)),
+        health=Health(admin, publisher),
+        auth_cache=AuthCache(AUTH_CACHE_SECONDS),
+    )
+
+
 def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = create_engine(settings)
         publisher = KafkaPublisher(settings)
         await publisher.start(wait_seconds=5.0)
-        store = MessageStore(engine)
-        dispatcher = Dispatcher(publisher, DeliveryStore(engine), settings.publish_retry_seconds,
-                                settings.delivery_backoff_cap_seconds)
-        apps = AppStore(engine)
         app.state.engine = engine
         app.state.publisher = publisher
-        app.state.services = Services(
-            settings=settings, apps=apps, messages=store, admin=AdminStore(engine),
-            service=MessageService(settings, store, dispatcher),
-            auth_cache=AuthCache(AUTH_CACHE_SECONDS),
-        )
-        acks = AckConsumer(settings, store, apps)
+        app.state.services = wired = _services(settings, engine, publisher)
+        acks = AckConsumer(settings, wired.acks.apply_records)
         if settings.ack_consumer_enabled:
             acks.start()
         probe = asyncio.create_task(_report_unreachable_database(engine, settings.database_url))

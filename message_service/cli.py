@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -21,22 +20,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from rms.config import ConfigError, Settings, config_problem
-    from rms.logging import configure as configure_logging
+    from rms.config import Settings
+    from rms.startup import EXIT_CONFIG, start
 
-    try:
-        settings = Settings()
-    except (ConfigError, ValueError) as exc:
-        print(f"rms serve: configuration error: {config_problem(exc)}", file=sys.stderr)
-        return 2
-    from rms.store.database import DatabaseUrlError, database_location
-
-    try:
-        database_location(settings.database_url)
-    except DatabaseUrlError as exc:
-        print(f"rms serve: {exc}", file=sys.stderr)
-        return 2
-    configure_logging(settings.log_level, settings.log_json)
+    settings = start("serve", Settings)
+    if settings is None:
+        return EXIT_CONFIG
     from message_service.http_protocol import DeadlineProtocol, configure_deadlines
 
     configure_deadlines(settings.http_head_timeout_seconds, settings.http_body_timeout_seconds)

@@ -1,4 +1,4 @@
-"""Request dependencies: the wired services, the calling app (API key) and the admin token."""
+"""Request dependencies: the wired use cases, the calling app (API key) and the admin token."""
 
 from __future__ import annotations
 
@@ -9,25 +9,30 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from message_service.service import MessageService
 from rms.config import Settings
 from rms.domain.errors import Invalid, Unauthorized
 from rms.domain.models import App
 from rms.domain.secrets import hash_api_key, same_secret
-from rms.store.admin import AdminStore
 from rms.store.apps import AppStore
-from rms.store.messages import MessageStore
+from rms.usecases.acks import Acks
+from rms.usecases.health import Health
+from rms.usecases.messages import MessageService
+from rms.usecases.operators import Operators
+from rms.usecases.resends import Resends
 
 
 @dataclass
 class Services:
-    """Everything a request handler may use; built once per process in the lifespan."""
+    """Everything a request handler may use, built once per process in the lifespan: the use
+    cases, and the app store for authentication only."""
 
     settings: Settings
     apps: AppStore
-    messages: MessageStore
-    admin: AdminStore
     service: MessageService
+    acks: Acks
+    operators: Operators
+    resends: Resends
+    health: Health
     auth_cache: AuthCache
 
 

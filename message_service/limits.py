@@ -24,22 +24,19 @@ import asyncio
 import math
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from fastapi import Depends, Request
-from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from message_service.deps import CurrentApp
+from message_service.deps import CurrentApp, Services
 from message_service.schemas import Problem
 from rms.config import Settings
 from rms.domain.errors import RateLimited
-from rms.domain.states import State
-from rms.store.schema import messages
 
 PENDING_REFRESH_SECONDS = 1.0
+Count = Callable[[str], Awaitable[int]]
 
 
 @dataclass
@@ -142,24 +139,20 @@ class PendingCounter:
     ttl: float = PENDING_REFRESH_SECONDS
     _apps: dict[str, _Pending] = field(default_factory=dict)
 
-    async def state(self, engine: AsyncEngine, app: str) -> _Pending:
+    async def state(self, count: Count, app: str) -> _Pending:
         """The app's state, read once before its first use and refreshed in the background."""
         state = self._apps.setdefault(app, _Pending())
         if time.monotonic() - state.read_at >= self.ttl and state.read is None:
             state.epoch += 1
-            state.read = asyncio.ensure_future(self._read(engine, app, state, state.epoch))
+            state.read = asyncio.ensure_future(self._read(count, app, state, state.epoch))
         if state.read is not None and state.read_at == -math.inf:
             await asyncio.shield(state.read)  # no count yet: wait for the first one
         return state
 
-    async def _read(self, engine: AsyncEngine, app: str, state: _Pending, epoch: int) -> None:
-        statement = select(func.count()).select_from(messages).where(
-            messages.c.app == app, messages.c.state == State.PENDING_SEND.value)
+    async def _read(self, count: Count, app: str, state: _Pending, epoch: int) -> None:
         started = time.monotonic()
         try:
-            async with engine.connect() as conn:
-                value = int((await conn.execute(statement)).scalar_one())
-            state.read_done(value, started, epoch)
+            state.read_done(await count(app), started, epoch)
         finally:
             state.read = None
 
@@ -172,14 +165,14 @@ class Limits:
         self.max_pending = settings.max_pending_per_app
         self.pending = PendingCounter()
 
-    async def reserve_pending(self, engine: AsyncEngine, app: str, places: int) -> PendingSlots:
+    async def reserve_pending(self, pending: Count, app: str, places: int) -> PendingSlots:
         """Hold ``places`` pending-send places for a prepare of that many messages, or raise
         RateLimited (429) if they would take the app past its cap. Counting and holding
         happen without a pause in between, so concurrent requests of one process never
         overshoot."""
         if self.max_pending <= 0:
             return PendingSlots(None, places)
-        state = await self.pending.state(engine, app)
+        state = await self.pending.state(pending, app)
         count = state.count()
         if count + places > self.max_pending:
             raise RateLimited(
@@ -208,7 +201,8 @@ async def rate_limit(request: Request, app: CurrentApp) -> None:
 async def pending_places(request: Request, app: str, places: int) -> AsyncIterator[PendingSlots]:
     """The prepare routes' hold on ``places`` pending-send places (429 past the cap), given
     back when the request ends; the route sets how many became messages."""
-    slots = await _limits(request).reserve_pending(request.app.state.engine, app, places)
+    wired: Services = request.app.state.services
+    slots = await _limits(request).reserve_pending(wired.service.pending_count, app, places)
     try:
         yield slots
     finally:

@@ -20,7 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "migrate": ("rms.store.migrate", "apply database migrations (Alembic) and exit"),
     "dev": ("rms.dev", "start everything on embedded PostgreSQL and Kafka, with a demo"),
     "dead": ("recovery_service.dead_cli", "list and resend dead letters"),
-    "topics": ("rms.kafka.topics_cli", "create the ack topic and the apps' topics on Kafka"),
+    "topics": ("rms.commands.topics", "create the ack topic and the apps' topics on Kafka"),
     "export": ("spark.export_cli", "export message history to Parquet"),
     "report": ("spark.cli", "build the SLA report with Spark"),
     "bench": ("bench.cli", "run the benchmark suite"),

@@ -18,8 +18,10 @@ class ConfigError(ValueError):
     """The configuration cannot run safely (e.g. no admin token outside dev mode)."""
 
 
-class Settings(BaseSettings):
-    """All RMS settings. Defaults are the design's recommendations (design section 7)."""
+class WorkerSettings(BaseSettings):
+    """What every RMS process reads: connections, the deployment's security mode, the delivery
+    policy, the workers' knobs and observability; the workers read only these. Defaults are
+    the design's recommendations (design section 7)."""
 
     model_config = SettingsConfigDict(env_prefix="RMS_", extra="ignore", frozen=True)
 
@@ -37,6 +39,69 @@ class Settings(BaseSettings):
     kafka_linger_ms: int = Field(default=2, ge=0)
     kafka_publish_timeout_seconds: float = Field(default=5.0, gt=0)
     kafka_client_id: str = "rms"
+
+    # Security: every process refuses to start without the admin token outside dev mode
+    admin_token: str | None = None
+    dev_mode: bool = False
+    # check URLs on private addresses (the check-back calls and the prepare's validation)
+    allow_private_callbacks: bool = False
+
+    # Policy defaults (per message overrides come in the prepare body)
+    check_after_seconds: float = Field(default=10.0, ge=0)
+    max_checks: int = Field(default=15, ge=1)
+    check_backoff_cap_seconds: float = Field(default=300.0, gt=0)
+    ack_timeout_seconds: float = Field(default=60.0, gt=0)
+    max_deliveries: int = Field(default=6, ge=1)
+    delivery_backoff_cap_seconds: float = Field(default=1800.0, gt=0)
+    publish_retry_seconds: float = Field(default=5.0, gt=0)
+
+    # Workers
+    worker_interval_seconds: float = Field(default=1.0, gt=0)
+    worker_batch_size: int = Field(default=200, ge=1)
+    worker_lease_seconds: float = Field(default=30.0, gt=0)
+    worker_concurrency: int = Field(default=64, ge=1)
+    callback_timeout_seconds: float = Field(default=5.0, gt=0)
+    callback_max_response_bytes: int = Field(default=64 * 1024, ge=1)
+
+    # Observability
+    log_level: str = "INFO"
+    log_json: bool = True
+
+    @model_validator(mode="after")
+    def _admin_token_required_outside_dev(self) -> WorkerSettings:
+        if not self.dev_mode and not self.admin_token:
+            raise ConfigError(
+                "RMS_ADMIN_TOKEN is required outside dev mode (set RMS_DEV_MODE=true for a "
+                "local trial only)"
+            )
+        if self.admin_token is not None and len(self.admin_token) < 8 and not self.dev_mode:
+            raise ConfigError("RMS_ADMIN_TOKEN must be at least 8 characters")
+        return self
+
+    @model_validator(mode="after")
+    def _idempotence_needs_all_acks(self) -> WorkerSettings:
+        if self.kafka_enable_idempotence and self.kafka_acks != "all":
+            raise ConfigError("RMS_KAFKA_ENABLE_IDEMPOTENCE=true needs RMS_KAFKA_ACKS=all "
+                              "(or set RMS_KAFKA_ENABLE_IDEMPOTENCE=false)")
+        return self
+
+    @property
+    def policy(self) -> DeliveryPolicy:
+        """The deployment-wide default policy for new messages."""
+        return DeliveryPolicy(
+            check_after_seconds=self.check_after_seconds,
+            max_checks=self.max_checks,
+            check_backoff_cap_seconds=self.check_backoff_cap_seconds,
+            ack_timeout_seconds=self.ack_timeout_seconds,
+            max_deliveries=self.max_deliveries,
+            delivery_backoff_cap_seconds=self.delivery_backoff_cap_seconds,
+        )
+
+
+class Settings(WorkerSettings):
+    """All RMS settings: the workers' plus what the API reads (the ack consumer, the limits,
+    the HTTP server, the report folder)."""
+
     ack_topic: str = "rms.acks"
     ack_consumer_enabled: bool = True
     ack_consumer_group: str = "rms-ack-consumer"
@@ -44,11 +109,6 @@ class Settings(BaseSettings):
     # ack records must carry the consumer app's Standard Webhooks signature; "optional" accepts
     # unsigned ones (still refusing a wrong signature) where Kafka ACLs guard the ack topic
     ack_signatures: Literal["required", "optional"] = "required"
-
-    # Security
-    admin_token: str | None = None
-    dev_mode: bool = False
-    allow_private_callbacks: bool = False
 
     # Limits
     max_payload_bytes: int = Field(default=256 * 1024, ge=1)
@@ -69,59 +129,8 @@ class Settings(BaseSettings):
     # how long a rotated-out signing secret still signs check-backs next to the new one
     signing_secret_overlap_seconds: float = Field(default=86_400.0, ge=0)
 
-    # Policy defaults (per message overrides come in the prepare body)
-    check_after_seconds: float = Field(default=10.0, ge=0)
-    max_checks: int = Field(default=15, ge=1)
-    check_backoff_cap_seconds: float = Field(default=300.0, gt=0)
-    ack_timeout_seconds: float = Field(default=60.0, gt=0)
-    max_deliveries: int = Field(default=6, ge=1)
-    delivery_backoff_cap_seconds: float = Field(default=1800.0, gt=0)
-    publish_retry_seconds: float = Field(default=5.0, gt=0)
-
-    # Workers
-    worker_interval_seconds: float = Field(default=1.0, gt=0)
-    worker_batch_size: int = Field(default=200, ge=1)
-    worker_lease_seconds: float = Field(default=30.0, gt=0)
-    worker_concurrency: int = Field(default=64, ge=1)
-    callback_timeout_seconds: float = Field(default=5.0, gt=0)
-    callback_max_response_bytes: int = Field(default=64 * 1024, ge=1)
-
     # Reports: where `rms report` writes (the dashboard serves the latest summary.json from it)
     report_dir: str | None = None
-
-    # Observability
-    log_level: str = "INFO"
-    log_json: bool = True
-
-    @model_validator(mode="after")
-    def _admin_token_required_outside_dev(self) -> Settings:
-        if not self.dev_mode and not self.admin_token:
-            raise ConfigError(
-                "RMS_ADMIN_TOKEN is required outside dev mode (set RMS_DEV_MODE=true for a "
-                "local trial only)"
-            )
-        if self.admin_token is not None and len(self.admin_token) < 8 and not self.dev_mode:
-            raise ConfigError("RMS_ADMIN_TOKEN must be at least 8 characters")
-        return self
-
-    @model_validator(mode="after")
-    def _idempotence_needs_all_acks(self) -> Settings:
-        if self.kafka_enable_idempotence and self.kafka_acks != "all":
-            raise ConfigError("RMS_KAFKA_ENABLE_IDEMPOTENCE=true needs RMS_KAFKA_ACKS=all "
-                              "(or set RMS_KAFKA_ENABLE_IDEMPOTENCE=false)")
-        return self
-
-    @property
-    def policy(self) -> DeliveryPolicy:
-        """The deployment-wide default policy for new messages."""
-        return DeliveryPolicy(
-            check_after_seconds=self.check_after_seconds,
-            max_checks=self.max_checks,
-            check_backoff_cap_seconds=self.check_backoff_cap_seconds,
-            ack_timeout_seconds=self.ack_timeout_seconds,
-            max_deliveries=self.max_deliveries,
-            delivery_backoff_cap_seconds=self.delivery_backoff_cap_seconds,
-        )
 
 
 def config_problem(exc: Exception) -> str:

@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import structlog
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms import metrics
 from rms.batching import Coalescer
+from rms.config import WorkerSettings
 from rms.domain.models import Message, PublishOutcome
 from rms.domain.policy import DeliveryPolicy, ack_deadline
 from rms.kafka.failures import PublishFailure
@@ -24,6 +26,13 @@ from rms.kafka.records import build_record
 from rms.store.deliveries import DeliveryStore, Recorded
 
 log = structlog.get_logger(__name__)
+
+
+def dispatcher_for(publisher: Publisher, engine: AsyncEngine, settings: WorkerSettings
+                   ) -> Dispatcher:
+    """The dispatcher of one process: its publisher, its engine, the deployment's policy."""
+    return Dispatcher(publisher, DeliveryStore(engine), settings.publish_retry_seconds,
+                      settings.delivery_backoff_cap_seconds)
 
 
 class Dispatcher:

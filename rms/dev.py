@@ -184,21 +184,17 @@ def _start(stack: Stack, *, demo: bool) -> None:
     say("rms dev: starting PostgreSQL and Apache Kafka ...")
     stack.start_infrastructure()
     for database in ("rms", "demo_orders", "demo_points"):
-        if not stack.postgres.psql(f"SELECT 1 FROM pg_database WHERE datname = '{database}'"):
-            stack.postgres.create_database(database)
+        stack.postgres.ensure_database(database)
     upgrade(stack.postgres.url("rms"))
     orders_port, points_port = stack.port + 1, stack.port + 2
-    if demo:  # before the API answers /readyz, so the demo keys work as soon as it does
-        asyncio.run(_create_demo_apps(stack, orders_port))
-        stack.postgres.psql(  # the demo's callback port follows --port
-            f"UPDATE apps SET check_url_prefixes = ARRAY['http://127.0.0.1:{orders_port}/'] "
-            "WHERE name = 'orders'", "rms")
+    # before the API answers /readyz, so the demo keys work as soon as it does
+    secrets = asyncio.run(_demo_apps(stack, orders_port)) if demo else {}
     stack.spawn("api", ["-m", "rms.cli", "serve", "--port", str(stack.port)])
     _wait_ready(stack)
     for name, argv in _workers():
         stack.spawn(name, argv)
     if demo:
-        for name, argv, env in _demo_services(stack, orders_port, points_port):
+        for name, argv, env in _demo_services(stack, orders_port, points_port, secrets):
             stack.spawn(name, argv, env)
 
 
@@ -218,27 +214,26 @@ def _workers() -> Iterator[tuple[str, list[str]]]:
             yield kind, ["-m", "rms.cli", kind]
 
 
-def _demo_services(stack: Stack, orders_port: int, points_port: int
+def _demo_services(stack: Stack, orders_port: int, points_port: int, secrets: dict[str, str]
                    ) -> Iterator[tuple[str, list[str], dict[str, str]]]:
     if _module_exists("rms.demo.orders"):
         yield "demo-orders", ["-m", "rms.demo.orders", "--port", str(orders_port)], stack.env() | {
             "DEMO_RMS_URL": stack.api_url, "DEMO_API_KEY": ORDERS_KEY,
             "DEMO_DATABASE_URL": stack.postgres.url("demo_orders"),
             "DEMO_PORT": str(orders_port),
-            "DEMO_SIGNING_SECRET": stack.postgres.psql(
-                "SELECT signing_secret FROM apps WHERE name = 'orders'", "rms").strip(),
+            "DEMO_SIGNING_SECRET": secrets["orders"],
             "DEMO_CHECK_AFTER_SECONDS": "5"}
     if _module_exists("rms.demo.points"):
         yield "demo-points", ["-m", "rms.demo.points", "--port", str(points_port)], stack.env() | {
             "DEMO_RMS_URL": stack.api_url, "DEMO_API_KEY": POINTS_KEY,
             "DEMO_DATABASE_URL": stack.postgres.url("demo_points"),
             "DEMO_PORT": str(points_port),
-            "DEMO_SIGNING_SECRET": stack.postgres.psql(  # signs its ack records (topic acks)
-                "SELECT signing_secret FROM apps WHERE name = 'points'", "rms").strip()}
+            "DEMO_SIGNING_SECRET": secrets["points"]}  # signs its ack records (topic acks)
 
 
-async def _create_demo_apps(stack: Stack, orders_port: int) -> None:
-    """Demo apps with well-known dev keys (dev mode only), created once; a restart keeps them."""
+async def _demo_apps(stack: Stack, orders_port: int) -> dict[str, str]:
+    """Demo apps with well-known dev keys (dev mode only), created once (a restart keeps them;
+    the orders app's callback port follows ``--port``). Returns each one's signing secret."""
     from rms.config import Settings
     from rms.domain.errors import Conflict
     from rms.store.apps import AppSpec, AppStore
@@ -256,6 +251,8 @@ async def _create_demo_apps(stack: Stack, orders_port: int) -> None:
         for spec, key in specs:
             with contextlib.suppress(Conflict):
                 await store.create(spec, api_key=key)
+        await store.set_check_url_prefixes("orders", specs[0][0].check_url_prefixes)
+        return {spec.name: (await store.get(spec.name)).signing_secret for spec, _ in specs}
     finally:
         await engine.dispose()
 

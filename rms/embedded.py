@@ -115,6 +115,11 @@ class EmbeddedPostgres:
             with contextlib.suppress(subprocess.CalledProcessError):
                 self._pg(["pg_ctl", "-D", str(self.data_dir), "-m", mode, "-w", "stop"])
 
+    def ensure_database(self, name: str) -> None:
+        """Create database ``name`` unless it exists (a restart keeps its data)."""
+        if not self.psql(f"SELECT 1 FROM pg_database WHERE datname = '{name}'"):
+            self.create_database(name)
+
     def create_database(self, name: str, template: str | None = None) -> None:
         sql = f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else "")
         self.psql(sql)

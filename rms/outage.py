@@ -6,13 +6,19 @@ from __future__ import annotations
 
 import time
 
+import asyncpg
 import structlog
 from aiokafka.errors import KafkaError
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from rms import metrics
-from rms.store.database import DATABASE_UNAVAILABLE
 
 log = structlog.get_logger(__name__)
+# what a lost, restarting or overloaded PostgreSQL raises (as opposed to a refused statement)
+DATABASE_UNAVAILABLE = (DBAPIError, PoolTimeout, asyncpg.InterfaceError,
+                        asyncpg.PostgresConnectionError,
+                        asyncpg.exceptions.OperatorInterventionError)
 
 
 _CLIENTS = {"asyncpg": "database", "sqlalchemy": "database", "aiokafka": "kafka"}

@@ -20,8 +20,6 @@ from dataclasses import dataclass
 
 from rms.domain.secrets import SIGNING_SECRET_PREFIX
 
-SECRET_PREFIX = SIGNING_SECRET_PREFIX
-
 HEADER_ID = "webhook-id"
 HEADER_TIMESTAMP = "webhook-timestamp"
 HEADER_SIGNATURE = "webhook-signature"
@@ -34,7 +32,7 @@ class SignatureError(ValueError):
 
 def secret_key(secret: str) -> bytes:
     """The HMAC key of a ``whsec_<base64>`` secret (the prefix is optional, as in the spec)."""
-    encoded = secret.removeprefix(SECRET_PREFIX)
+    encoded = secret.removeprefix(SIGNING_SECRET_PREFIX)
     try:
         key = base64.b64decode(encoded, validate=True)
     except binascii.Error as exc:

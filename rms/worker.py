@@ -1,6 +1,7 @@
-"""The shared skeleton of the confirm and recovery workers: build the engine and publisher from
-Settings, run ``tick`` on APScheduler every ``RMS_WORKER_INTERVAL_SECONDS`` (never two ticks of
-one worker at once), stop cleanly on SIGINT/SIGTERM.
+"""The shared skeleton of the confirm and recovery workers: build the engine, publisher and
+dispatcher from the worker settings (:func:`worker_context`), run ``tick`` on APScheduler every
+``RMS_WORKER_INTERVAL_SECONDS`` (never two ticks of one worker at once), stop cleanly on
+SIGINT/SIGTERM (:func:`run_forever`). Start-up is :mod:`rms.startup`.
 
 A tick is a plain async function tests call directly; the scheduler only calls it.
 """
@@ -21,12 +22,11 @@ import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from rms.config import Settings
-from rms.delivery import Dispatcher
+from rms.config import WorkerSettings
+from rms.delivery import Dispatcher, dispatcher_for
 from rms.kafka.publisher import KafkaPublisher
 from rms.outage import OutageLog
 from rms.store.database import create_engine
-from rms.store.deliveries import DeliveryStore
 
 log = structlog.get_logger(__name__)
 
@@ -38,7 +38,7 @@ def worker_id(kind: str) -> str:
 
 @dataclass
 class WorkerContext:
-    settings: Settings
+    settings: WorkerSettings
     engine: AsyncEngine
     publisher: KafkaPublisher
     dispatcher: Dispatcher
@@ -46,13 +46,12 @@ class WorkerContext:
 
 
 @contextlib.asynccontextmanager
-async def worker_context(settings: Settings, kind: str) -> AsyncIterator[WorkerContext]:
+async def worker_context(settings: WorkerSettings, kind: str) -> AsyncIterator[WorkerContext]:
     """Engine + publisher + dispatcher for one worker process, closed on exit."""
     engine = create_engine(settings, pool_size=min(settings.db_pool_size, 10))
     publisher = KafkaPublisher(settings)
     await publisher.start(wait_seconds=5.0)
-    dispatcher = Dispatcher(publisher, DeliveryStore(engine), settings.publish_retry_seconds,
-                            settings.delivery_backoff_cap_seconds)
+    dispatcher = dispatcher_for(publisher, engine, settings)
     try:
         yield WorkerContext(settings, engine, publisher, dispatcher, worker_id(kind))
     finally:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from pydantic import BaseModel, Field, StringConstraints
 
 from message_service.api.convert import message_out
@@ -12,9 +12,9 @@ from message_service.api.messages import ERRORS
 from message_service.deps import AdminActor, ServicesDep
 from message_service.schemas import MessageOut, Strict, Topic
 from message_service.strict_json import StrictJsonRoute
-from recovery_service.operations import MAX_BULK_RESEND, DeadLetterOperations
 from rms.domain.ids import APP_NAME_PATTERN
 from rms.store.admin import MessageFilter
+from rms.usecases.resends import MAX_BULK_RESEND
 
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/admin/dead-letters",
                    tags=["admin"])
@@ -37,12 +37,10 @@ class DeadLetterResendOut(BaseModel):
 
 
 @router.post("/resend", response_model=DeadLetterResendOut, responses=ERRORS)
-async def resend_dead_letters(body: DeadLetterResend, actor: AdminActor, wired: ServicesDep,
-                              request: Request) -> DeadLetterResendOut:
+async def resend_dead_letters(body: DeadLetterResend, actor: AdminActor, wired: ServicesDep
+                              ) -> DeadLetterResendOut:
     """Resend dead sent messages matching the filters, oldest first, up to the limit."""
-    operations = DeadLetterOperations.create(wired.service.dispatcher, wired.messages,
-                                             wired.admin, request.app.state.engine)
-    found = await operations.bulk_resend(MessageFilter(topic=body.topic, app=body.app),
-                                         body.limit, actor=actor, dry_run=body.dry_run)
+    found = await wired.resends.resend_dead(MessageFilter(topic=body.topic, app=body.app),
+                                            body.limit, actor=actor, dry_run=body.dry_run)
     return DeadLetterResendOut(dry_run=body.dry_run, count=len(found),
                                messages=[message_out(m) for m in found])

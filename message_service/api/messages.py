@@ -87,18 +87,18 @@ async def cancel(app: CurrentApp, wired: ServicesDep,
 @router.post("/{message_id}/ack", response_model=MessageOut, responses=ERRORS)
 async def ack(app: CurrentApp, wired: ServicesDep, message_id: MessageId = IdPath) -> Response:
     """Acknowledge processing by a consumer: sent -> done (idempotent)."""
-    return message_response(await wired.service.ack(app, message_id))
+    return message_response(await wired.acks.ack(app, message_id))
 
 
 @router.get("/{message_id}", response_model=MessageOut, responses=ERRORS)
 async def get(app: CurrentApp, wired: ServicesDep, message_id: MessageId = IdPath) -> Response:
     """Read one of the app's messages."""
-    return message_response(await wired.messages.get(message_id, app=app.name))
+    return message_response(await wired.service.message(message_id, app=app))
 
 
 @router.get("/{message_id}/events", response_model=EventsOut, responses=ERRORS)
 async def events(app: CurrentApp, wired: ServicesDep,
                  message_id: MessageId = IdPath) -> EventsOut:
     """The message's append-only history of transitions, publishes and checks."""
-    await wired.messages.get(message_id, app=app.name)
-    return EventsOut(events=[event_out(e) for e in await wired.messages.events(message_id)])
+    return EventsOut(events=[event_out(e) for e in await wired.service.events(message_id,
+                                                                              app=app)])

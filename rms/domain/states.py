@@ -1,4 +1,5 @@
-"""The message state machine (design section 3): the one place that names states and events."""
+"""The states and events of the message state machine (design section 3); the changes between
+them are the table in :mod:`rms.domain.transitions`."""
 
 from __future__ import annotations
 
@@ -36,18 +37,3 @@ class Event(StrEnum):
 
 
 TERMINAL_STATES = frozenset({State.DONE, State.DELETED})
-
-LEGAL_TRANSITIONS: frozenset[tuple[State | None, State]] = frozenset(
-    {
-        (None, State.PENDING_SEND),
-        (None, State.SENT),
-        (State.PENDING_SEND, State.SENT),
-        (State.PENDING_SEND, State.DELETED),
-        (State.SENT, State.DONE),
-    }
-)
-
-
-def is_legal(source: State | None, target: State) -> bool:
-    """True when the design allows ``source -> target``."""
-    return (source, target) in LEGAL_TRANSITIONS

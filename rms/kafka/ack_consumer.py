@@ -1,14 +1,13 @@
-"""Consumes the ack topic (design section 6: value ``{"message_id", "consumer"}``) and marks the
-acknowledged messages ``done`` in batches. An ack counts only when ``consumer`` names an app
-whose ``consume_topics`` cover the message's topic; anything else is counted and skipped.
-Offsets are committed after the database commit (at-least-once; acks are idempotent)."""
+"""Consumes the ack topic (design section 6: value ``{"message_id", "consumer"}``) and hands each
+batch of records to the ack use case (:class:`rms.usecases.acks.Acks`), which decides what
+counts. Offsets are committed after the batch is applied (at-least-once; acks are
+idempotent)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 from aiokafka import AIOKafkaClient, AIOKafkaConsumer
@@ -16,22 +15,18 @@ from aiokafka.errors import KafkaError
 
 from rms import metrics
 from rms.config import Settings
-from rms.domain.errors import NotFound
-from rms.domain.topics import topic_allowed
-from rms.kafka.ack_records import AckRecord, Rejection, parse_ack, signature_problem
+from rms.kafka.ack_records import AckRecord
 from rms.outage import OutageLog
-from rms.store.apps import AppStore
-from rms.store.messages import MessageStore
 
 log = structlog.get_logger(__name__)
 TOPIC_CHECK_SECONDS = 5.0
+Apply = Callable[[Sequence[AckRecord]], Awaitable[int]]
 
 
 class AckConsumer:
-    def __init__(self, settings: Settings, messages: MessageStore, apps: AppStore) -> None:
+    def __init__(self, settings: Settings, apply: Apply) -> None:
         self._settings = settings
-        self._messages = messages
-        self._apps = apps
+        self._apply = apply
         self._task: asyncio.Task[None] | None = None
         self._outage = OutageLog("ack-consumer")
         self._topic_missing = False
@@ -82,7 +77,7 @@ class AckConsumer:
             batches = await consumer.getmany(timeout_ms=500, max_records=1000)
             records = [record for batch in batches.values() for record in batch]
             if records:
-                await self.apply([AckRecord(r.value, r.headers) for r in records])
+                await self._apply([AckRecord(r.value, r.headers) for r in records])
                 await consumer.commit()
             self._outage.succeeded()
 
@@ -119,50 +114,3 @@ class AckConsumer:
             log.info("ack_consumer.topic_found", topic=self._settings.ack_topic)
         self._topic_missing = missing
         metrics.ACK_TOPIC_MISSING.set(1 if missing else 0)
-
-    async def apply(self, records: Iterable[AckRecord]) -> int:
-        """Apply a batch of ack records; returns how many messages became ``done``. A record
-        that is malformed, not signed by its consumer app (when signatures are required), or
-        names an app that may not consume the message's topic changes nothing and is counted
-        by reason."""
-        by_consumer: dict[str, list[tuple[str, AckRecord]]] = defaultdict(list)
-        for record in records:
-            parsed = parse_ack(record.value)
-            if parsed is None:
-                self._reject("malformed")
-                continue
-            by_consumer[parsed[1]].append((parsed[0], record))
-        applied = 0
-        for consumer, acks in by_consumer.items():
-            ids = await self._permitted(consumer, acks)
-            done = await self._messages.ack_many(ids, actor=f"app:{consumer}", via="ack-topic")
-            metrics.ACKS.labels("ack-topic").inc(len(done))
-            applied += len(done)
-        return applied
-
-    async def _permitted(self, consumer: str, acks: list[tuple[str, AckRecord]]) -> list[str]:
-        """The ids of ``acks`` that ``consumer`` signed and may acknowledge."""
-        try:
-            app = await self._apps.get(consumer)
-        except NotFound:
-            self._reject("unknown-consumer", len(acks), consumer=consumer)
-            return []
-        secrets = [s for s in (app.signing_secret, app.previous_signing_secret) if s]
-        required = self._settings.ack_signatures == "required"
-        ids = []
-        for message_id, record in acks:
-            problem = signature_problem(record, secrets, required=required)
-            if problem is None:
-                ids.append(message_id)
-            else:
-                self._reject(problem, consumer=consumer, message_id=message_id)
-        topics = await self._messages.topics(ids)
-        allowed = [i for i, topic in topics.items() if topic_allowed(topic, app.consume_topics)]
-        if len(ids) > len(allowed):
-            self._reject("not-permitted-or-unknown", len(ids) - len(allowed), consumer=consumer)
-        return allowed
-
-    @staticmethod
-    def _reject(reason: Rejection, count: int = 1, **context: str) -> None:
-        metrics.ACKS_REJECTED.labels(reason).inc(count)
-        log.warning("ack_consumer.rejected", reason=reason, count=count, **context)

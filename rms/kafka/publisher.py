@@ -16,7 +16,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from rms import metrics
-from rms.config import Settings
+from rms.config import WorkerSettings
 from rms.kafka.failures import MissingTopics, PublishFailure, classify
 from rms.kafka.records import OutgoingRecord
 
@@ -49,7 +49,7 @@ class Publisher(Protocol):
     async def publish_many(self, records: Sequence[OutgoingRecord]) -> list[PublishFailure | None]: ...
 
 
-def producer_options(settings: Settings) -> dict[str, Any]:
+def producer_options(settings: WorkerSettings) -> dict[str, Any]:
     acks: str | int = settings.kafka_acks if settings.kafka_acks == "all" else int(settings.kafka_acks)
     timeout_ms = int(settings.kafka_publish_timeout_seconds * 1000)
     return {
@@ -66,7 +66,7 @@ def producer_options(settings: Settings) -> dict[str, Any]:
 class KafkaPublisher:
     """One producer per process, shared by every request; sends are concurrent."""
 
-    def __init__(self, settings: Settings, reconnect_seconds: float = 1.0) -> None:
+    def __init__(self, settings: WorkerSettings, reconnect_seconds: float = 1.0) -> None:
         self._options = producer_options(settings)
         # a topic the cluster lacks fails at once until the next retry is due, instead of
         # holding every publish to it (and the batch around it) for a metadata timeout

@@ -1,4 +1,4 @@
-"""Operator queries: filtered listing with a keyset cursor, stats, and resend."""
+"""Operator queries: filtered listing with a keyset cursor, stats and blocked publishes."""
 
 from __future__ import annotations
 
@@ -14,22 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from rms.domain.errors import Invalid
 from rms.domain.models import Message
 from rms.domain.states import Event, State
-from rms.store.messages import Transition, seconds
 from rms.store.rows import to_message
 from rms.store.schema import message_events, messages
-
-RESEND = Transition(
-    "resend", State.SENT, State.SENT,
-    {
-        "dead": False,
-        "dead_reason": None,
-        "claim_token": None,
-        "delivery_base": messages.c.delivery_count,
-        "delivery_count": messages.c.delivery_count + 1,
-        "next_delivery_at": func.now() + seconds(messages.c.ack_timeout_seconds),
-    },
-    Event.RESENT,
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +141,15 @@ class AdminStore:
         async with self._engine.connect() as conn:
             row = (await conn.execute(statement)).one()
         return row[0], row[1]
+
+    async def reachable(self) -> bool:
+        """Whether the database answers a trivial query."""
+        try:
+            async with self._engine.connect() as conn:
+                await conn.execute(select(1))
+        except Exception:  # any failure means not reachable
+            return False
+        return True
 
     async def dead_candidates(self, where: MessageFilter, limit: int) -> list[Message]:
         """Dead ``sent`` messages, oldest first (the bulk resend's selection)."""

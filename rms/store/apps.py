@@ -112,6 +112,10 @@ class AppStore:
         overlap retires the older secret at once: at most two secrets sign at any time."""
         return await self._update(name, _secret_rotation(new_signing_secret(), overlap_seconds))
 
+    async def set_check_url_prefixes(self, name: str, prefixes: tuple[str, ...]) -> App:
+        """Replace the app's check-URL prefixes."""
+        return await self._update(name, {"check_url_prefixes": list(prefixes)})
+
     async def _update(self, name: str, values: dict[str, object]) -> App:
         statement = (update(apps).where(apps.c.name == name).values(**values)
                      .returning(*APP_COLUMNS))

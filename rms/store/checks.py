@@ -17,7 +17,6 @@ from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
-    ARRAY,
     CTE,
     ColumnElement,
     CompoundSelect,
@@ -28,7 +27,6 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
-    column,
     func,
     literal,
     not_,
@@ -36,21 +34,21 @@ from sqlalchemy import (
     union_all,
     update,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from rms.domain import transitions as table
 from rms.domain.models import Actor, App, Message
-from rms.domain.states import DeadReason, Event, State
+from rms.domain.states import DeadReason, Event
 from rms.store.apps import APP_COLUMNS
-from rms.store.messages import CANCEL, CONFIRM, seconds
-from rms.store.raw import RawStatement, message_from_record
-from rms.store.rows import to_app, to_message
+from rms.store.batch import batch_params, unnest_cte
+from rms.store.raw import RawStatement
+from rms.store.rows import message_from, to_app, to_message
 from rms.store.schema import apps, message_events, messages
+from rms.store.transitions import core_values, event_of, jsonb
 
-EventSpec = tuple[Event, Mapping[str, Any]]
 DEAD_DETAIL = {"reason": DeadReason.CHECK_EXHAUSTED.value}
 BY_CHECK_BACK = {"by": Actor.CHECK_BACK.value}
-_DUE = and_(messages.c.state == State.PENDING_SEND.value, not_(messages.c.dead),
+_DUE = and_(messages.c.state == table.CLAIM_CHECK.source.value, not_(messages.c.dead),
             messages.c.next_check_at <= func.now())
 
 
@@ -90,21 +88,21 @@ def _claim_statement() -> CompoundSelect[Any]:
     claimed = (
         update(messages)
         .where(messages.c.message_id == due.c.message_id, not_(due.c.exhausted))
-        .values(next_check_at=func.now() + seconds(bindparam("lease")),
-                claim_token=bindparam("token"), check_count=messages.c.check_count + 1)
+        .values(**core_values(table.CLAIM_CHECK, {"lease": bindparam("lease"),
+                                                  "token": bindparam("token")}))
         .returning(*messages.c).cte("claimed")
     )
     exhausted = (
         update(messages)
         .where(messages.c.message_id == due.c.message_id, due.c.exhausted)
-        .values(dead=True, dead_reason=DeadReason.CHECK_EXHAUSTED.value, next_check_at=None,
-                claim_token=None)
+        .values(**core_values(table.CHECK_EXHAUSTED))
         .returning(*messages.c).cte("exhausted")
     )
     dead_history = message_events.insert().from_select(
         ["message_id", "event", "actor", "detail"],
-        select(exhausted.c.message_id, literal(Event.DEAD.value), bindparam("actor"),
-               literal(DEAD_DETAIL, JSONB)),
+        select(exhausted.c.message_id, literal(event_of(table.CHECK_EXHAUSTED).value),
+               bindparam("actor"),
+               jsonb(DEAD_DETAIL)),
     ).cte("dead_history")
     return union_all(
         select(claimed, literal(False).label("was_exhausted")).add_cte(dead_history),
@@ -149,43 +147,33 @@ class Resolved:
 _BATCH_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("message_id", Text), ("token", Text), ("actor", Text), ("action", Text),
     ("attempt", Integer), ("outcome", Text), ("error", Text), ("delay", Float))
-_CHANGES: dict[Action, Mapping[str, Any]] = {
-    Action.CONFIRM: CONFIRM.values,
-    Action.CANCEL: CANCEL.values,
-    Action.RETRY: {"claim_token": None},  # and next_check_at: now() + the row's delay
-    Action.EXHAUST: {"dead": True, "dead_reason": DeadReason.CHECK_EXHAUSTED.value,
-                     "next_check_at": None, "claim_token": None},
+# the transition each answer applies (a retry appends no event beyond its ``checked``)
+_TRANSITIONS: dict[Action, table.Transition] = {
+    Action.CONFIRM: table.CONFIRM,
+    Action.CANCEL: table.CANCEL,
+    Action.RETRY: table.RETRY_CHECK,
+    Action.EXHAUST: table.CHECK_EXHAUSTED,
 }
-# the event that tells what the answer changed, after the ``checked`` event
-_SECOND_EVENT: dict[Action, EventSpec] = {
-    Action.CONFIRM: (CONFIRM.event, BY_CHECK_BACK),
-    Action.CANCEL: (CANCEL.event, BY_CHECK_BACK),
-    Action.EXHAUST: (Event.DEAD, DEAD_DETAIL),
+# the detail of the event that tells what the answer changed, after the ``checked`` event
+_SECOND_DETAIL: dict[Action, Mapping[str, Any]] = {
+    Action.CONFIRM: BY_CHECK_BACK,
+    Action.CANCEL: BY_CHECK_BACK,
+    Action.EXHAUST: DEAD_DETAIL,
 }
-
-
-def _answer_batch() -> CTE:
-    # no bind is named after a column: Core would read it as a SET value of the UPDATEs
-    arrays = [bindparam(f"rows_{name}", type_=ARRAY(kind)) for name, kind in _BATCH_COLUMNS]
-    rows = (func.unnest(*arrays)
-            .table_valued(*(column(name, kind) for name, kind in _BATCH_COLUMNS))
-            .render_derived(name="rows"))
-    return select(rows).cte("batch")
 
 
 def _resolve(batch: CTE, action: Action) -> CTE:
-    """The guarded change for the batch rows of ``action``: only while the row is pending-send
-    and still claimed by the token that claimed it (a late worker matches nothing)."""
-    values = dict(_CHANGES[action])
-    if action is Action.RETRY:
-        values["next_check_at"] = func.now() + seconds(batch.c.delay)
+    """The guarded change for the batch rows of ``action``: only while the row is in the
+    transition's source state and still claimed by the token that claimed it (a late worker
+    matches nothing)."""
+    change = _TRANSITIONS[action]
     returned = [*messages.c] if action is Action.CONFIRM else [messages.c.message_id]
     return (
         update(messages)
         .where(messages.c.message_id == batch.c.message_id, batch.c.action == action.value,
-               messages.c.state == State.PENDING_SEND.value,
+               messages.c.state == change.source.value,
                messages.c.claim_token == batch.c.token)
-        .values(**values)
+        .values(**core_values(change, {"delay": batch.c.delay}))
         .returning(*returned, batch.c.token.label("resolved_token"))
         .cte(f"resolved_{action.value}")
     )
@@ -194,7 +182,7 @@ def _resolve(batch: CTE, action: Action) -> CTE:
 def _checked_detail(batch: CTE) -> ColumnElement[Any]:
     """``{"attempt", "outcome"[, "error"]}``, as :attr:`Answer.detail`."""
     base = func.jsonb_build_object("attempt", batch.c.attempt, "outcome", batch.c.outcome)
-    return base.op("||")(case((batch.c.error.is_(None), literal({}, JSONB)),
+    return base.op("||")(case((batch.c.error.is_(None), jsonb({})),
                               else_=func.jsonb_build_object("error", batch.c.error)))
 
 
@@ -203,15 +191,16 @@ def _answers_history(batch: CTE, changed: CTE) -> CTE:
     applied one the event of its change, in this order per message."""
     joined = batch.outerjoin(changed, and_(changed.c.message_id == batch.c.message_id,
                                            changed.c.resolved_token == batch.c.token))
-    stale = case((changed.c.message_id.is_(None), literal({"stale": True}, JSONB)),
-                 else_=literal({}, JSONB))
+    stale = case((changed.c.message_id.is_(None), jsonb({"stale": True})),
+                 else_=jsonb({}))
     checked = select(batch.c.message_id, literal(0).label("ord"),
                      literal(Event.CHECKED.value).label("event"), batch.c.actor,
                      _checked_detail(batch).op("||")(stale).label("detail")).select_from(joined)
     seconds_events = [
-        select(changed.c.message_id, literal(1), literal(event.value), changed.c.actor,
-               literal(dict(detail), JSONB)).where(changed.c.action == action.value)
-        for action, (event, detail) in _SECOND_EVENT.items()
+        select(changed.c.message_id, literal(1), literal(event_of(_TRANSITIONS[action]).value),
+               changed.c.actor, jsonb(detail))
+        .where(changed.c.action == action.value)
+        for action, detail in _SECOND_DETAIL.items()
     ]
     rows = union_all(checked, *seconds_events).subquery("new_events")
     return message_events.insert().from_select(
@@ -225,7 +214,7 @@ def _answers_statement() -> Select[Any]:
     """Built once: record many answers (of any claims) in one statement. Binds: one array per
     column of :data:`_BATCH_COLUMNS`, named ``rows_<column>``. Returns one row per applied
     answer: ``resolved_id``, ``action``, and for a confirm the whole sent message."""
-    batch = _answer_batch()
+    batch = unnest_cte(_BATCH_COLUMNS)
     resolved = {action: _resolve(batch, action) for action in Action}
     changed = union_all(*(
         select(cte.c.message_id, cte.c.resolved_token, literal(action.value).label("action"))
@@ -248,16 +237,9 @@ RECORD_ANSWERS = _answers_statement()
 
 
 def _answer_params(items: Sequence[Resolution]) -> dict[str, list[Any]]:
-    return {
-        "rows_message_id": [i.message_id for i in items],
-        "rows_token": [i.token for i in items],
-        "rows_actor": [i.actor for i in items],
-        "rows_action": [i.action.value for i in items],
-        "rows_attempt": [i.answer.attempt for i in items],
-        "rows_outcome": [i.answer.outcome for i in items],
-        "rows_error": [i.answer.error or None for i in items],
-        "rows_delay": [i.delay_seconds for i in items],
-    }
+    return batch_params(_BATCH_COLUMNS, [
+        (i.message_id, i.token, i.actor, i.action.value, i.answer.attempt, i.answer.outcome,
+         i.answer.error or None, i.delay_seconds) for i in items])
 
 
 class CheckStore:
@@ -296,27 +278,6 @@ class CheckStore:
         applied = {row["resolved_id"]: row for row in rows}
         return [_resolved(item, applied.get(item.message_id)) for item in items]
 
-    async def confirm(self, message: Message, token: str, actor: str, answer: Answer
-                      ) -> Message | None:
-        """``committed``: the producer-confirm transition (same values, same event), guarded by
-        the claim. Returns the sent message to publish, or None when the claim was lost."""
-        return (await self._one(Action.CONFIRM, message, token, actor, answer)).sent
-
-    async def cancel(self, message: Message, token: str, actor: str, answer: Answer
-                     ) -> Message | None:
-        """``rolled_back``: the producer-cancel transition, guarded by the claim."""
-        return await self._changed(Action.CANCEL, message, token, actor, answer)
-
-    async def retry_later(self, message: Message, token: str, actor: str, answer: Answer,
-                          delay_seconds: float) -> Message | None:
-        """``unknown`` with attempts left: due again after ``delay_seconds`` (database clock)."""
-        return await self._changed(Action.RETRY, message, token, actor, answer, delay_seconds)
-
-    async def exhaust(self, message: Message, token: str, actor: str, answer: Answer
-                      ) -> Message | None:
-        """``unknown`` on the last attempt: flag dead (kept, never called again)."""
-        return await self._changed(Action.EXHAUST, message, token, actor, answer)
-
     async def oldest_due_lag(self) -> float:
         """Seconds the oldest due, unclaimed check is overdue (0 when none is)."""
         statement = select(func.extract("epoch", func.now() - func.min(messages.c.next_check_at))
@@ -325,28 +286,11 @@ class CheckStore:
             lag = (await conn.execute(statement)).scalar()
         return max(0.0, float(lag)) if lag is not None else 0.0
 
-    async def _one(self, action: Action, message: Message, token: str, actor: str,
-                   answer: Answer, delay_seconds: float = 0.0) -> Resolved:
-        [resolved] = await self.resolve_many([Resolution(
-            message.message_id, token, actor, action, answer, delay_seconds)])
-        return resolved
-
-    async def _changed(self, action: Action, message: Message, token: str, actor: str,
-                       answer: Answer, delay_seconds: float = 0.0) -> Message | None:
-        """The stored message after the change (read back), or None when the claim was lost."""
-        resolved = await self._one(action, message, token, actor, answer, delay_seconds)
-        if not resolved.applied:
-            return None
-        statement = select(messages).where(messages.c.message_id == message.message_id)
-        async with self._engine.connect() as conn:
-            row = (await conn.execute(statement)).first()
-        return to_message(row) if row is not None else None
-
 
 def _resolved(item: Resolution, row: Any) -> Resolved:
     """From a row of :data:`RECORD_ANSWERS` (``resolved_id``, ``action``, then the sent
     message's columns), or None when the answer was not applied."""
     if row is None:
         return Resolved(applied=False)
-    sent = message_from_record(tuple(row)[2:]) if item.action is Action.CONFIRM else None
+    sent = message_from(row) if item.action is Action.CONFIRM else None
     return Resolved(applied=True, sent=sent)

@@ -19,68 +19,78 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.batching import Coalescer
 from rms.domain.models import Message, NewMessage
-from rms.domain.states import Event, State
-from rms.store.raw import driver_connection, item_specific, message_from_record
+from rms.domain.transitions import Transition, new_message
+from rms.store.batch import unnest_sql
+from rms.store.raw import driver_connection, item_specific
+from rms.store.rows import message_from
+from rms.store.transitions import event_of, set_sql, sql_of
 
-_INPUT_COLUMNS = ("message_id, app, topic, key, payload, headers, check_url, check_after_seconds, "
-                  "max_checks, ack_timeout_seconds, max_deliveries")
+_INPUT: tuple[tuple[str, str], ...] = (
+    ("message_id", "text"), ("app", "text"), ("topic", "text"), ("key", "text"),
+    ("payload", "text"), ("headers", "text"), ("check_url", "text"),
+    ("check_after_seconds", "float8"), ("max_checks", "int"), ("ack_timeout_seconds", "float8"),
+    ("max_deliveries", "int"))
+_STORED = {"payload": "payload::jsonb", "headers": "headers::jsonb"}
 
-INSERT_SQL = f"""
+
+def insert_sql(change: Transition) -> str:
+    """Insert new messages in the state ``change`` creates (its effects computed from the input
+    row) with their first event; a taken id inserts nothing and returns nothing."""
+    names = [name for name, _ in _INPUT]
+    effects = [(column, sql_of(effect, row="")) for column, effect in change.effects.items()]
+    inserted = ", ".join(names + [column for column, _ in effects])
+    selected = ", ".join([_STORED.get(name, name) for name in names]
+                         + [sql for _, sql in effects])
+    return f"""
 WITH input AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                         $7::text[], $8::float8[], $9::int[], $10::float8[], $11::int[])
-        AS u({_INPUT_COLUMNS})
+    {unnest_sql(_INPUT)}
 ), inserted AS (
-    INSERT INTO messages ({_INPUT_COLUMNS}, state, next_check_at, confirmed_at, delivery_count,
-                          next_delivery_at)
-    SELECT message_id, app, topic, key, payload::jsonb, headers::jsonb, check_url,
-           check_after_seconds, max_checks, ack_timeout_seconds, max_deliveries, $12::text,
-           CASE WHEN $12::text = 'pending-send'
-                THEN now() + make_interval(secs => check_after_seconds) END,
-           CASE WHEN $12::text = 'sent' THEN now() END,
-           CASE WHEN $12::text = 'sent' THEN 1 ELSE 0 END,
-           CASE WHEN $12::text = 'sent'
-                THEN now() + make_interval(secs => ack_timeout_seconds) END
+    INSERT INTO messages ({inserted})
+    SELECT {selected}
     FROM input
     ON CONFLICT (message_id) DO NOTHING
     RETURNING *
 ), history AS (
     INSERT INTO message_events (message_id, event, actor, detail)
-    SELECT message_id, $13::text, 'app:' || app, '{{}}'::jsonb FROM inserted
+    SELECT message_id, '{event_of(change).value}', 'app:' || app, '{{}}'::jsonb FROM inserted
 )
 SELECT * FROM inserted
 """
 
+
 SELECT_SQL = "SELECT * FROM messages WHERE message_id = ANY($1::text[])"
 TOPICS_SQL = "SELECT message_id, topic FROM messages WHERE message_id = ANY($1::text[])"
+_ITEMS = (("message_id", "text"), ("app", "text"), ("actor", "text"), ("detail", "text"))
 
 
-def transition_sql(set_clause: str, source: State, event: Event, returning: str = "m.*") -> str:
-    """``UPDATE messages m SET <set_clause>`` for many ids, each guarded by ``source`` and (when
-    given) its app, appending one ``event`` per changed row with that item's actor and detail;
-    returns ``returning`` of each changed row."""
+def transition_sql(change: Transition, returning: str = "m.*") -> str:
+    """``change`` for many ids, each guarded by its source state and (when given) its app,
+    appending one event per changed row with that item's actor and detail; returns
+    ``returning`` of each changed row."""
     return f"""
 WITH input AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
-        AS u(message_id, app, actor, detail)
+    {unnest_sql(_ITEMS)}
 ), changed AS (
-    UPDATE messages m SET {set_clause}
+    UPDATE messages m SET {set_sql(change)}
     FROM input u
-    WHERE m.message_id = u.message_id AND m.state = '{source.value}'
+    WHERE m.message_id = u.message_id AND m.state = '{change.source.value}'
       AND (u.app IS NULL OR m.app = u.app)
     RETURNING {returning}, u.actor AS event_actor, u.detail AS event_detail
 ), history AS (
     INSERT INTO message_events (message_id, event, actor, detail)
-    SELECT message_id, '{event.value}', event_actor, event_detail::jsonb FROM changed
+    SELECT message_id, '{event_of(change).value}', event_actor, event_detail::jsonb FROM changed
 )
 SELECT * FROM changed
 """
 
 
-def insert_kind(one_shot: bool) -> tuple[State, Event]:
-    """A prepare stores ``pending-send``; a one-shot send stores ``sent`` (first delivery
+def insert_statement(one_shot: bool) -> str:
+    """The insert of a prepare (``pending-send``) or a one-shot send (``sent``, first delivery
     reserved, see :mod:`rms.delivery`)."""
-    return (State.SENT, Event.SENT) if one_shot else (State.PENDING_SEND, Event.PREPARED)
+    return _INSERTS[new_message(one_shot).action]
+
+
+_INSERTS = {change.action: insert_sql(change) for change in (new_message(False), new_message(True))}
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +124,8 @@ class CoalescedWrites:
         self._coalescers: dict[str, Coalescer[Any, Written]] = {}
 
     async def prepare(self, item: PrepareItem, *, one_shot: bool) -> Written:
-        state, event = insert_kind(one_shot)
-        inserter = self._coalescer(f"insert:{state.value}", self._inserter(state, event))
-        return await inserter.submit(item)
+        sql = insert_statement(one_shot)
+        return await self._coalescer(sql, self._inserter(sql)).submit(item)
 
     async def transition(self, item: TransitionItem, sql: str) -> Written:
         return await self._coalescer(sql, self._updater(sql)).submit(item)
@@ -129,10 +138,10 @@ class CoalescedWrites:
             self._coalescers[kind] = coalescer
         return coalescer
 
-    def _inserter(self, state: State, event: Event) -> Any:
+    def _inserter(self, sql: str) -> Any:
         async def flush(items: Sequence[PrepareItem]) -> list[Written]:
             async with driver_connection(self._engine) as driver:
-                return await insert_messages(driver, items, state, event)
+                return await insert_messages(driver, items, sql)
         return flush
 
     def _updater(self, sql: str) -> Any:
@@ -142,15 +151,15 @@ class CoalescedWrites:
         return flush
 
 
-async def insert_messages(driver: Any, items: Sequence[PrepareItem], state: State,
-                          event: Event) -> list[Written]:
+async def insert_messages(driver: Any, items: Sequence[PrepareItem], sql: str
+                          ) -> list[Written]:
     """Insert new messages (``ON CONFLICT DO NOTHING``) with their first event; per item the
     row it created, or the row already under its id. Also the all-or-nothing batch endpoint's
     statement (run inside its transaction)."""
     first = _first_of_each([i.draft.message_id for i in items])
     arrays = _insert_arrays([items[index] for index in first.values()])
-    rows = await driver.fetch(INSERT_SQL, *arrays, state.value, event.value)
-    created = {row["message_id"]: message_from_record(row) for row in rows}
+    rows = await driver.fetch(sql, *arrays)
+    created = {row["message_id"]: message_from(row) for row in rows}
     existing = await _select(driver, [i for i in first if i not in created])
     return _answers([i.draft.message_id for i in items], first, created, existing)
 
@@ -163,7 +172,7 @@ async def update_messages(driver: Any, sql: str, items: Sequence[TransitionItem]
     rows = await driver.fetch(
         sql, [i.message_id for i in chosen], [i.app for i in chosen],
         [i.actor for i in chosen], [orjson.dumps(i.detail).decode() for i in chosen])
-    changed = {row["message_id"]: message_from_record(row) for row in rows}
+    changed = {row["message_id"]: message_from(row) for row in rows}
     rest = await _select(driver, [i for i in first if i not in changed])
     return _answers([i.message_id for i in items], first, changed, rest)
 
@@ -172,7 +181,7 @@ async def _select(driver: Any, ids: Sequence[str]) -> dict[str, Message]:
     if not ids:
         return {}
     rows = await driver.fetch(SELECT_SQL, list(ids))
-    return {row["message_id"]: message_from_record(row) for row in rows}
+    return {row["message_id"]: message_from(row) for row in rows}
 
 
 def _first_of_each(ids: Sequence[str]) -> dict[str, int]:

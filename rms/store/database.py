@@ -5,23 +5,16 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-import asyncpg
 import orjson
 import structlog
 from sqlalchemy import event
-from sqlalchemy.exc import DBAPIError, DisconnectionError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from rms import metrics
-from rms.config import Settings
+from rms.config import WorkerSettings
 
 log = structlog.get_logger(__name__)
-
-# what a lost, restarting or overloaded PostgreSQL raises (as opposed to a refused statement)
-DATABASE_UNAVAILABLE = (DBAPIError, PoolTimeout, asyncpg.InterfaceError,
-                        asyncpg.PostgresConnectionError,
-                        asyncpg.exceptions.OperatorInterventionError)
 
 
 def normalise_url(url: str) -> str:
@@ -36,7 +29,7 @@ def _json_dumps(value: object) -> str:
     return orjson.dumps(value).decode()
 
 
-def create_engine(settings: Settings, *, pool_size: int | None = None) -> AsyncEngine:
+def create_engine(settings: WorkerSettings, *, pool_size: int | None = None) -> AsyncEngine:
     """One engine per process. ``pool_timeout`` bounds the wait so overload answers 503."""
     engine = create_async_engine(
         normalise_url(settings.database_url),

@@ -19,15 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
-    ARRAY,
     Boolean,
     Float,
     Integer,
     Text,
     and_,
-    bindparam,
     case,
-    column,
     func,
     literal,
     select,
@@ -36,10 +33,12 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.domain.models import PublishOutcome
-from rms.domain.states import Event, State
-from rms.store.messages import seconds
+from rms.domain.states import Event
+from rms.domain.transitions import PUBLISH_ACCEPTED, PUBLISH_REFUSED
+from rms.store.batch import batch_params, unnest_cte
 from rms.store.raw import RawStatement
 from rms.store.schema import message_events, messages
+from rms.store.transitions import core_values
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,23 +62,17 @@ def _record_statement() -> Any:
     """Built once. Binds: one array per column of :data:`_COLUMNS`, named ``rows_<column>``.
     Returns one row per message whose state row changed (accepted and rescheduled, or given
     back)."""
-    # no bind is named after a column: Core would read it as a SET value of the UPDATEs
-    arrays = [bindparam(f"rows_{name}", type_=ARRAY(kind)) for name, kind in _COLUMNS]
-    rows = (func.unnest(*arrays)
-            .table_valued(*(column(name, kind) for name, kind in _COLUMNS))
-            .render_derived(name="rows"))
-    batch = select(rows).cte("batch")
+    batch = unnest_cte(_COLUMNS)
     guard = and_(messages.c.message_id == batch.c.message_id,
-                 messages.c.state == State.SENT.value,
+                 messages.c.state == PUBLISH_ACCEPTED.source.value,
                  messages.c.delivery_count == batch.c.delivery)
     rescheduled = (
         update(messages).where(guard, batch.c.ok, batch.c.due.is_not(None))
-        .values(next_delivery_at=func.now() + seconds(batch.c.due), claim_token=None)
+        .values(**core_values(PUBLISH_ACCEPTED, {"due": batch.c.due}))
         .returning(messages.c.message_id).cte("rescheduled"))
     given_back = (
         update(messages).where(guard, ~batch.c.ok)
-        .values(delivery_count=messages.c.delivery_count - 1, claim_token=None,
-                next_delivery_at=func.now() + seconds(batch.c.retry))
+        .values(**core_values(PUBLISH_REFUSED, {"retry": batch.c.retry}))
         .returning(messages.c.message_id).cte("given_back"))
     event = case((batch.c.ok, literal(Event.PUBLISHED.value)),
                  else_=literal(Event.PUBLISH_FAILED.value))
@@ -98,16 +91,9 @@ RECORD = _record_statement()
 
 
 def _params(records: Sequence[Recorded]) -> dict[str, list[Any]]:
-    return {
-        "rows_message_id": [r.outcome.message_id for r in records],
-        "rows_delivery": [r.outcome.delivery for r in records],
-        "rows_ok": [r.outcome.ok for r in records],
-        "rows_due": [r.next_due_seconds for r in records],
-        "rows_retry": [r.retry_seconds for r in records],
-        "rows_error": [r.outcome.error for r in records],
-        "rows_reason": [r.outcome.reason for r in records],
-        "rows_actor": [r.actor for r in records],
-    }
+    return batch_params(_COLUMNS, [
+        (r.outcome.message_id, r.outcome.delivery, r.outcome.ok, r.next_due_seconds,
+         r.retry_seconds, r.outcome.error, r.outcome.reason, r.actor) for r in records])
 
 
 class DeliveryStore:

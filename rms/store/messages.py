@@ -6,134 +6,65 @@ its history commit together and concurrent actors cannot both win.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from sqlalchemy import (
-    CTE,
-    ColumnElement,
-    Select,
-    and_,
-    func,
-    literal,
-    select,
-    update,
-)
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy import CTE, ColumnElement, and_, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from rms.domain import transitions as table
 from rms.domain.errors import Conflict, IllegalTransition, NotFound
 from rms.domain.models import Actor, Message, MessageEvent, NewMessage
-from rms.domain.states import Event, State
+from rms.domain.states import State
 from rms.store.coalesced import (
     TOPICS_SQL,
     CoalescedWrites,
     PrepareItem,
     TransitionItem,
-    insert_kind,
     insert_messages,
+    insert_statement,
     transition_sql,
     update_messages,
 )
 from rms.store.raw import driver_connection
 from rms.store.rows import to_event, to_message
 from rms.store.schema import message_events, messages
+from rms.store.transitions import core_values, event_of, with_event
+from rms.store.transitions import set_sql as set_clause
 
 Detail = Mapping[str, Any] | Callable[[CTE], ColumnElement[Any]]
 
 
-def seconds(column: Any) -> ColumnElement[Any]:
-    """``column`` seconds as an interval (database clock arithmetic)."""
-    return func.make_interval(0, 0, 0, 0, 0, 0, column)
-
-
-def with_event(changed: CTE, event: Event, actor: str, detail: Detail) -> Select[Any]:
-    """``SELECT * FROM changed`` that also appends one event per changed row."""
-    detail_sql = detail(changed) if callable(detail) else literal(dict(detail), JSONB)
-    history = message_events.insert().from_select(
-        ["message_id", "event", "actor", "detail"],
-        select(changed.c.message_id, literal(event.value), literal(actor), detail_sql),
-    ).cte(f"history_{event.name.lower()}")
-    return select(changed).add_cte(history)
-
-
-def delivery_detail(changed: CTE) -> ColumnElement[Any]:
-    """``{"delivery": n}`` from the changed row (the number a resend reserved)."""
-    return func.jsonb_build_object("delivery", changed.c.delivery_count)
-
-
 @dataclass(frozen=True, slots=True)
 class Transition:
-    """One guarded state change: from ``source`` to ``target`` with these column values.
+    """A row of the transition table with its two SQL renderings: ``values`` for the
+    single-row Core statement and ``set_sql``, the SET clause of the coalesced request path's
+    statement ``coalesced_sql`` (:mod:`rms.store.coalesced`; None: always written alone)."""
 
-    ``set_sql`` is the same change as SQL text for the coalesced request path
-    (:mod:`rms.store.coalesced`); a transition without it is always written alone."""
-
-    action: str
-    source: State
-    target: State
+    rule: table.Transition
     values: Mapping[str, Any]
-    event: Event
     set_sql: str | None = None
+    coalesced_sql: str | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        statement = None if self.set_sql is None else transition_sql(self.rule)
+        object.__setattr__(self, "coalesced_sql", statement)
 
     @property
-    def coalesced_sql(self) -> str | None:
-        if self.set_sql is None:
-            return None
-        return transition_sql(self.set_sql, self.source, self.event)
+    def action(self) -> str:
+        return self.rule.action
 
 
-def _transition_values(target: State) -> dict[str, Any]:
-    now = func.now()
-    common: dict[str, Any] = {"state": target.value, "dead": False, "dead_reason": None,
-                              "claim_token": None}
-    if target is State.SENT:
-        return common | {
-            "confirmed_at": now,
-            "next_check_at": None,
-            "delivery_count": messages.c.delivery_count + 1,
-            "next_delivery_at": now + seconds(messages.c.ack_timeout_seconds),
-        }
-    if target is State.DELETED:
-        return common | {"deleted_at": now, "next_check_at": None}
-    if target is State.DONE:
-        return common | {"done_at": now, "next_delivery_at": None}
-    raise ValueError(f"no transition into {target}")
+def rendered(rule: table.Transition, *, coalesced: bool) -> Transition:
+    return Transition(rule, core_values(rule), set_clause(rule) if coalesced else None)
 
 
-def _transition_sql(target: State) -> str:
-    """``_transition_values`` as an SQL SET clause over ``messages m`` (tests check the two
-    write the same row)."""
-    common = f"state = '{target.value}', dead = false, dead_reason = NULL, claim_token = NULL"
-    if target is State.SENT:
-        return (f"{common}, confirmed_at = now(), next_check_at = NULL, "
-                "delivery_count = m.delivery_count + 1, "
-                "next_delivery_at = now() + make_interval(secs => m.ack_timeout_seconds)")
-    if target is State.DELETED:
-        return f"{common}, deleted_at = now(), next_check_at = NULL"
-    if target is State.DONE:
-        return f"{common}, done_at = now(), next_delivery_at = NULL"
-    raise ValueError(f"no transition into {target}")
-
-
-CONFIRM = Transition("confirm", State.PENDING_SEND, State.SENT, _transition_values(State.SENT),
-                     Event.CONFIRMED, _transition_sql(State.SENT))
-CANCEL = Transition("cancel", State.PENDING_SEND, State.DELETED,
-                    _transition_values(State.DELETED), Event.CANCELLED,
-                    _transition_sql(State.DELETED))
-ACK = Transition("ack", State.SENT, State.DONE, _transition_values(State.DONE), Event.ACKED,
-                 _transition_sql(State.DONE))
-_ACK_MANY_SQL = transition_sql(_transition_sql(State.DONE), State.SENT, Event.ACKED,
-                               returning="m.message_id")
-
-# A repeated action that already happened answers 200 with the message as it is.
-_ALREADY = {
-    "confirm": {State.SENT, State.DONE},
-    "cancel": {State.DELETED},
-    "ack": {State.DONE},
-    "resend": set(),
-}
+CONFIRM = rendered(table.CONFIRM, coalesced=True)
+CANCEL = rendered(table.CANCEL, coalesced=True)
+ACK = rendered(table.ACK, coalesced=True)
+RESEND = rendered(table.RESEND, coalesced=False)
+_ACK_MANY_SQL = transition_sql(table.ACK, returning="m.message_id")
 
 
 class MessageStore:
@@ -156,10 +87,9 @@ class MessageStore:
         self, app: str, drafts: Sequence[NewMessage], *, one_shot: bool = False
     ) -> list[tuple[Message, bool]]:
         """All or nothing: one transaction; any conflicting item rolls the whole batch back."""
-        state, event = insert_kind(one_shot)
         async with driver_connection(self._engine) as driver, driver.transaction():
             written = await insert_messages(
-                driver, [PrepareItem(app, draft) for draft in drafts], state, event)
+                driver, [PrepareItem(app, draft) for draft in drafts], insert_statement(one_shot))
             return [(stored, True) if created and stored is not None
                     else (_check_retry(app, draft, stored), False)
                     for draft, (stored, created) in zip(drafts, written, strict=True)]
@@ -182,15 +112,15 @@ class MessageStore:
         IllegalTransition naming the current state. Without a claim token or a computed
         detail, concurrent calls share one statement (:mod:`rms.store.coalesced`)."""
         sql = change.coalesced_sql
-        if self._coalesced is not None and sql is not None and claim_token is None \
-                and not callable(detail):
+        if sql is not None and claim_token is None and not callable(detail):
             item = TransitionItem(message_id, app, actor,
                                   dict(detail or {}) | ({"by": by.value} if by else {}))
             current, did = await self._coalesced.transition(item, sql)
             if did and current is not None:
                 return current, True
             return _explain_miss(message_id, change, current, app), False
-        guard = [messages.c.message_id == message_id, messages.c.state == change.source.value]
+        guard = [messages.c.message_id == message_id,
+                 messages.c.state == change.rule.source.value]
         if app is not None:
             guard.append(messages.c.app == app)
         if claim_token is not None:
@@ -202,7 +132,8 @@ class MessageStore:
             .returning(*messages.c).cte("changed")
         )
         async with self._engine.begin() as conn:
-            row = (await conn.execute(with_event(changed, change.event, actor, event_detail))).first()
+            row = (await conn.execute(with_event(changed, event_of(change.rule), actor, event_detail))
+                   ).first()
             if row is not None:
                 return to_message(row), True
             current = (await self._fetch(conn, [message_id])).get(message_id)
@@ -261,6 +192,13 @@ class MessageStore:
             rows = await driver.fetch(TOPICS_SQL, list(message_ids))
         return {row["message_id"]: row["topic"] for row in rows}
 
+    async def pending_count(self, app: str) -> int:
+        """The app's pending-send messages (an index-only count on ``messages_app_state``)."""
+        statement = select(func.count()).select_from(messages).where(
+            messages.c.app == app, messages.c.state == State.PENDING_SEND.value)
+        async with self._engine.connect() as conn:
+            return int((await conn.execute(statement)).scalar_one())
+
     async def events(self, message_id: str) -> list[MessageEvent]:
         statement = (
             select(message_events)
@@ -314,6 +252,7 @@ def _explain_miss(
 ) -> Message:
     if current is None or (app is not None and current.app != app):
         raise NotFound(f"no message {message_id!r}")
-    if current.state in _ALREADY[change.action]:
+    if current.state in change.rule.already:
         return current
     raise IllegalTransition(message_id, change.action, current.state.value)
+

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 def _connection_problem(exc: BaseException) -> bool:
     from sqlalchemy.exc import DBAPIError
 
-    from rms.store.database import DATABASE_UNAVAILABLE
+    from rms.outage import DATABASE_UNAVAILABLE
 
     seen: BaseException | None = exc
     while seen is not None:

@@ -39,12 +39,14 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.domain.models import Message
-from rms.domain.states import DeadReason, Event, State
-from rms.store.admin import RESEND, MessageFilter
-from rms.store.messages import delivery_detail, seconds, with_event
-from rms.store.raw import RawStatement, message_from_record
-from rms.store.rows import to_message
+from rms.domain.states import DeadReason, State
+from rms.domain.transitions import CLAIM_DELIVERY, DELIVERY_EXHAUSTED
+from rms.store.admin import MessageFilter
+from rms.store.messages import RESEND
+from rms.store.raw import RawStatement
+from rms.store.rows import message_from, to_message
 from rms.store.schema import messages
+from rms.store.transitions import core_values, delivery_detail, event_of, with_event
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +59,7 @@ class Round:
 
 def _due() -> list[ColumnElement[bool]]:
     return [
-        messages.c.state == State.SENT.value,
+        messages.c.state == CLAIM_DELIVERY.source.value,
         ~messages.c.dead,
         messages.c.next_delivery_at <= func.now(),
     ]
@@ -90,17 +92,15 @@ def round_statement(limit: int, token: str, lease_seconds: float, actor: str) ->
     dead = (
         update(messages)
         .where(messages.c.message_id == due.c.message_id, due.c.spent)
-        .values(dead=True, dead_reason=DeadReason.DELIVERY_EXHAUSTED.value, claim_token=None,
-                next_delivery_at=None)
+        .values(**core_values(DELIVERY_EXHAUSTED))
         .returning(*messages.c)
         .cte("dead")
     )
     claimed = (
         update(messages)
         .where(messages.c.message_id == due.c.message_id, ~due.c.spent)
-        .values(delivery_count=messages.c.delivery_count + 1,
-                claim_token=bindparam("round_token", token),
-                next_delivery_at=func.now() + seconds(literal(lease_seconds)))
+        .values(**core_values(CLAIM_DELIVERY, {"token": bindparam("round_token", token),
+                                               "lease": literal(lease_seconds)}))
         .returning(*messages.c)
         .cte("claimed")
     )
@@ -110,7 +110,7 @@ def round_statement(limit: int, token: str, lease_seconds: float, actor: str) ->
             "reason", DeadReason.DELIVERY_EXHAUSTED.value,
             "deliveries", rows.c.delivery_count - rows.c.delivery_base)
 
-    flagged = with_event(dead, Event.DEAD, actor, detail).add_columns(
+    flagged = with_event(dead, event_of(DELIVERY_EXHAUSTED), actor, detail).add_columns(
         literal(True).label("flagged_dead"))
     return union_all(flagged, select(claimed, literal(False).label("flagged_dead")))
 
@@ -131,7 +131,7 @@ class RedeliveryStore:
                                      self._engine.dialect)
             self._rounds[key] = statement
         rows = await statement.fetch(self._engine, round_token=token)
-        found = [(row["flagged_dead"], message_from_record(row)) for row in rows]
+        found = [(row["flagged_dead"], message_from(row)) for row in rows]
         return Round(dead=[message for dead, message in found if dead],
                      claimed=[message for dead, message in found if not dead])
 
@@ -149,12 +149,12 @@ class RedeliveryStore:
         changed = (
             update(messages)
             .where(messages.c.message_id == chosen.c.message_id, messages.c.dead,
-                   messages.c.state == RESEND.source.value)
+                   messages.c.state == RESEND.rule.source.value)
             .values(**RESEND.values)
             .returning(*messages.c)
             .cte("changed")
         )
         async with self._engine.begin() as conn:
-            rows = await conn.execute(with_event(changed, RESEND.event, actor, delivery_detail))
+            rows = await conn.execute(with_event(changed, event_of(RESEND.rule), actor, delivery_detail))
             found = [to_message(row) for row in rows]
         return sorted(found, key=lambda m: (m.created_at, m.message_id))

@@ -1,4 +1,4 @@
-"""Row to domain-record mapping, in one place."""
+"""Row to domain-record mapping, in one place: columns are read by name."""
 
 from __future__ import annotations
 
@@ -9,9 +9,15 @@ from sqlalchemy import Row
 from rms.domain.models import App, Message, MessageEvent
 from rms.domain.states import DeadReason, State
 
+_STATES = {state.value: state for state in State}
+_REASONS = {reason.value: reason for reason in DeadReason}
 
-def to_message(row: Row[Any]) -> Message:
-    m = row._mapping
+
+def message_from(m: Any) -> Message:
+    """A Message from anything that reads ``messages`` columns by name: an asyncpg Record
+    (JSONB columns arrive decoded: the engine's asyncpg codecs do that) or a Core row's
+    mapping."""
+    reason = m["dead_reason"]
     return Message(
         message_id=m["message_id"],
         app=m["app"],
@@ -20,9 +26,9 @@ def to_message(row: Row[Any]) -> Message:
         payload=m["payload"],
         headers=dict(m["headers"] or {}),
         check_url=m["check_url"],
-        state=State(m["state"]),
+        state=_STATES[m["state"]],
         dead=m["dead"],
-        dead_reason=DeadReason(m["dead_reason"]) if m["dead_reason"] else None,
+        dead_reason=_REASONS[reason] if reason else None,
         check_count=m["check_count"],
         delivery_count=m["delivery_count"],
         delivery_base=m["delivery_base"],
@@ -38,6 +44,10 @@ def to_message(row: Row[Any]) -> Message:
         next_delivery_at=m["next_delivery_at"],
         claim_token=m["claim_token"],
     )
+
+
+def to_message(row: Row[Any]) -> Message:
+    return message_from(row._mapping)
 
 
 def to_app(row: Row[Any]) -> App:

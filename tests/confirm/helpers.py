@@ -7,7 +7,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from confirm_service.worker import ConfirmWorker
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from rms.domain.models import Message
+from rms.store.checks import Action, Answer, CheckStore, Resolution
+from rms.store.messages import MessageStore
+from rms.usecases.checkbacks import ConfirmWorker
 from tests.support import Api, AppKeys
 
 FAST = {"check_after_seconds": 0.05}
@@ -59,3 +64,14 @@ async def prepare_many(api: Api, app: AppKeys, topic: str, count: int, check_url
         assert response.status_code == 201, response.text
         ids += [m["message_id"] for m in response.json()["messages"]]
     return ids
+
+
+async def record_answer(engine: AsyncEngine, message: Message, token: str, actor: str,
+                        action: Action, answer: Answer) -> Message | None:
+    """Record one answer for a message claimed under ``token``; the stored message after the
+    change, or None when the claim was lost."""
+    [resolved] = await CheckStore(engine).resolve_many(
+        [Resolution(message.message_id, token, actor, action, answer)])
+    if not resolved.applied:
+        return None
+    return resolved.sent or await MessageStore(engine).get(message.message_id)

@@ -13,9 +13,17 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from confirm_service.runtime import confirm_worker
 from rms.config import Settings
-from rms.store.checks import Answer, CheckStore
+from rms.store.checks import Action, Answer, CheckStore
 from rms.store.database import create_engine
-from tests.confirm.helpers import FAST, all_settled, drive, events, message, prepare_many
+from tests.confirm.helpers import (
+    FAST,
+    all_settled,
+    drive,
+    events,
+    message,
+    prepare_many,
+    record_answer,
+)
 from tests.confirm.servers import CallbackServer
 from tests.support import Api, AppKeys
 
@@ -58,12 +66,13 @@ async def test_abandoned_claim_returns_and_a_late_worker_changes_nothing(
     assert (again.message_id, again.check_count) == (message_id, 2)
     assert second.token != first.token
 
-    late = await store.confirm(first.messages[0], first.token, "killed",
-                               Answer(1, "committed"))
+    late = await record_answer(engine, first.messages[0], first.token, "killed",
+                               Action.CONFIRM, Answer(1, "committed"))
     assert late is None
     found = await message(api, producer, message_id)
     assert (found["state"], found["check_count"]) == ("pending-send", 2)
-    cancelled = await store.cancel(again, second.token, "survivor", Answer(2, "rolled_back"))
+    cancelled = await record_answer(engine, again, second.token, "survivor", Action.CANCEL,
+                                    Answer(2, "rolled_back"))
     assert cancelled is not None and cancelled.state.value == "deleted"
     history = [(e["event"], e["actor"], e["detail"])
                for e in await events(api, producer, message_id)][1:]

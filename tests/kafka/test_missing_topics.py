@@ -16,9 +16,9 @@ import httpx
 import pytest
 from prometheus_client import REGISTRY
 
-from recovery_service.redeliverer import RecoveryWorker
 from rms.config import Settings
 from rms.kafka_broker import EmbeddedKafka
+from rms.usecases.redelivery import RecoveryWorker
 from rms.worker import worker_context
 from tests.conftest import ADMIN_TOKEN
 from tests.recovery.helpers import events, message, tick_until

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from recovery_service.redeliverer import RecoveryWorker
 from rms.config import Settings
+from rms.usecases.redelivery import RecoveryWorker
 from rms.worker import worker_context
 from tests.recovery.helpers import SqlHelper
 

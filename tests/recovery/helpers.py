@@ -14,8 +14,8 @@ from aiokafka import ConsumerRecord
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from recovery_service.redeliverer import RecoveryWorker, TickReport
 from rms.kafka.records import header
+from rms.usecases.redelivery import RecoveryWorker, TickReport
 from tests.support import Api
 
 

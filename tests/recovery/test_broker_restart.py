@@ -15,11 +15,11 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from recovery_service.redeliverer import RecoveryWorker
 from rms.config import Settings
 from rms.embedded import EmbeddedPostgres
 from rms.kafka_broker import EmbeddedKafka
 from rms.sdk.consumer import HttpAcker, RmsConsumer, RmsRecord, ensure_inbox
+from rms.usecases.redelivery import RecoveryWorker
 from rms.worker import worker_context
 from tests.conftest import ADMIN_TOKEN
 from tests.recovery.helpers import events, read_until_all

@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 
-from recovery_service.redeliverer import RecoveryWorker
 from rms.domain.models import PublishOutcome
 from rms.store.messages import MessageStore
 from rms.store.redeliveries import RedeliveryStore
+from rms.usecases.redelivery import RecoveryWorker
 from tests.recovery.helpers import SqlHelper
 from tests.support import Api
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from recovery_service.redeliverer import RecoveryWorker
+from rms.usecases.redelivery import RecoveryWorker
 from tests.recovery.helpers import SqlHelper, deliveries, events, message
 from tests.support import Api, read_topic
 

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from prometheus_client import REGISTRY
 
-from recovery_service.redeliverer import RecoveryWorker
+from rms.usecases.redelivery import RecoveryWorker
 from tests.recovery.helpers import SqlHelper, deliveries, events, message, tick_until
 from tests.support import Api, read_topic
 

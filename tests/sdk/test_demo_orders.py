@@ -21,13 +21,13 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from confirm_service.runtime import confirm_worker
-from confirm_service.worker import ConfirmWorker
 from rms.config import Settings
 from rms.demo.orders import Config, barrier_rows, create_app, orders
 from rms.embedded import EmbeddedPostgres, free_port
 from rms.sdk.barrier import Barrier, BarrierClosed
 from rms.sdk.producer import RmsProducer
 from rms.store.database import normalise_url
+from rms.usecases.checkbacks import ConfirmWorker
 from tests.confirm.servers import serving
 from tests.support import Api, read_topic
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from recovery_service.redeliverer import RecoveryWorker
 from rms.config import Settings
 from rms.sdk.consumer import AckResult, BatchReport, HttpAcker, Outcome, RmsConsumer, RmsRecord
+from rms.usecases.redelivery import RecoveryWorker
 from rms.worker import worker_context
 from tests.sdk_consumer.helpers import (
     CountingAcker,

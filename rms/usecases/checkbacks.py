@@ -1,5 +1,6 @@
-"""The confirm worker's tick: claim due messages, call their producers (bounded concurrency),
-apply each answer as soon as it arrives, and keep the metrics an alert needs.
+"""Check-back answers, the confirm worker's use case: claim due messages, ask their producers
+(bounded concurrency) through a :class:`Caller`, apply each answer as soon as it arrives, and
+keep the metrics an alert needs.
 
 Answers are written by a :class:`~rms.batching.Coalescer`: the answers that arrive while one
 write is running go into the next one, a single statement (:meth:`CheckStore.resolve_many`)
@@ -16,13 +17,14 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
 
 import structlog
 
-from confirm_service.caller import CheckCaller, CheckResult, Outcome
 from rms import metrics
 from rms.batching import Coalescer
-from rms.config import Settings
+from rms.config import WorkerSettings
 from rms.delivery import Dispatcher
 from rms.domain.models import App, Message
 from rms.domain.policy import DeliveryPolicy, next_check_delay
@@ -33,21 +35,44 @@ log = structlog.get_logger(__name__)
 DEAD = DeadReason.CHECK_EXHAUSTED.value
 
 
+class Outcome(StrEnum):
+    """A producer's answer (design section 5); anything else counts as ``unknown``."""
+
+    COMMITTED = "committed"
+    ROLLED_BACK = "rolled_back"
+    UNKNOWN = "unknown"
+
+
 @dataclass(frozen=True, slots=True)
-class WorkerSettings:
+class CheckResult:
+    outcome: Outcome
+    error: str | None = None
+    called: bool = True  # False when the guard refused before any connection
+
+
+class Caller(Protocol):
+    """Asks a message's producer about it; never raises for what the producer does."""
+
+    async def check(self, message: Message, app: App) -> CheckResult: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CheckSettings:
+    """The knobs of a confirm worker's tick."""
+
     batch_size: int
     lease_seconds: float
     concurrency: int
     check_backoff_cap_seconds: float
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> WorkerSettings:
+    def from_settings(cls, settings: WorkerSettings) -> CheckSettings:
         return cls(settings.worker_batch_size, settings.worker_lease_seconds,
                    settings.worker_concurrency, settings.check_backoff_cap_seconds)
 
 
 class ConfirmWorker:
-    def __init__(self, settings: WorkerSettings, store: CheckStore, caller: CheckCaller,
+    def __init__(self, settings: CheckSettings, store: CheckStore, caller: Caller,
                  dispatcher: Dispatcher, actor: str) -> None:
         self._settings = settings
         self._store = store
@@ -65,7 +90,7 @@ class ConfirmWorker:
 
         Batches overlap: the next batch is claimed as soon as every call of the current one
         has started (holds a concurrency slot), so the slots stay busy while the last calls of
-        a batch finish. Claimed messages wait for a slot at most one batch long, as before."""
+        a batch finish. Claimed messages wait for a slot at most one batch long."""
         total = 0
         checks: set[asyncio.Task[None]] = set()
         try:
@@ -78,13 +103,6 @@ class ConfirmWorker:
         finally:
             await asyncio.gather(*checks)
         return total
-
-    async def run_batch(self) -> int:
-        """Claim one batch and resolve it; returns its size."""
-        checks: set[asyncio.Task[None]] = set()
-        claimed = await self.start_batch(checks)
-        await asyncio.gather(*checks)
-        return claimed
 
     async def start_batch(self, checks: set[asyncio.Task[None]]) -> int:
         """Claim one batch and start its checks (added to ``checks`` until done); returns its

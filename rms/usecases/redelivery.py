@@ -1,5 +1,28 @@
-"""One recovery worker: each tick flags spent messages dead and re-publishes due ones, in rounds
-of ``RMS_WORKER_BATCH_SIZE`` until nothing is due (see the package docstring for the rules)."""
+"""Redelivery, the recovery worker's use case: each tick flags spent messages dead and
+re-publishes due ones, in rounds of ``RMS_WORKER_BATCH_SIZE`` until nothing is due.
+
+How deliveries are counted (see also :mod:`rms.store.deliveries`):
+
+* A delivery number is reserved (``delivery_count + 1``) by the statement that makes a message
+  due for publishing: confirm, one-shot send, the recovery claim, an admin resend.
+* Only publishes the broker **accepted** count toward ``max_deliveries``. A refused or timed-out
+  publish gives its number back and makes the message due again after
+  ``RMS_PUBLISH_RETRY_SECONDS``, so a broker outage never dead-letters anything early: it only
+  stops publishing, and everything is delivered once the broker is back.
+* A worker killed between the reservation and the broker's answer cannot know whether the
+  record went out, so that number stays counted (the message is published again when the
+  claim's lease, ``RMS_WORKER_LEASE_SECONDS``, runs out). In the worst case such a crash costs
+  one attempt of the budget; it never loses a message.
+* After the last allowed delivery the worker still waits for that delivery's ack deadline; only
+  then is the message flagged dead (``delivery-exhausted``). A late ack of a dead message still
+  marks it ``done`` and clears ``dead``.
+* Ack deadlines grow as ``ack_timeout_seconds * 2**(n-1)``, capped at
+  ``RMS_DELIVERY_BACKOFF_CAP_SECONDS``, where ``n`` counts deliveries since the budget started
+  (an admin resend restarts it).
+* While the broker is unreachable the worker does not claim at all (nor flag anything dead),
+  and after a round in which every publish failed it sends a single probe per tick until one
+  succeeds, so an outage does not fill the event history with ``publish-failed`` rows.
+"""
 
 from __future__ import annotations
 
@@ -7,23 +30,36 @@ import asyncio
 import contextlib
 import time
 import uuid
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import InitVar, dataclass, field
+from typing import Any, Protocol
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms import metrics
-from rms.config import Settings
-from rms.delivery import Dispatcher
+from rms.config import WorkerSettings
+from rms.delivery import Dispatcher, dispatcher_for
 from rms.domain.models import Message, PublishOutcome
 from rms.kafka.publisher import Publisher
 from rms.store.admin import AdminStore
-from rms.store.deliveries import DeliveryStore
 from rms.store.redeliveries import RedeliveryStore, Round
-from rms.worker import WorkerContext
 
 log = structlog.get_logger(__name__)
+
+
+class Context(Protocol):
+    """What a worker process built for its worker (:class:`rms.worker.WorkerContext`)."""
+
+    @property
+    def settings(self) -> WorkerSettings: ...
+    @property
+    def engine(self) -> AsyncEngine: ...
+    @property
+    def publisher(self) -> Publisher: ...
+    @property
+    def dispatcher(self) -> Dispatcher: ...
+    @property
+    def worker_id(self) -> str: ...
 
 
 @dataclass
@@ -46,29 +82,33 @@ class TickReport:
 
 @dataclass
 class RecoveryWorker:
-    settings: Settings
+    """Built from a worker process's context (:meth:`from_context`), it publishes
+    through the context's dispatcher; built alone, through one of its own publisher."""
+
+    settings: WorkerSettings
     engine: AsyncEngine
     publisher: Publisher
     worker_id: str
+    given_dispatcher: InitVar[Dispatcher | None] = None
     dispatcher: Dispatcher = field(init=False)
     store: RedeliveryStore = field(init=False)
     probing: bool = field(default=False, init=False)
     _gauge_refreshed: float = field(default=0.0, init=False)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, given_dispatcher: Dispatcher | None) -> None:
         if self.settings.worker_lease_seconds <= 2 * self.settings.kafka_publish_timeout_seconds:
             log.warning("recovery.short_lease", lease_seconds=self.settings.worker_lease_seconds,
                         publish_timeout_seconds=self.settings.kafka_publish_timeout_seconds,
                         hint="a claim may expire while its publish is still in flight; set "
                              "RMS_WORKER_LEASE_SECONDS well above RMS_KAFKA_PUBLISH_TIMEOUT_SECONDS")
-        self.dispatcher = Dispatcher(self.publisher, DeliveryStore(self.engine),
-                                     self.settings.publish_retry_seconds,
-                                     self.settings.delivery_backoff_cap_seconds)
+        self.dispatcher = given_dispatcher or dispatcher_for(self.publisher, self.engine,
+                                                             self.settings)
         self.store = RedeliveryStore(self.engine)
 
     @classmethod
-    def from_context(cls, context: WorkerContext) -> RecoveryWorker:
-        return cls(context.settings, context.engine, context.publisher, context.worker_id)
+    def from_context(cls, context: Context) -> RecoveryWorker:
+        return cls(context.settings, context.engine, context.publisher, context.worker_id,
+                   context.dispatcher)
 
     async def tick(self) -> TickReport:
         """Rounds until one claims less than a full batch (the backlog is drained) or a publish

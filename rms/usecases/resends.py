@@ -1,10 +1,10 @@
-"""Operator actions on dead letters, shared by the HTTP API and (through it) ``rms dead``.
+"""Resends, one message or dead letters in bulk (the HTTP API and, through it, ``rms dead``).
 
-Only dead ``sent`` messages are resent here; a dead ``pending-send`` has an unknown outcome and
-is resolved with admin confirm or cancel instead. A resend is the RESEND transition (clears
-``dead``, restarts the delivery budget, reserves the next delivery number, records ``resent``
-with the actor) followed by a publish through the one publish path,
-:meth:`rms.delivery.Dispatcher.deliver`.
+A resend is the RESEND transition (clears ``dead``, restarts the delivery budget, reserves the
+next delivery number, records ``resent`` with the actor) followed by a publish through the one
+publish path, :meth:`rms.delivery.Dispatcher.deliver`. In bulk only dead ``sent`` messages are
+resent; a dead ``pending-send`` has an unknown outcome and is resolved with admin confirm or
+cancel instead.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import structlog
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms import metrics
 from rms.delivery import Dispatcher
 from rms.domain.models import Message
 from rms.store.admin import AdminStore, MessageFilter
-from rms.store.messages import MessageStore
+from rms.store.messages import RESEND, MessageStore
 from rms.store.redeliveries import RedeliveryStore
+from rms.store.transitions import delivery_detail
 
 log = structlog.get_logger(__name__)
 MAX_BULK_RESEND = 1000
@@ -29,21 +29,22 @@ PUBLISH_CONCURRENCY = 64
 
 
 @dataclass
-class DeadLetterOperations:
-    """Takes the message service's own dispatcher and stores (not the service, so the recovery
-    package does not depend on the HTTP one)."""
-
+class Resends:
     dispatcher: Dispatcher
     messages: MessageStore
     admin: AdminStore
     redeliveries: RedeliveryStore
 
-    @classmethod
-    def create(cls, dispatcher: Dispatcher, messages: MessageStore, admin: AdminStore,
-               engine: AsyncEngine) -> DeadLetterOperations:
-        return cls(dispatcher, messages, admin, RedeliveryStore(engine))
+    async def resend(self, message_id: str, *, actor: str = "admin") -> Message:
+        """Publish a ``sent`` message again now (dead or not), clear ``dead`` and restart its
+        delivery budget; ``delivery_count`` keeps counting."""
+        message, _ = await self.messages.transition(message_id, RESEND, app=None, actor=actor,
+                                                    detail=delivery_detail)
+        metrics.TRANSITIONS.labels("resent").inc()
+        await self.dispatcher.deliver(message, actor=actor, reschedule=True)
+        return await self.messages.get(message_id)
 
-    async def bulk_resend(self, where: MessageFilter, limit: int, *, actor: str,
+    async def resend_dead(self, where: MessageFilter, limit: int, *, actor: str,
                           dry_run: bool) -> list[Message]:
         """Resend up to ``limit`` dead ``sent`` messages matching ``where``, oldest first, or
         with ``dry_run`` only list the ones that would be resent (nothing changes)."""

@@ -1,0 +1,1 @@
+"""Commands of the ``rms`` command line that belong to no single service (``rms topics``)."""

@@ -1,0 +1,159 @@
+"""The transition table (design section 3): every change a message row can undergo, held as
+data: the changes of state, the check-back retry, the dead flags, the workers' claims and the
+publish outcomes.
+
+A :class:`Transition` names the states it starts from, the state it leaves the message in, the
+event it appends, the states in which a repeat answers "already there" (200 with the message
+as it is), and its column effects. The store renders both of its SQL forms (SQLAlchemy values
+and the SET clause of the coalesced statements) from these effects, so a transition is defined
+here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from rms.domain.states import DeadReason, Event, State
+
+
+@dataclass(frozen=True, slots=True)
+class Now:
+    """The database clock when the statement runs."""
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """The row's value of ``name`` before the change."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Given:
+    """A value the statement supplies per row (a lease, a retry delay)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Plus:
+    """The row's ``name`` before the change, plus ``by``."""
+
+    name: str
+    by: int
+
+
+@dataclass(frozen=True, slots=True)
+class Later:
+    """The database clock plus ``seconds`` (a column of the row, or a given value)."""
+
+    seconds: Column | Given
+
+
+Effect = None | bool | int | str | Now | Column | Given | Plus | Later
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One guarded change. ``sources``: the states it applies to (empty: a new row);
+    ``dead``: the ``dead`` flag it requires (None: either); ``event``: the history row it
+    appends (None: the caller's own event, as a check-back's ``checked``); ``already``: states
+    in which a repeat is answered with the message as it is."""
+
+    action: str
+    sources: frozenset[State]
+    target: State
+    event: Event | None
+    effects: Mapping[str, Effect]
+    already: frozenset[State] = frozenset()
+    dead: bool | None = None
+
+    @property
+    def source(self) -> State:
+        """The one state a guarded ``UPDATE`` matches (every stored-row transition has one)."""
+        [source] = self.sources
+        return source
+
+
+def _frozen(effects: dict[str, Effect]) -> Mapping[str, Effect]:
+    return MappingProxyType(effects)
+
+
+_ALIVE: dict[str, Effect] = {"dead": False, "dead_reason": None, "claim_token": None}
+_NEXT_DELIVERY: dict[str, Effect] = {
+    "delivery_count": Plus("delivery_count", 1),
+    "next_delivery_at": Later(Column("ack_timeout_seconds")),
+}
+
+
+def _into(target: State, **effects: Effect) -> dict[str, Effect]:
+    return {"state": target.value, **_ALIVE, **effects}
+
+
+PREPARE = Transition(
+    "prepare", frozenset(), State.PENDING_SEND, Event.PREPARED,
+    _frozen({"state": State.PENDING_SEND.value,
+             "next_check_at": Later(Column("check_after_seconds"))}))
+SEND = Transition(
+    "send", frozenset(), State.SENT, Event.SENT,
+    _frozen({"state": State.SENT.value, "confirmed_at": Now(), "delivery_count": 1,
+             "next_delivery_at": Later(Column("ack_timeout_seconds"))}))
+CONFIRM = Transition(
+    "confirm", frozenset({State.PENDING_SEND}), State.SENT, Event.CONFIRMED,
+    _frozen(_into(State.SENT, confirmed_at=Now(), next_check_at=None, **_NEXT_DELIVERY)),
+    already=frozenset({State.SENT, State.DONE}))
+CANCEL = Transition(
+    "cancel", frozenset({State.PENDING_SEND}), State.DELETED, Event.CANCELLED,
+    _frozen(_into(State.DELETED, deleted_at=Now(), next_check_at=None)),
+    already=frozenset({State.DELETED}))
+ACK = Transition(
+    "ack", frozenset({State.SENT}), State.DONE, Event.ACKED,
+    _frozen(_into(State.DONE, done_at=Now(), next_delivery_at=None)),
+    already=frozenset({State.DONE}))
+RESEND = Transition(
+    "resend", frozenset({State.SENT}), State.SENT, Event.RESENT,
+    _frozen({**_ALIVE, "delivery_base": Column("delivery_count"), **_NEXT_DELIVERY}))
+RETRY_CHECK = Transition(
+    "retry-check", frozenset({State.PENDING_SEND}), State.PENDING_SEND, None,
+    _frozen({"claim_token": None, "next_check_at": Later(Given("delay"))}))
+CHECK_EXHAUSTED = Transition(
+    "check-exhausted", frozenset({State.PENDING_SEND}), State.PENDING_SEND, Event.DEAD,
+    _frozen({"dead": True, "dead_reason": DeadReason.CHECK_EXHAUSTED.value,
+             "next_check_at": None, "claim_token": None}))
+DELIVERY_EXHAUSTED = Transition(
+    "delivery-exhausted", frozenset({State.SENT}), State.SENT, Event.DEAD,
+    _frozen({"dead": True, "dead_reason": DeadReason.DELIVERY_EXHAUSTED.value,
+             "claim_token": None, "next_delivery_at": None}),
+    dead=False)
+
+# claims and publish outcomes: a worker's lease on a message, and what the broker said
+CLAIM_CHECK = Transition(
+    "claim-check", frozenset({State.PENDING_SEND}), State.PENDING_SEND, None,
+    _frozen({"next_check_at": Later(Given("lease")), "claim_token": Given("token"),
+             "check_count": Plus("check_count", 1)}),
+    dead=False)
+CLAIM_DELIVERY = Transition(
+    "claim-delivery", frozenset({State.SENT}), State.SENT, None,
+    _frozen({"delivery_count": Plus("delivery_count", 1), "claim_token": Given("token"),
+             "next_delivery_at": Later(Given("lease"))}),
+    dead=False)
+PUBLISH_ACCEPTED = Transition(
+    "publish-accepted", frozenset({State.SENT}), State.SENT, None,
+    _frozen({"next_delivery_at": Later(Given("due")), "claim_token": None}))
+PUBLISH_REFUSED = Transition(
+    "publish-refused", frozenset({State.SENT}), State.SENT, None,
+    _frozen({"delivery_count": Plus("delivery_count", -1), "claim_token": None,
+             "next_delivery_at": Later(Given("retry"))}))
+
+TABLE: tuple[Transition, ...] = (
+    PREPARE, SEND, CONFIRM, CANCEL, ACK, RESEND, RETRY_CHECK, CHECK_EXHAUSTED,
+    DELIVERY_EXHAUSTED, CLAIM_CHECK, CLAIM_DELIVERY, PUBLISH_ACCEPTED, PUBLISH_REFUSED)
+
+
+def new_message(one_shot: bool) -> Transition:
+    """A prepare stores ``pending-send``; a one-shot send stores ``sent`` (first delivery
+    reserved)."""
+    return SEND if one_shot else PREPARE
+

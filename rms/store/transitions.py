@@ -1,0 +1,105 @@
+"""The transition table (:mod:`rms.domain.transitions`) rendered as SQL, in its two forms:
+SQLAlchemy values for the statements built with Core, and SQL text for the constant statements
+of the coalesced request path. Both come from the same effects, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+from sqlalchemy import CTE, ColumnElement, Select, cast, func, literal, select
+from sqlalchemy.dialects.postgresql import JSONB
+
+from rms.domain.states import Event
+from rms.domain.transitions import Column, Effect, Given, Later, Now, Plus, Transition
+from rms.store.schema import message_events, messages
+
+Detail = Mapping[str, Any] | Any  # a fixed detail, or a callable from the changed CTE
+
+
+def seconds(value: Any) -> ColumnElement[Any]:
+    """``value`` seconds as an interval (database clock arithmetic)."""
+    return func.make_interval(0, 0, 0, 0, 0, 0, value)
+
+
+def core_values(change: Transition, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The effects as ``UPDATE messages ... VALUES`` arguments; ``given`` supplies each
+    :class:`Given` value as a Core expression."""
+    supplied = given or {}
+    return {name: _core(effect, supplied) for name, effect in change.effects.items()}
+
+
+def _core(effect: Effect, given: Mapping[str, Any]) -> Any:
+    if isinstance(effect, Now):
+        return func.now()
+    if isinstance(effect, Column):
+        return messages.c[effect.name]
+    if isinstance(effect, Given):
+        return given[effect.name]
+    if isinstance(effect, Plus):
+        return messages.c[effect.name] + effect.by
+    if isinstance(effect, Later):
+        return func.now() + seconds(_core(effect.seconds, given))
+    return effect
+
+
+def set_sql(change: Transition, row: str = "m.") -> str:
+    """The effects as the SET clause of ``UPDATE messages m`` (``row`` prefixes the row's own
+    columns)."""
+    return ", ".join(f"{name} = {sql_of(effect, row)}" for name, effect in change.effects.items())
+
+
+def sql_of(effect: Effect, row: str = "m.") -> str:
+    """One effect as SQL text; column references are prefixed with ``row``."""
+    if isinstance(effect, Now):
+        return "now()"
+    if isinstance(effect, Column):
+        return f"{row}{effect.name}"
+    if isinstance(effect, Plus):
+        return f"{row}{effect.name} + {effect.by}"
+    if isinstance(effect, Later):
+        return f"now() + make_interval(secs => {sql_of(effect.seconds, row)})"
+    return _literal(effect)
+
+
+def _literal(effect: Effect) -> str:
+    if effect is None:
+        return "NULL"
+    if isinstance(effect, bool):
+        return "true" if effect else "false"
+    if isinstance(effect, int):
+        return str(effect)
+    if isinstance(effect, str):
+        return "'" + effect.replace("'", "''") + "'"
+    raise ValueError(f"{effect!r} has no constant SQL form")
+
+
+def event_of(change: Transition) -> Event:
+    """The event ``change`` appends (a transition without one is written by a statement that
+    appends its own)."""
+    if change.event is None:
+        raise ValueError(f"{change.action} appends no event of its own")
+    return change.event
+
+
+def jsonb(value: Mapping[str, Any]) -> ColumnElement[Any]:
+    """A constant JSON object as ``jsonb``: its text is bound as plain text and cast by
+    PostgreSQL, so a statement run on the driver connection needs no Core bind processing."""
+    return cast(literal(orjson.dumps(dict(value)).decode()), JSONB)
+
+
+def with_event(changed: CTE, event: Event, actor: str, detail: Detail) -> Select[Any]:
+    """``SELECT * FROM changed`` that also appends one event per changed row."""
+    detail_sql = detail(changed) if callable(detail) else jsonb(detail)
+    history = message_events.insert().from_select(
+        ["message_id", "event", "actor", "detail"],
+        select(changed.c.message_id, literal(event.value), literal(actor), detail_sql),
+    ).cte(f"history_{event.name.lower()}")
+    return select(changed).add_cte(history)
+
+
+def delivery_detail(changed: CTE) -> ColumnElement[Any]:
+    """``{"delivery": n}`` from the changed row (the number a resend reserved)."""
+    return func.jsonb_build_object("delivery", changed.c.delivery_count)

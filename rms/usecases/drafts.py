@@ -1,0 +1,135 @@
+"""A prepare request checked against its app's permissions and the deployment's limits, and
+turned into a :class:`~rms.domain.models.NewMessage` with the policy resolved."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+import orjson
+
+from rms.callback_urls import PassedHosts, validate_check_url
+from rms.config import Settings
+from rms.domain.errors import Forbidden, Invalid, PayloadTooLarge
+from rms.domain.ids import new_message_id
+from rms.domain.models import App, NewMessage
+from rms.domain.topics import topic_allowed
+from rms.kafka.records import RESERVED_HEADER_PREFIX
+
+T = TypeVar("T")
+
+
+class PrepareInput(Protocol):
+    """What a prepare carries, whatever transport it came by (the HTTP schema is one)."""
+
+    @property
+    def message_id(self) -> str | None: ...
+    @property
+    def topic(self) -> str: ...
+    @property
+    def key(self) -> str | None: ...
+    @property
+    def payload(self) -> Any: ...
+    @property
+    def headers(self) -> dict[str, str]: ...
+    @property
+    def check_url(self) -> str | None: ...
+    @property
+    def check_after_seconds(self) -> float | None: ...
+    @property
+    def max_checks(self) -> int | None: ...
+    @property
+    def ack_timeout_seconds(self) -> float | None: ...
+    @property
+    def max_deliveries(self) -> int | None: ...
+
+
+@dataclass
+class Drafts:
+    settings: Settings
+    passed_hosts: PassedHosts = field(default_factory=PassedHosts)
+
+    async def draft(self, app: App, request: PrepareInput) -> NewMessage:
+        """Validate a prepare against the app's permissions and the limits."""
+        if not topic_allowed(request.topic, app.produce_topics):
+            raise Forbidden(f"topic {request.topic!r} is not in app {app.name!r}'s "
+                            "produce_topics")
+        self._check_payload(request)
+        self._check_headers(request.headers)
+        check_url = request.check_url or app.default_check_url
+        if check_url is None:
+            raise Invalid("check_url is required (the app has no default_check_url)")
+        check_url = await validate_check_url(check_url, app.check_url_prefixes,
+                                             allow_private=self.settings.allow_private_callbacks,
+                                             passed=self.passed_hosts)
+        policy = self.settings.policy
+        return NewMessage(
+            message_id=request.message_id or new_message_id(),
+            topic=request.topic,
+            key=request.key,
+            payload=request.payload,
+            headers=request.headers,
+            check_url=check_url,
+            check_after_seconds=_pick(request.check_after_seconds, policy.check_after_seconds),
+            max_checks=_pick(request.max_checks, policy.max_checks),
+            ack_timeout_seconds=_pick(request.ack_timeout_seconds, policy.ack_timeout_seconds),
+            max_deliveries=_pick(request.max_deliveries, policy.max_deliveries),
+        )
+
+    async def draft_item(self, app: App, index: int, request: PrepareInput) -> NewMessage:
+        """:meth:`draft` for a batch item: a refusal names the item."""
+        try:
+            return await self.draft(app, request)
+        except (Forbidden, Invalid, PayloadTooLarge) as exc:
+            raise type(exc)(f"messages[{index}]: {exc.detail}") from exc
+
+    def check_batch_size(self, count: int) -> None:
+        if count > self.settings.max_batch_items:
+            raise PayloadTooLarge(f"a batch holds at most {self.settings.max_batch_items} "
+                                  f"items; this one has {count}")
+
+    def _check_payload(self, request: PrepareInput) -> None:
+        encoded = orjson.dumps(request.payload)  # encodable: the transport checked it
+        if len(encoded) > self.settings.max_payload_bytes:
+            raise PayloadTooLarge(f"payload is {len(encoded)} bytes; the limit is "
+                                  f"{self.settings.max_payload_bytes} (RMS_MAX_PAYLOAD_BYTES)")
+        if _ENCODED_NUL.search(encoded):
+            raise Invalid(_NUL)
+        if any("\x00" in text for text in (request.key or "", request.check_url or "")):
+            raise Invalid(_NUL)
+
+    def _check_headers(self, headers: dict[str, str]) -> None:
+        if len(headers) > self.settings.max_headers:
+            raise Invalid(f"at most {self.settings.max_headers} headers are allowed; "
+                          f"got {len(headers)}")
+        if any("\x00" in name or "\x00" in value for name, value in headers.items()):
+            raise Invalid(_NUL)
+        for name in headers:
+            if not name or name.lower().startswith(RESERVED_HEADER_PREFIX):
+                raise Invalid(f"header name {name!r} is empty or uses the reserved "
+                              f"'{RESERVED_HEADER_PREFIX}' prefix")
+        size = sum(len(k.encode()) + len(v.encode()) for k, v in headers.items())
+        if size > self.settings.max_header_bytes:
+            raise Invalid(f"headers total {size} bytes; the limit is "
+                          f"{self.settings.max_header_bytes}")
+
+
+# a JSON escape \u0000 (an even number of backslashes before it, so not the text "\\u0000")
+_ENCODED_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
+_NUL = ("the NUL character (\\u0000) cannot be stored (PostgreSQL text and jsonb refuse it); "
+        "payload, key, headers and check_url must not contain it")
+
+
+def _pick(override: T | None, default: T) -> T:
+    return default if override is None else override
+
+
+def first_duplicate(ids: list[str]) -> tuple[str, int] | None:
+    """The first id that appears a second time, with that position."""
+    seen: set[str] = set()
+    for index, message_id in enumerate(ids):
+        if message_id in seen:
+            return message_id, index
+        seen.add(message_id)
+    return None

@@ -1,0 +1,27 @@
+"""Readiness and the gauges read at scrape time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rms import metrics
+from rms.kafka.publisher import KafkaPublisher, broker_reachable
+from rms.store.admin import AdminStore
+
+
+@dataclass
+class Health:
+    admin: AdminStore
+    publisher: KafkaPublisher
+
+    async def unreachable(self) -> list[str]:
+        """The dependencies that do not answer: ``database``, ``broker`` (empty: ready)."""
+        database = await self.admin.reachable()
+        broker = await broker_reachable(self.publisher)
+        return [name for name, ok in (("database", database), ("broker", broker)) if not ok]
+
+    async def refresh_gauges(self) -> None:
+        """Ages of the oldest pending-send and unacknowledged messages (partial indexes)."""
+        pending, unacked = await self.admin.oldest_ages()
+        metrics.OLDEST_PENDING_SEND.set(pending or 0)
+        metrics.OLDEST_UNACKED.set(unacked or 0)

@@ -1,0 +1,125 @@
+"""The message use cases of producers and operators: prepare (and one-shot send), confirm and
+cancel, one at a time or as an all-or-nothing batch, and the reads of a message and its
+history. Every state change goes through the transition table's guarded statements; a
+confirmed or sent message is published through the one publish path."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rms import metrics
+from rms.config import Settings
+from rms.delivery import Dispatcher
+from rms.domain.errors import Invalid
+from rms.domain.models import Actor, App, Message, MessageEvent
+from rms.store.messages import CANCEL, CONFIRM, MessageStore, Transition
+from rms.usecases.drafts import Drafts, PrepareInput, first_duplicate
+
+
+@dataclass
+class MessageService:
+    settings: Settings
+    store: MessageStore
+    dispatcher: Dispatcher
+    drafts: Drafts = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.drafts = Drafts(self.settings)
+
+    # ---- producer side -------------------------------------------------------------------
+
+    async def prepare(self, app: App, request: PrepareInput, *, one_shot: bool
+                      ) -> tuple[Message, bool]:
+        draft = await self.drafts.draft(app, request)
+        message, created = await self.store.prepare(app.name, draft, one_shot=one_shot)
+        if created:
+            metrics.TRANSITIONS.labels("sent" if one_shot else "prepared").inc()
+            if one_shot:
+                await self._publish_first(message)
+        return message, created
+
+    async def prepare_batch(self, app: App, requests: Sequence[PrepareInput]) -> list[Message]:
+        self.drafts.check_batch_size(len(requests))
+        drafts = [await self.drafts.draft_item(app, index, req)
+                  for index, req in enumerate(requests)]
+        duplicates = first_duplicate([d.message_id for d in drafts])
+        if duplicates is not None:
+            raise Invalid(f"messages[{duplicates[1]}]: message_id {duplicates[0]!r} appears "
+                          "twice in the batch")
+        results = await self.store.prepare_batch(app.name, drafts)
+        metrics.TRANSITIONS.labels("prepared").inc(sum(1 for _, created in results if created))
+        return [message for message, _ in results]
+
+    async def confirm(self, app: App, message_id: str) -> Message:
+        message, changed = await self.store.transition(
+            message_id, CONFIRM, app=app.name, actor=f"app:{app.name}", by=Actor.PRODUCER)
+        if changed:
+            metrics.TRANSITIONS.labels("confirmed").inc()
+            await self._publish_first(message)
+        return message
+
+    async def cancel(self, app: App, message_id: str) -> Message:
+        message, changed = await self.store.transition(
+            message_id, CANCEL, app=app.name, actor=f"app:{app.name}", by=Actor.PRODUCER)
+        if changed:
+            metrics.TRANSITIONS.labels("cancelled").inc()
+        return message
+
+    async def confirm_batch(self, app: App, message_ids: Sequence[str]) -> list[Message]:
+        results = await self._batch(app, message_ids, CONFIRM)
+        changed = [message for message, did in results if did]
+        metrics.TRANSITIONS.labels("confirmed").inc(len(changed))
+        await asyncio.gather(*(self._publish_first(message) for message in changed))
+        return [message for message, _ in results]
+
+    async def cancel_batch(self, app: App, message_ids: Sequence[str]) -> list[Message]:
+        results = await self._batch(app, message_ids, CANCEL)
+        metrics.TRANSITIONS.labels("cancelled").inc(sum(1 for _, did in results if did))
+        return [message for message, _ in results]
+
+    async def message(self, message_id: str, *, app: App | None = None) -> Message:
+        """A message (of ``app``, when given: another app's is not found)."""
+        return await self.store.get(message_id, app=None if app is None else app.name)
+
+    async def events(self, message_id: str, *, app: App | None = None) -> list[MessageEvent]:
+        """A message's history (of ``app``, when given)."""
+        await self.message(message_id, app=app)
+        return await self.store.events(message_id)
+
+    async def pending_count(self, app: str) -> int:
+        """The app's pending-send messages, for the per-app cap."""
+        return await self.store.pending_count(app)
+
+    # ---- operator side -------------------------------------------------------------------
+
+    async def admin_confirm(self, message_id: str, *, actor: str = "admin") -> Message:
+        message, changed = await self.store.transition(
+            message_id, CONFIRM, app=None, actor=actor, by=Actor.ADMIN)
+        if changed:
+            metrics.TRANSITIONS.labels("confirmed").inc()
+            await self._publish_first(message)
+        return message
+
+    async def admin_cancel(self, message_id: str, *, actor: str = "admin") -> Message:
+        message, changed = await self.store.transition(
+            message_id, CANCEL, app=None, actor=actor, by=Actor.ADMIN)
+        if changed:
+            metrics.TRANSITIONS.labels("cancelled").inc()
+        return message
+
+    # ---- helpers -------------------------------------------------------------------------
+
+    async def _publish_first(self, message: Message) -> None:
+        await self.dispatcher.deliver(message, actor=f"app:{message.app}", reschedule=False)
+
+    async def _batch(self, app: App, message_ids: Sequence[str], change: Transition
+                     ) -> list[tuple[Message, bool]]:
+        """Batch confirm/cancel: one transaction, all or nothing; a failure names the item."""
+        self.drafts.check_batch_size(len(message_ids))
+        duplicate = first_duplicate(list(message_ids))
+        if duplicate is not None:
+            raise Invalid(f"message_ids[{duplicate[1]}]: {duplicate[0]!r} appears twice")
+        return await self.store.transition_many(
+            message_ids, change, app=app.name, actor=f"app:{app.name}", by=Actor.PRODUCER)

@@ -1,0 +1,84 @@
+"""Operator use cases (admin token over HTTP, ``rms dead`` through it): apps and their
+credentials, message search across apps, and the counts the dashboard and alerts read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rms.callback_urls import validate_prefix
+from rms.config import Settings
+from rms.domain.models import App, Message
+from rms.domain.states import State
+from rms.store.admin import AdminStore, BlockedPublishes, GroupCounts, MessageFilter
+from rms.store.apps import AppSpec, AppStore, Credentials
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Counts by state and dead in total and per app and topic, the oldest ages, and the
+    publishes blocked on the cluster."""
+
+    totals: dict[str, int]
+    oldest_pending_send_age_seconds: float | None
+    oldest_unacked_age_seconds: float | None
+    groups: list[GroupCounts]
+    publish_blocked: list[BlockedPublishes]
+
+
+@dataclass
+class Operators:
+    settings: Settings
+    apps: AppStore
+    admin: AdminStore
+
+    async def create_app(self, spec: AppSpec) -> Credentials:
+        """Register an app; its check-URL prefixes and default check URL are validated."""
+        prefixes = tuple(validate_prefix(prefix) for prefix in spec.check_url_prefixes)
+        default = (None if spec.default_check_url is None
+                   else validate_prefix(spec.default_check_url))
+        return await self.apps.create(AppSpec(spec.name, spec.produce_topics,
+                                              spec.consume_topics, prefixes, default))
+
+    async def list_apps(self) -> list[App]:
+        return await self.apps.list()
+
+    async def app(self, name: str) -> App:
+        return await self.apps.get(name)
+
+    async def search(self, where: MessageFilter, limit: int, cursor: str | None
+                     ) -> tuple[list[Message], str | None]:
+        """Messages of any app matching ``where``, oldest first, a page at a time."""
+        return await self.admin.search(where, limit, cursor)
+
+    async def rotate_key(self, name: str, *, rotate_signing_secret: bool) -> Credentials:
+        return await self.apps.rotate_key(
+            name, rotate_signing_secret=rotate_signing_secret,
+            overlap_seconds=self.settings.signing_secret_overlap_seconds)
+
+    async def rotate_signing_secret(self, name: str, overlap_seconds: float | None) -> App:
+        """A new signing secret; the previous one signs too for ``overlap_seconds`` (default
+        RMS_SIGNING_SECRET_OVERLAP_SECONDS)."""
+        overlap = (self.settings.signing_secret_overlap_seconds if overlap_seconds is None
+                   else overlap_seconds)
+        return await self.apps.rotate_signing_secret(name, overlap)
+
+    async def stats(self) -> Stats:
+        groups = await self.admin.stats()
+        totals: dict[str, int] = {s.value: 0 for s in State} | {"dead": 0}
+        for group in groups:
+            for name, count in group.counts.items():
+                totals[name] = totals.get(name, 0) + count
+        return Stats(
+            totals=totals,
+            oldest_pending_send_age_seconds=_oldest(
+                g.oldest_pending_send_age_seconds for g in groups),
+            oldest_unacked_age_seconds=_oldest(g.oldest_unacked_age_seconds for g in groups),
+            groups=groups,
+            publish_blocked=await self.admin.blocked_publishes(),
+        )
+
+
+def _oldest(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
