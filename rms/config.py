@@ -40,9 +40,6 @@ class WorkerSettings(BaseSettings):
     kafka_publish_timeout_seconds: float = Field(default=5.0, gt=0)
     kafka_client_id: str = "rms"
 
-    # Security: every process refuses to start without the admin token outside dev mode
-    admin_token: str | None = None
-    dev_mode: bool = False
     # check URLs on private addresses (the check-back calls and the prepare's validation)
     allow_private_callbacks: bool = False
 
@@ -68,17 +65,6 @@ class WorkerSettings(BaseSettings):
     log_json: bool = True
 
     @model_validator(mode="after")
-    def _admin_token_required_outside_dev(self) -> WorkerSettings:
-        if not self.dev_mode and not self.admin_token:
-            raise ConfigError(
-                "RMS_ADMIN_TOKEN is required outside dev mode (set RMS_DEV_MODE=true for a "
-                "local trial only)"
-            )
-        if self.admin_token is not None and len(self.admin_token) < 8 and not self.dev_mode:
-            raise ConfigError("RMS_ADMIN_TOKEN must be at least 8 characters")
-        return self
-
-    @model_validator(mode="after")
     def _idempotence_needs_all_acks(self) -> WorkerSettings:
         if self.kafka_enable_idempotence and self.kafka_acks != "all":
             raise ConfigError("RMS_KAFKA_ENABLE_IDEMPOTENCE=true needs RMS_KAFKA_ACKS=all "
@@ -101,6 +87,11 @@ class WorkerSettings(BaseSettings):
 class Settings(WorkerSettings):
     """All RMS settings: the workers' plus what the API reads (the ack consumer, the limits,
     the HTTP server, the report folder)."""
+
+    # Security: the API refuses to start without the admin token outside dev mode (the
+    # workers serve no admin endpoint and do not read it)
+    admin_token: str | None = None
+    dev_mode: bool = False
 
     ack_topic: str = "rms.acks"
     ack_consumer_enabled: bool = True
@@ -131,6 +122,17 @@ class Settings(WorkerSettings):
 
     # Reports: where `rms report` writes (the dashboard serves the latest summary.json from it)
     report_dir: str | None = None
+
+    @model_validator(mode="after")
+    def _admin_token_required_outside_dev(self) -> Settings:
+        if not self.dev_mode and not self.admin_token:
+            raise ConfigError(
+                "RMS_ADMIN_TOKEN is required outside dev mode (set RMS_DEV_MODE=true for a "
+                "local trial only)"
+            )
+        if self.admin_token is not None and len(self.admin_token) < 8 and not self.dev_mode:
+            raise ConfigError("RMS_ADMIN_TOKEN must be at least 8 characters")
+        return self
 
 
 def config_problem(exc: Exception) -> str:
