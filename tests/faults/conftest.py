@@ -4,6 +4,8 @@ scenario runs on the three-node cluster unless it asks for ``single_broker_stack
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -37,3 +39,22 @@ async def stack(infra: Infra) -> AsyncIterator[Stack]:
 async def single_broker_stack(single_broker_infra: Infra) -> AsyncIterator[Stack]:
     async with running_stack(single_broker_infra) as running:
         yield running
+
+
+@pytest.fixture
+async def tasks_dumped_before_the_timeout(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """A scenario that hangs prints where each of its asyncio tasks waits 15 s before
+    pytest-timeout ends it (pytest-timeout shows only the threads, and the loop's thread waits
+    in ``select``)."""
+    marker = request.node.get_closest_marker("timeout")
+    limit = float(marker.args[0]) if marker and marker.args else 120.0
+
+    async def dump() -> None:
+        await asyncio.sleep(max(1.0, limit - 15.0))
+        print(f"--- {request.node.name}: asyncio tasks {limit - 15.0:.0f} s in ---", file=sys.stderr)
+        for task in asyncio.all_tasks():
+            task.print_stack(file=sys.stderr)
+
+    watcher = asyncio.create_task(dump())
+    yield
+    watcher.cancel()

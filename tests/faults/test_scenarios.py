@@ -26,7 +26,8 @@ from tests.faults.history import COMMITTED, ROLLED_BACK
 from tests.faults.proxy import Toxics
 from tests.faults.scenario import Report, Scenario, run
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300),
+              pytest.mark.usefixtures("tasks_dumped_before_the_timeout")]
 
 
 def assert_clean(report: Report, *faults: str) -> None:
