@@ -35,7 +35,7 @@ def metrics(stages: dict[str, Stage], **values: Any) -> dict[str, Any]:
         "rolled_back_by_check_back", "cancelled_by_admin", "done", "pending_send", "unacked",
         "dead", "dead_check_exhausted", "dead_delivery_exhausted", "checkbacks",
         "checkbacks_committed", "checkbacks_rolled_back", "checkbacks_unknown",
-        "messages_checked", "checkbacks_max", "deliveries", "messages_published",
+        "checkbacks_other", "messages_checked", "checkbacks_max", "deliveries", "messages_published",
         "deliveries_max", "redelivered_messages", "publish_failures", "resends", "sla_met",
         "sla_missed", "sla_pending"), 0)
     row |= {"checkbacks_per_message": None, "deliveries_per_message": None,
