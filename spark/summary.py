@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from spark.facts import STAGES
-from spark.metrics import METRIC_COLUMNS, PERCENTILES
+from spark.grains import DISTRIBUTION_POPULATIONS
+from spark.metrics import METRIC_COLUMNS, PERCENTILES, RATIOS
 from spark.options import Window
 from spark.targets import SlaTargets
 
@@ -123,6 +124,9 @@ def build_summary(tables: ReportTables, context: ReportContext) -> dict[str, Any
         "sla_targets": context.targets.as_json(),
         "stages": list(STAGES),
         "metrics": list(METRIC_COLUMNS),
+        "ratios": {name: {"numerator": numerator, "denominator": " + ".join(denominator)}
+                   for name, (numerator, denominator) in RATIOS.items()},
+        "distribution_populations": dict(DISTRIBUTION_POPULATIONS),
         "totals": metrics_json(totals[0]) if totals else None,
         "hours": [metrics_json(row) for row in _rows(tables.hours)],
         "days": [metrics_json(row) for row in _rows(tables.days)],
