@@ -285,6 +285,25 @@ def test_checkback_and_delivery_distributions(spark_hand_report: Report) -> None
         {"value": 2, "messages": 1}, {"value": 3, "messages": 2}]
 
 
+def test_summary_names_the_populations(spark_hand_report: Report) -> None:
+    """Each ratio names its numerator and denominator, each histogram its population: the
+    deliveries histogram counts sent messages (0 included), the ratio divides by published
+    ones."""
+    summary = spark_hand_report.summary
+    assert summary["ratios"] == {
+        "checkbacks_per_message": {"numerator": "checkbacks", "denominator": "prepared"},
+        "deliveries_per_message": {"numerator": "deliveries",
+                                   "denominator": "messages_published"},
+        "sla_compliance": {"numerator": "sla_met", "denominator": "sla_met + sla_missed"},
+    }
+    assert summary["distribution_populations"] == {"checkbacks_per_message": "prepared",
+                                                   "deliveries_per_message": "sent"}
+    totals = summary["totals"]
+    for name, population in summary["distribution_populations"].items():
+        histogram = summary["distributions"][name]
+        assert sum(bucket["messages"] for bucket in histogram) == totals[population], name
+
+
 def test_summary_context(spark_hand_report: Report) -> None:
     summary = spark_hand_report.summary
     assert summary["window"] == {"since": SINCE, "until": UNTIL}
