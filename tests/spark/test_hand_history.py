@@ -4,20 +4,13 @@ comments in that module (nearest-rank percentiles: the value at rank ceil(p * n)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 
-from spark.export import ExportRequest, export
-from spark.inputs import JdbcSource, ParquetSource
-from spark.options import parse_instant, parse_window
-from spark.report import ReportConfig, run_report
-from spark.targets import load_targets
-from tests.spark.history import AS_OF, SINCE, TARGETS_TOML, UNTIL, ts
+from tests.spark.history import AS_OF, SINCE, UNTIL, Report, ts
 
 pytestmark = pytest.mark.spark
 
@@ -137,41 +130,6 @@ HOURLY = {
     ("billing", "refunds", "2026-03-02T12:00", 60.0): REFUNDS_12,
     ("billing", "invoices", "2026-03-03T00:00", 60.0): INVOICES_00,
 }
-
-
-@dataclass(frozen=True)
-class Report:
-    summary: dict[str, Any]
-    out: Path
-
-
-def _config(out: Path, source: JdbcSource | ParquetSource, targets: Path) -> ReportConfig:
-    return ReportConfig(out=out, source=source, window=parse_window(SINCE, UNTIL),
-                        as_of=parse_instant(AS_OF, "as of"), targets=load_targets(targets))
-
-
-@pytest.fixture(scope="module")
-def spark_hand_export(spark_hand_db: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("hand") / "export"
-    export(ExportRequest(spark_hand_db, out, parse_window(SINCE, UNTIL), batch_size=7))
-    return out
-
-
-@pytest.fixture(scope="module")
-def spark_hand_reports(spark_session: Any, spark_hand_db: str, spark_hand_export: Path,
-                       tmp_path_factory: pytest.TempPathFactory) -> dict[str, Report]:
-    base = tmp_path_factory.mktemp("hand-reports")
-    targets = base / "targets.toml"
-    targets.write_text(TARGETS_TOML, encoding="utf-8")
-    sources: dict[str, JdbcSource | ParquetSource] = {
-        "jdbc": JdbcSource(spark_hand_db, partitions=3),
-        "parquet": ParquetSource(spark_hand_export),
-    }
-    return {
-        name: Report(run_report(spark_session, _config(base / name, source, targets)),
-                     base / name)
-        for name, source in sources.items()
-    }
 
 
 @pytest.fixture(params=["jdbc", "parquet"])
