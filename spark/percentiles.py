@@ -239,6 +239,15 @@ class Selection:
         return columns
 
 
+def _in_buckets(frame: Any, buckets: set[tuple[int, int]]) -> Any:
+    """The rows of ``frame`` whose (stage, bucket) is one of ``buckets``: a hash-set test on
+    one number, before anything costlier looks at them."""
+    from pyspark.sql import functions as F
+
+    packed = F.col("stage").cast("long") * (1 << 32) + F.col("bucket")
+    return frame.where(packed.isin(sorted((stage << 32) + b for stage, b in buckets)))
+
+
 def _wanted_cells(histogram: Any, wanted: Any) -> Any:
     """Histogram cells inside a wanted bucket, each with its group (``g_`` keys) and ranks."""
     from pyspark.sql import functions as F
@@ -284,9 +293,10 @@ def stage_percentiles(facts: Any) -> Selection:
             selection.add(row)
         selection.resolve()
         if selection.wanted:
-            spark = facts.sparkSession
-            cells = _wanted_cells(histogram, spark.createDataFrame(selection.wanted_table()))
-            for row in _kth_values(values, cells).toArrow().to_pylist():
+            buckets = {(stage, bucket_) for _, _, stage, bucket_ in selection.wanted}
+            wanted = facts.sparkSession.createDataFrame(selection.wanted_table())
+            cells = _wanted_cells(_in_buckets(histogram, buckets), wanted)
+            for row in _kth_values(_in_buckets(values, buckets), cells).toArrow().to_pylist():
                 selection.found(row)
         return selection
     finally:
