@@ -118,7 +118,8 @@ def _rolled_up(histogram: Any) -> Any:
 
 def _ranked(rolled: Any) -> Any:
     """The buckets that hold a percentile: group, stage, bucket, its count, least and greatest
-    value, the group's count (``total``) and ``hits``, the (level, k) it holds."""
+    value, the group's count (``total``) and, per level, the rank within the bucket of the
+    level's value (``k_<level>``; null when the level's value is in another bucket)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -127,15 +128,14 @@ def _ranked(rolled: Any) -> Any:
     counted = rolled.select("*", F.sum("n").over(running).alias("through"),
                             F.sum("n").over(Window.partitionBy(*GROUP)).alias("total"))
     before = F.col("through") - F.col("n")
-    hits = []
+    ranks = {}
     for name, level in LEVELS.items():
         rank = F.call_function("div", F.col("total") * level.numerator + (level.denominator - 1),
                                F.lit(level.denominator))
-        hits.append(F.when((before < rank) & (rank <= F.col("through")), F.struct(
-            F.lit(name).alias("level"), (rank - before).alias("k"))))
-    found = F.filter(F.array(*hits), lambda hit: hit.isNotNull())
-    return counted.select(*GROUP, "bucket", "n", "low", "high", "total", found.alias("hits")) \
-        .where(F.size("hits") > 0)
+        ranks[f"k_{name}"] = F.when((before < rank) & (rank <= F.col("through")), rank - before)
+    return counted.select(*GROUP, "bucket", "n", "low", "high", "total",
+                          *[k.alias(name) for name, k in ranks.items()]).where(
+        F.coalesce(*[F.col(name) for name in ranks]).isNotNull())
 
 
 Group = tuple[str, Keys, int]  # grain, its key values, stage
@@ -173,8 +173,8 @@ class Selection:
         group = (row["grain"], tuple(row[key] for key in SLA_GRAINS[row["grain"]]),
                  row["stage"])
         self.counts[group] = row["total"]
-        self.targets[group] += [(hit["level"], hit["k"], row["bucket"], row["n"], row["low"],
-                                 row["high"]) for hit in row["hits"]]
+        self.targets[group] += [(level, row[f"k_{level}"], row["bucket"], row["n"], row["low"],
+                                 row["high"]) for level in LEVELS if row[f"k_{level}"] is not None]
 
     def resolve(self) -> None:
         """Pairs equal groups, then answers each remaining group's percentiles from its
