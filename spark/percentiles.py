@@ -10,8 +10,9 @@ stages would sort 24 copies of the history):
 1. Buckets. A latency of v whole microseconds falls in ``bucket(v)``: below 2^(BITS + 1) µs
    every value has a bucket of its own; above, 2^BITS buckets split each power of two (the
    bucket is the value's binary exponent and its BITS bits after the leading one), so the
-   values of a bucket are within 1/2^BITS of each other. A larger value never falls in an earlier
-   bucket: that property (``tests/spark/test_percentiles.py``) is what makes the method exact.
+   values of a bucket are within 1/2^BITS of each other. A larger value never falls in an
+   earlier bucket: that property (``tests/spark/test_exact_percentiles.py``) is what makes
+   the method exact.
 2. Histogram: count, least and greatest value per app, topic, hour, stage and bucket, one
    aggregation of the facts. Counts add up, so every grain's histogram is a roll-up of this
    one (grouping sets over at most a few hundred buckets per app, topic, hour and stage,
@@ -19,10 +20,11 @@ stages would sort 24 copies of the history):
 3. Ranks: per group and stage, a running count over the buckets in order finds the bucket
    holding rank r and the rank k within it. When k is 1 the answer is the bucket's least
    value, when k is the bucket's count (or the bucket holds a single distinct value) its
-   greatest.
-4. Otherwise the facts are read again for the values of the wanted buckets only (a join on
-   app, topic, hour, stage and bucket); numbered in ascending order within their group and
-   bucket, the k-th is the answer.
+   greatest. A group with as many values as one of its parts (a topic's only day, a day's
+   only hour) holds the same values and takes that part's answers.
+4. Otherwise the facts are read again for the values of the wanted buckets only (a hash-set
+   test on stage and bucket, then a join on app, topic, hour, stage and bucket); numbered in
+   ascending order within their group and bucket, the k-th is the answer.
 
 Step 4 reads a few percent of the values. Everything else is aggregation, bounded by the
 number of groups and buckets, or Spark sorts, which spill to disk: no group's values are held
@@ -123,10 +125,11 @@ def _ranked(rolled: Any) -> Any:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    running = Window.partitionBy(*GROUP).orderBy("bucket").rowsBetween(
-        Window.unboundedPreceding, Window.currentRow)
+    ordered = Window.partitionBy(*GROUP).orderBy("bucket")  # one window: one sort, one pass
+    running = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    whole = ordered.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     counted = rolled.select("*", F.sum("n").over(running).alias("through"),
-                            F.sum("n").over(Window.partitionBy(*GROUP)).alias("total"))
+                            F.sum("n").over(whole).alias("total"))
     before = F.col("through") - F.col("n")
     ranks = {}
     for name, level in LEVELS.items():
