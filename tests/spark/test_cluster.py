@@ -1,7 +1,8 @@
 """The report on a real Spark cluster: a standalone master and two one-core workers on this
 machine (``tests/spark/cluster.py``), ``rms report --master spark://...`` over JDBC (the
 executors read PostgreSQL with the JDBC jar the driver ships them) and over Parquet, each run
-spread over both workers' executors. Its outputs equal those of ``local[2]``."""
+spread over both workers' executors. Its outputs equal those of ``local[2]``. The executors
+are given no usable Python: the report runs none on them (everything is Spark SQL)."""
 
 from __future__ import annotations
 
@@ -22,10 +23,12 @@ from tests.spark.history import AS_OF, SINCE, UNTIL, Report
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
+NO_PYTHON = "/nonexistent/python"
 CLUSTER_CONF = {
     "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
     "spark.executor.memory": "512m", "spark.executor.cores": "1",
     "spark.sql.shuffle.partitions": "3", "spark.ui.enabled": "false",
+    "spark.pyspark.python": NO_PYTHON,
 }
 
 
@@ -46,7 +49,7 @@ def _on_cluster(cluster: StandaloneCluster, out: Path, arguments: list[str]) -> 
         [sys.executable, "-m", "rms.cli", "report", "--master", cluster.url, *conf,
          "--out", str(out), "--since", SINCE, "--until", UNTIL, "--as-of", AS_OF, *arguments],
         capture_output=True, text=True, check=False, timeout=150,
-        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable})
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": NO_PYTHON})
     assert result.returncode == 0, result.stderr[-3000:]
     summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
     return summary
