@@ -11,9 +11,10 @@ report still lists a message that got stuck yesterday.
 JDBC: the window's creation-time range (read first, with the database clock) is cut into
 ``partitions`` equal slices and each slice is one query on its own connection, for messages
 and for events alike (events are joined to their message, so every slice uses the
-``messages_created`` index). The slices are separate transactions, not one snapshot: a message
-that changes during the read may show an event without the matching state change, which the
-metrics tolerate (see ``spark.facts``).
+``messages_created`` index). Events come with their JSON detail only where the report reads it
+(``spark.facts.DETAIL_EVENTS``). The slices are separate transactions, not one snapshot: a
+message that changes during the read may show an event without the matching state change,
+which the metrics tolerate (see ``spark.facts``).
 
 Parquet: the ``rms export`` layout (``messages/``, ``events/``, ``open/``, ``_export.json``);
 the window filters it again, so one large export serves many report windows. Without
