@@ -52,11 +52,6 @@ STAGE_COLUMNS = tuple(f"{stage}_{part}" for stage in STAGES for part in STAGE_PA
 Keys = tuple[Any, ...]  # the values of a grain's keys, in SLA_GRAINS order
 
 
-def nearest_rank(level: Fraction, n: int) -> int:
-    """ceil(level * n), in integers."""
-    return -(-level.numerator * n // level.denominator)
-
-
 def _exponent(value: Any) -> Any:
     """floor(log2(value)) for a whole number >= 1, exactly: the double logarithm's floor is
     within one of it, and one integer comparison on each side corrects it."""
