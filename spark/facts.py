@@ -1,7 +1,8 @@
 """One row per message of the window: what happened to it and when. Every metric of the report
 is an aggregate of these rows, so the rules below are the report's semantics.
 
-Buckets: ``hour`` and ``day`` are the message's ``created_at`` truncated in UTC.
+Buckets: ``hour`` is the message's ``created_at`` truncated to the hour in UTC; its day is
+that hour's UTC date.
 
 Kind: a message with a ``prepared`` event is *prepared* (transactional); one with only a
 ``sent`` event is *one-shot*. A message whose creation event is missing from the history is
@@ -178,7 +179,6 @@ def message_facts(messages: Any, events: Any, now: datetime) -> Any:
     return joined.select(
         "app", "topic",
         F.date_trunc("hour", col("created_at")).alias("hour"),
-        F.to_date(col("created_at")).alias("day"),
         flag["ev_prepared"].alias("is_prepared"),
         one_shot.alias("is_one_shot"),
         confirmed_at.isNotNull().alias("is_sent"),
