@@ -23,7 +23,6 @@ from spark.options import (
 from spark.targets import load_targets
 
 PROG = "rms report"
-EXACT_ACCURACY = 2**31 - 1  # spark.metrics.EXACT_ACCURACY, without importing pyspark here
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -45,8 +44,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     report.add_argument("--grace", type=non_negative_float, default=60.0,
                         help="seconds past a deadline before a message counts as stuck")
     report.add_argument("--targets", type=Path, help="SLA targets file (TOML or JSON)")
-    report.add_argument("--percentile-accuracy", type=positive_int, default=EXACT_ACCURACY,
-                        help="percentile_approx accuracy (default: exact)")
     report.add_argument("--list-limit", type=positive_int, default=100,
                         help="stuck and dead messages listed in summary.json (default 100)")
     spark = parser.add_argument_group("spark")
@@ -101,8 +98,7 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
     source = _source(args)
     config = ReportConfig(
         out=args.out, source=source, window=window, as_of=as_of, grace_seconds=args.grace,
-        targets=targets, percentile_accuracy=args.percentile_accuracy,
-        list_limit=args.list_limit,
+        targets=targets, list_limit=args.list_limit,
     )
     settings = SessionSettings(master=args.master, driver_memory=args.driver_memory,
                                jdbc_jar=_jar(args, source), conf=conf, log_level=args.log_level,
@@ -120,8 +116,7 @@ def _describe(error: BaseException) -> str:
     if died:
         first = "the Spark JVM stopped answering, most likely out of memory"
     if died or "OutOfMemoryError" in text:
-        first += (" (raise --driver-memory / executor memory, or bound percentile memory with "
-                  "--percentile-accuracy 100000)")
+        first += " (raise --driver-memory, or the executor memory on a cluster)"
     return first
 
 

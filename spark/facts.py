@@ -1,7 +1,8 @@
 """One row per message of the window: what happened to it and when. Every metric of the report
 is an aggregate of these rows, so the rules below are the report's semantics.
 
-Buckets: ``hour`` and ``day`` are the message's ``created_at`` truncated in UTC.
+Buckets: ``hour`` is the message's ``created_at`` truncated to the hour in UTC; its day is
+that hour's UTC date.
 
 Kind: a message with a ``prepared`` event is *prepared* (transactional); one with only a
 ``sent`` event is *one-shot*. A message whose creation event is missing from the history is
@@ -23,9 +24,9 @@ statement, so they agree; the fallback covers a history with a missing piece):
 Events are ordered by their ``at`` time only, never by insertion order (``id``); two confirm or
 cancel events at the same instant resolve to producer, then check-back, then admin.
 
-Stages, in seconds with microsecond precision, each null when one of its ends is missing (so a
-message still in flight, or one whose history lacks a stage, is left out of that stage's
-percentiles and counted in none of its ``*_count``):
+Stages, in whole microseconds (columns ``<stage>_us``; the report shows seconds), each null when
+one of its ends is missing (so a message still in flight, or one whose history lacks a stage,
+is left out of that stage's percentiles and counted in none of its ``*_count``):
 
 - ``prepare_to_confirm``: created -> confirmed, for messages that are not one-shot;
 - ``confirm_to_first_publish``: confirmed -> first ``published`` event;
@@ -35,7 +36,9 @@ percentiles and counted in none of its ``*_count``):
 A stage that ends before it starts counts as 0 s: it happens when a consumer's ack is stored
 before the publisher has recorded the broker's answer (the ack races the ``published`` event).
 
-Counters per message: ``checks`` and their outcomes (``checked`` events), ``publishes``
+Counters per message: ``checks`` and their outcomes (``checked`` events: ``committed``,
+``rolled_back``, ``unknown``, and ``other`` for any other or missing outcome, so the four add
+up to ``checks``), ``publishes``
 (``published`` events: records the broker accepted, redeliveries and admin resends included),
 ``publish_failures`` (``publish-failed`` events), ``resends`` (``resent`` events). Unknown
 event names are ignored. Current state, ``dead`` and ``dead_reason`` come from the row.
@@ -61,6 +64,13 @@ STAGES = (
 
 
 ACTORS = ("producer", "check-back", "admin")  # detail.by of confirmed / cancelled events
+CHECK_OUTCOMES = ("committed", "rolled_back", "unknown")  # detail.outcome of checked events
+DETAIL_EVENTS = ("checked", "confirmed", "cancelled")  # the only events whose detail is read
+
+
+def stage_column(stage: str) -> str:
+    """The facts' column of a stage's latency, in whole microseconds."""
+    return f"{stage}_us"
 
 
 def _actor_key(event: Any, name: str) -> Any:
@@ -84,8 +94,9 @@ def _decode_actor_key(key: str) -> tuple[Any, Any]:
 
 
 def _parsed(events: Any) -> Any:
-    """Each event's JSON detail parsed once, and only where it matters: the check-back outcome
-    of ``checked`` events, the actor code of ``confirmed`` / ``cancelled`` events."""
+    """Each event's JSON detail parsed once, and only where it matters (``DETAIL_EVENTS``): the
+    check-back outcome of ``checked`` events, the actor code of ``confirmed`` / ``cancelled``
+    events."""
     from pyspark.sql import functions as F
 
     event = F.col("event")
@@ -124,18 +135,31 @@ def _event_summary(events: Any) -> Any:
         count(outcome == "committed").alias("checks_committed"),
         count(outcome == "rolled_back").alias("checks_rolled_back"),
         count(outcome == "unknown").alias("checks_unknown"),
+        count((event == "checked") & ~F.coalesce(outcome.isin(*CHECK_OUTCOMES), F.lit(False)))
+        .alias("checks_other"),
         count(event == "published").alias("publishes"),
         count(event == "publish-failed").alias("publish_failures"),
         count(event == "resent").alias("resends"),
     )
 
 
-def seconds_between(start: Any, end: Any) -> Any:
-    """``end - start`` in seconds; null if either is null; 0 if ``end`` is before ``start``."""
+def micros_between(start: Any, end: Any) -> Any:
+    """``end - start`` in whole microseconds; null if either is null; 0 if ``end`` is before
+    ``start``."""
     from pyspark.sql import functions as F
 
     micros = F.unix_micros(end) - F.unix_micros(start)
-    return F.when(micros < 0, F.lit(0.0)).otherwise(micros / 1_000_000)
+    return F.when(micros < 0, F.lit(0)).otherwise(micros)
+
+
+def seconds(micros: Any) -> Any:
+    """Microseconds as seconds (a double)."""
+    return micros / 1_000_000
+
+
+def seconds_between(start: Any, end: Any) -> Any:
+    """``end - start`` in seconds; null if either is null; 0 if ``end`` is before ``start``."""
+    return seconds(micros_between(start, end))
 
 
 def message_facts(messages: Any, events: Any, now: datetime) -> Any:
@@ -151,11 +175,10 @@ def message_facts(messages: Any, events: Any, now: datetime) -> Any:
     one_shot = flag["ev_sent"] & ~flag["ev_prepared"]
     dead = F.coalesce(col("dead"), F.lit(False))
     counters = ("checks", "checks_committed", "checks_rolled_back", "checks_unknown",
-                "publishes", "publish_failures", "resends")
+                "checks_other", "publishes", "publish_failures", "resends")
     return joined.select(
         "app", "topic",
         F.date_trunc("hour", col("created_at")).alias("hour"),
-        F.to_date(col("created_at")).alias("day"),
         flag["ev_prepared"].alias("is_prepared"),
         one_shot.alias("is_one_shot"),
         confirmed_at.isNotNull().alias("is_sent"),
@@ -169,11 +192,13 @@ def message_facts(messages: Any, events: Any, now: datetime) -> Any:
         dead.alias("is_dead"),
         F.when(dead, col("dead_reason")).alias("dead_reason"),
         *[F.coalesce(col(name), F.lit(0)).alias(name) for name in counters],
-        F.when(~one_shot, seconds_between(col("created_at"), confirmed_at))
-        .alias("prepare_to_confirm"),
-        seconds_between(confirmed_at, col("first_published_at")).alias("confirm_to_first_publish"),
-        seconds_between(col("first_published_at"), done_at).alias("first_publish_to_done"),
-        seconds_between(col("created_at"), done_at).alias("prepare_to_done"),
+        F.when(~one_shot, micros_between(col("created_at"), confirmed_at))
+        .alias(stage_column("prepare_to_confirm")),
+        micros_between(confirmed_at, col("first_published_at"))
+        .alias(stage_column("confirm_to_first_publish")),
+        micros_between(col("first_published_at"), done_at)
+        .alias(stage_column("first_publish_to_done")),
+        micros_between(col("created_at"), done_at).alias(stage_column("prepare_to_done")),
         seconds_between(confirmed_at, done_at).alias("confirm_to_done"),
         seconds_between(confirmed_at, F.lit(now)).alias("confirmed_age"),
     )

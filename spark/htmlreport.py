@@ -110,8 +110,8 @@ def _topics(summary: dict[str, Any]) -> str:
         return None if value is None else svg.seconds_label(value)
 
     return _table(
-        ["app", "topic", "messages", "done", "cancelled", "dead", "check-backs / msg",
-         "deliveries / msg", *[f"p95 {s.replace('_', ' ')}" for s in STAGES]],
+        ["app", "topic", "messages", "done", "cancelled", "dead", "check-backs / prepared msg",
+         "deliveries / published msg", *[f"p95 {s.replace('_', ' ')}" for s in STAGES]],
         [[t["app"], t["topic"], t["messages"], t["done"], t["cancelled"], t["dead"],
           t["checkbacks_per_message"], t["deliveries_per_message"],
           *[p95(t, s) for s in STAGES]] for t in summary["topics"]], keys=2)

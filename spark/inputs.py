@@ -11,9 +11,10 @@ report still lists a message that got stuck yesterday.
 JDBC: the window's creation-time range (read first, with the database clock) is cut into
 ``partitions`` equal slices and each slice is one query on its own connection, for messages
 and for events alike (events are joined to their message, so every slice uses the
-``messages_created`` index). The slices are separate transactions, not one snapshot: a message
-that changes during the read may show an event without the matching state change, which the
-metrics tolerate (see ``spark.facts``).
+``messages_created`` index). Events come with their JSON detail only where the report reads it
+(``spark.facts.DETAIL_EVENTS``). The slices are separate transactions, not one snapshot: a
+message that changes during the read may show an event without the matching state change,
+which the metrics tolerate (see ``spark.facts``).
 
 Parquet: the ``rms export`` layout (``messages/``, ``events/``, ``open/``, ``_export.json``);
 the window filters it again, so one large export serves many report windows. Without
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from spark.dburl import jdbc_target
+from spark.facts import DETAIL_EVENTS
 from spark.options import ReportError, Window
 from spark.tables import (
     EVENT_COLUMNS,
@@ -63,7 +65,6 @@ class History:
     messages: Any  # DataFrame
     events: Any
     open: Any
-    topics: Any  # DataFrame of the window's distinct topics (small; asked of the source)
     clock: datetime | None  # the source's "now": database clock or export snapshot
 
 
@@ -119,8 +120,7 @@ def _load_parquet(spark: Any, path: Path, window: Window) -> History:
         opened = _window_filter(table("open", MESSAGES_DDL), Window(until=window.until))
     else:
         opened = messages
-    return History(messages, events, opened, messages.select("topic").distinct(),
-                   export_clock(path))
+    return History(messages, events, opened, export_clock(path))
 
 
 # --- JDBC ---------------------------------------------------------------------------------
@@ -156,9 +156,10 @@ def _message_select(table: str = "messages") -> str:
     return f"SELECT {', '.join(REPORT_MESSAGE_COLUMNS)} FROM {table}"
 
 
-_EVENTS_SQL = (
-    "SELECT e.id, e.message_id, e.at, e.event, e.detail::text AS detail, "
-    "m.created_at AS message_created_at "
+_EVENTS_SQL = (  # the detail only of the events whose detail the report reads
+    "SELECT e.message_id, e.at, e.event, CASE WHEN e.event IN ("
+    + ", ".join(f"'{name}'" for name in DETAIL_EVENTS)
+    + ") THEN e.detail::text END AS detail, m.created_at AS message_created_at "
     "FROM message_events AS e JOIN messages AS m ON m.message_id = e.message_id"
 )
 
@@ -184,9 +185,8 @@ def _load_jdbc(spark: Any, source: JdbcSource, window: Window) -> History:
         f"{_message_select()} WHERE (dead OR state IN ('pending-send', 'sent')) AND "
         f"{window_sql(Window(until=window.until), 'created_at')}"
     )
-    topics = read(f"SELECT DISTINCT topic FROM messages WHERE {window_sql(window, 'created_at')}")
     return History(_normalise(messages, MESSAGES_DDL), _normalise(events, EVENTS_DDL),
-                   _normalise(opened, MESSAGES_DDL), topics, clock)
+                   _normalise(opened, MESSAGES_DDL), clock)
 
 
 def _micros(expression: str) -> str:

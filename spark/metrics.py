@@ -1,42 +1,32 @@
-"""Aggregating message facts (``spark.facts``) at every grain: per app, topic and hour, per
-day, per topic over the window, overall, plus the check-back and delivery histograms.
+"""Aggregating message facts (``spark.facts``) at every grain (``spark.grains``): per app,
+topic and hour, per day, per topic over the window, overall, plus the check-back and delivery
+histograms.
 
-Two aggregations of the facts, joined per group into one result (one Spark job; the shuffle
-that builds the facts is shared):
-
-- counters (counts, sums, maxima; all additive) are aggregated once per app, topic, hour,
+- Counters (counts, sums, maxima; all additive) are aggregated once per app, topic, hour,
   number of check-backs and number of deliveries (a hash aggregation on few columns), then
-  rolled up to every grain from those few thousand rows;
-- percentiles need every value at every grain: ``percentile_approx`` over grouping sets, on
-  rows narrowed to the grain keys and the four stage latencies.
-
-Percentiles are exact, by the nearest-rank definition: the p-th percentile of n values is the
-value at rank ceil(p * n) in ascending order (so always an observed latency). ``percentile_approx``
-with an accuracy above any group's size keeps every value in its summary and answers the rank
-exactly (``tests/spark/test_percentiles.py`` checks it against a sort). That costs memory and
-time in proportion to the values; ``--percentile-accuracy N`` trades exactness for bounded
-memory on huge windows (rank error at most n / N).
+  rolled up to every grain from those few thousand rows: one Spark job.
+- Stage counts and percentiles come from ``spark.percentiles`` (exact nearest-rank: the value
+  at rank ceil(p * n) in ascending order), and join the counters per group on the driver.
 
 Every count is a number (0 for an empty group); a ratio or percentile with nothing to measure
-is null: ``checkbacks_per_message`` (per prepared message), ``deliveries_per_message`` (per
-message with at least one ``published`` event), ``sla_compliance`` (met / (met + missed)).
+is null. Ratios (``RATIOS``) and their populations: ``checkbacks_per_message`` = checkbacks /
+prepared, ``deliveries_per_message`` = deliveries / messages_published (messages with at least
+one ``published`` event), ``sla_compliance`` = met / (met + missed). The histograms count other
+populations (``spark.grains.DISTRIBUTION_POPULATIONS``): check-backs per *prepared* message,
+deliveries per *sent* message (0 for a sent message never published). The check-back outcome
+columns add up to ``checkbacks``: ``checkbacks_other`` counts the outcomes that are none of
+committed, rolled_back and unknown (or missing).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from spark.facts import STAGES
+from spark.grains import DISTRIBUTION_POPULATIONS, DISTRIBUTIONS, GRAINS
+from spark.percentiles import LEVELS, STAGE_COLUMNS, Selection, stage_percentiles
 
-EXACT_ACCURACY = 2**31 - 1
-KEY_COLUMNS = ("app", "topic", "hour", "day")
-# histogram grains: grouped by a per-message counter, read with the population's count column
-DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
-    "checkbacks_per_message": ("checks",),  # read with "prepared"
-    "deliveries_per_message": ("publishes",),  # read with "sent"
-}
-FINE_KEYS = (*KEY_COLUMNS, "checks", "publishes")
-PERCENTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
+FINE_KEYS = ("app", "topic", "hour", "checks", "publishes")
+PERCENTILES = {name: float(level) for name, level in LEVELS.items()}
 COUNT_COLUMNS = (
     "messages", "prepared", "one_shot", "sent", "confirmed_by_producer",
     "confirmed_by_check_back", "confirmed_by_admin", "cancelled", "cancelled_by_producer",
@@ -45,16 +35,21 @@ COUNT_COLUMNS = (
 )
 CHECKBACK_COLUMNS = (
     "checkbacks", "checkbacks_committed", "checkbacks_rolled_back", "checkbacks_unknown",
-    "messages_checked", "checkbacks_per_message", "checkbacks_max",
+    "checkbacks_other", "messages_checked", "checkbacks_per_message", "checkbacks_max",
 )
 DELIVERY_COLUMNS = (
     "deliveries", "messages_published", "deliveries_per_message", "deliveries_max",
     "redelivered_messages", "publish_failures", "resends",
 )
 SLA_COLUMNS = ("sla_met", "sla_missed", "sla_pending", "sla_compliance")
-STAGE_COLUMNS = tuple(f"{stage}_{part}" for stage in STAGES for part in ("count", *PERCENTILES))
-RATIO_COLUMNS = ("checkbacks_per_message", "deliveries_per_message", "sla_compliance")
+# ratio -> (numerator, columns whose sum is the denominator)
+RATIOS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "checkbacks_per_message": ("checkbacks", ("prepared",)),
+    "deliveries_per_message": ("deliveries", ("messages_published",)),
+    "sla_compliance": ("sla_met", ("sla_met", "sla_missed")),
+}
 METRIC_COLUMNS = COUNT_COLUMNS + CHECKBACK_COLUMNS + DELIVERY_COLUMNS + SLA_COLUMNS + STAGE_COLUMNS
+COUNTER_COLUMNS = tuple(c for c in METRIC_COLUMNS if c not in STAGE_COLUMNS)
 
 
 def _count_conditions() -> dict[str, Any]:
@@ -92,124 +87,114 @@ def _count_conditions() -> dict[str, Any]:
     }
 
 
-def _additive() -> dict[str, tuple[Any, str]]:
-    """Per counter: (aggregate over facts, how the partial results roll up)."""
+ROLLED_UP_BY_MAX = frozenset({"checkbacks_max", "deliveries_max", "sla_target_seconds"})
+
+
+def _fine_aggregates() -> dict[str, Any]:
+    """Per counter (and the SLA target): its aggregate over the facts of one fine group.
+    Every one rolls up to coarser groups by a sum, those in ``ROLLED_UP_BY_MAX`` by a max."""
     from pyspark.sql import functions as F
 
-    counters: dict[str, tuple[Any, str]] = {
-        name: (F.count(F.when(cond, True)), "sum") for name, cond in _count_conditions().items()
-    }
+    aggregates = {name: F.count(F.when(cond, True)) for name, cond in _count_conditions().items()}
     for name, source in (("checkbacks", "checks"), ("checkbacks_committed", "checks_committed"),
                          ("checkbacks_rolled_back", "checks_rolled_back"),
-                         ("checkbacks_unknown", "checks_unknown"), ("deliveries", "publishes"),
+                         ("checkbacks_unknown", "checks_unknown"),
+                         ("checkbacks_other", "checks_other"), ("deliveries", "publishes"),
                          ("publish_failures", "publish_failures"), ("resends", "resends")):
-        counters[name] = (F.sum(source), "sum")
-    counters["checkbacks_max"] = (F.max("checks"), "max")
-    counters["deliveries_max"] = (F.max("publishes"), "max")
-    counters["sla_target_seconds"] = (F.max("sla_target_seconds"), "max")
-    return counters
+        aggregates[name] = F.sum(source)
+    aggregates["checkbacks_max"] = F.max("checks")
+    aggregates["deliveries_max"] = F.max("publishes")
+    aggregates["sla_target_seconds"] = F.max("sla_target_seconds")
+    return aggregates
 
 
-def _grain_names(grains: dict[str, tuple[str, ...]], columns: tuple[str, ...]) -> Any:
-    """A ``grain`` column naming the grouping set of each row (from ``grouping_id()``)."""
-    from pyspark.sql import functions as F
-
-    width = len(columns)
-    names = None
-    for name, keys in grains.items():
-        gid = sum(1 << (width - 1 - i) for i, c in enumerate(columns) if c not in keys)
-        names = (F.when(F.col("gid") == gid, F.lit(name)) if names is None
-                 else names.when(F.col("gid") == gid, F.lit(name)))
-    return names
+def fine_counters(facts: Any) -> Any:
+    """The counters per app, topic, hour, number of check-backs and number of deliveries: one
+    Spark job, a few thousand rows (an Arrow table)."""
+    aggregates = _fine_aggregates()
+    return facts.groupBy(*FINE_KEYS).agg(
+        *[aggregate.alias(name) for name, aggregate in aggregates.items()]).toArrow()
 
 
-def _counters(facts: Any, grains: dict[str, tuple[str, ...]]) -> Any:
-    from pyspark.sql import functions as F
-
-    additive = _additive()
-    fine = facts.groupBy(*FINE_KEYS).agg(*[agg.alias(n) for n, (agg, _) in additive.items()])
-    rollups = [(F.sum if how == "sum" else F.max)(name).alias(name)
-               for name, (_, how) in additive.items()]
-    rolled = fine.groupingSets([list(keys) for keys in grains.values()], *FINE_KEYS).agg(
-        *rollups, F.grouping_id().alias("gid"))
-    return rolled.select(_grain_names(grains, FINE_KEYS).alias("grain"), *FINE_KEYS,
-                         *additive)
-
-
-def _percentiles(facts: Any, grains: dict[str, tuple[str, ...]], accuracy: int) -> Any:
-    from pyspark.sql import functions as F
-
-    narrow = facts.select(*KEY_COLUMNS, *STAGES)
-    stages = [agg for stage in STAGES for agg in (
-        F.count(stage).alias(f"{stage}_count"),
-        F.percentile_approx(stage, list(PERCENTILES.values()), accuracy).alias(f"{stage}_pct"),
-    )]
-    grouped = narrow.groupingSets([list(keys) for keys in grains.values()], *KEY_COLUMNS).agg(
-        *stages, F.grouping_id().alias("gid"))
-    return grouped.select(_grain_names(grains, KEY_COLUMNS).alias("grain"), *KEY_COLUMNS,
-                          *[c for stage in STAGES for c in (f"{stage}_count", f"{stage}_pct")])
-
-
-def _finish() -> list[Any]:
-    """The metric columns: counters as they are, ratios from them, percentile arrays split."""
-    from pyspark.sql import functions as F
-
-    col = F.col
-    ratios = {
-        "checkbacks_per_message": F.try_divide(col("checkbacks"), col("prepared")),
-        "deliveries_per_message": F.try_divide(col("deliveries"), col("messages_published")),
-        "sla_compliance": F.try_divide(col("sla_met"), col("sla_met") + col("sla_missed")),
-    }
-    doubles = ratios | {f"{stage}_{name}": col(f"{stage}_pct")[index]
-                        for stage in STAGES for index, name in enumerate(PERCENTILES)}
-    columns = []
-    for name in METRIC_COLUMNS:
-        if name in doubles:
-            columns.append(doubles[name].cast("double").alias(name))
-        elif name.endswith("_count"):  # a stage's count: 0 where no group had a value
-            columns.append(F.coalesce(col(name), F.lit(0)).cast("long").alias(name))
-        else:
-            columns.append(col(name).cast("long").alias(name))
-    return columns
-
-
-def aggregate_grains(facts: Any, grains: dict[str, tuple[str, ...]],
-                     accuracy: int = EXACT_ACCURACY) -> dict[str, Any]:
-    """One Arrow table per grain: a row per value of its keys (one row overall for ``()``),
-    sorted by the keys. Grains keyed by ``topic`` also carry ``sla_target_seconds``;
-    ``DISTRIBUTIONS`` grains are (value, messages) histograms."""
+def rolled_up(fine: Any, keys: tuple[str, ...]) -> Any:
+    """The fine counters per ``keys`` (one row for ``()``, none when there is nothing), the
+    counts as longs and the ratios (``RATIOS``) from them."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    counters = _counters(facts, grains).alias("c")
-    sla_grains = {n: k for n, k in grains.items() if n not in DISTRIBUTIONS}
-    percentiles = _percentiles(facts, sla_grains, accuracy).alias("p")
-    on = [counters["grain"] == percentiles["grain"]] + [
-        counters[key].eqNullSafe(percentiles[key]) for key in KEY_COLUMNS]
-    joined = counters.join(percentiles, on, "left").select(
-        "c.grain", *[f"c.{key}" for key in FINE_KEYS], "c.sla_target_seconds",
-        *[f"c.{name}" for name in METRIC_COLUMNS
-          if name not in STAGE_COLUMNS and name not in RATIO_COLUMNS],
-        *[f"p.{stage}_{part}" for stage in STAGES for part in ("count", "pct")])
-    table = joined.select("grain", *FINE_KEYS, "sla_target_seconds", *_finish()).toArrow()
+    names = [c for c in fine.column_names if c not in FINE_KEYS and c != "day"]
+    how = {name: "max" if name in ROLLED_UP_BY_MAX else "sum" for name in names}
+    if keys:
+        grouped = fine.group_by(list(keys)).aggregate([(name, how[name]) for name in names])
+        named = {f"{name}_{how[name]}": name for name in names}  # pyarrow names them so
+        grouped = grouped.rename_columns([named.get(c, c) for c in grouped.column_names])
+    elif fine.num_rows:
+        grouped = pa.table({name: [getattr(pc, how[name])(fine[name]).as_py()] for name in names},
+                           schema=pa.schema([fine.schema.field(name) for name in names]))
+    else:
+        grouped = fine.select(names).slice(0, 0)
+    return _with_ratios(grouped)
+
+
+def _with_ratios(table: Any) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for name, (numerator, denominator) in RATIOS.items():
+        below = table[denominator[0]]
+        for column in denominator[1:]:
+            below = pc.add(below, table[column])
+        ratio = pc.if_else(pc.equal(below, 0), pa.scalar(None, pa.float64()),
+                           pc.divide(pc.cast(table[numerator], pa.float64()),
+                                     pc.cast(below, pa.float64())))
+        table = table.append_column(pa.field(name, pa.float64()), ratio)
+    return table
+
+
+def aggregate_grains(facts: Any, grains: dict[str, tuple[str, ...]] = GRAINS) -> dict[str, Any]:
+    """One Arrow table per grain: a row per value of its keys (one row overall for ``()``),
+    sorted by the keys. Grains keyed by ``topic`` also carry ``sla_target_seconds``;
+    ``DISTRIBUTIONS`` grains are (value, messages) histograms. ``facts`` (with the SLA
+    columns of ``spark.facts.with_sla``) are read by three Spark jobs: keep them persisted."""
+    import pyarrow.compute as pc
+
+    fine = fine_counters(facts)
+    fine = fine.append_column("day", pc.cast(fine["hour"], "date32"))
+    selection = stage_percentiles(facts)
     result = {}
     for name, keys in grains.items():
-        rows = table.filter(pc.equal(table["grain"], name))
+        rows = rolled_up(fine, keys)
         if name in DISTRIBUTIONS:
-            result[name] = _histogram(rows, keys[0])
+            result[name] = _histogram(rows, keys[0], DISTRIBUTION_POPULATIONS[name])
             continue
         target = ["sla_target_seconds"] if "topic" in keys else []
-        rows = rows.select([*keys, *target, *METRIC_COLUMNS])
+        rows = _with_stages(rows.select([*keys, *target, *COUNTER_COLUMNS]), name, keys,
+                            selection)
         result[name] = rows.sort_by([(key, "ascending") for key in keys]) if keys else (
             rows if rows.num_rows else _nothing(rows.schema))
     return result
 
 
-def _histogram(rows: Any, value: str) -> Any:
-    """(value, messages) of the population: prepared messages for check-backs, sent messages
-    for deliveries."""
+def _with_stages(rows: Any, grain: str, keys: tuple[str, ...], selection: Selection) -> Any:
+    """``rows`` with the stage columns of each group, the metric columns in
+    ``METRIC_COLUMNS`` order."""
+    import pyarrow as pa
+
+    groups = [tuple(row[key] for key in keys) for row in rows.select(list(keys)).to_pylist()] \
+        if keys else [()] * rows.num_rows
+    stages = [selection.stage_columns(grain, group) for group in groups]
+    for name in STAGE_COLUMNS:
+        count = name.endswith("_count")  # a number, 0 when nothing was measured
+        kind = pa.int64() if count else pa.float64()
+        rows = rows.append_column(pa.field(name, kind, nullable=not count),
+                                  pa.array([s[name] for s in stages], kind))
+    return rows
+
+
+def _histogram(rows: Any, value: str, population: str) -> Any:
+    """(value, messages) of the population's messages."""
     import pyarrow.compute as pc
 
-    population = "prepared" if value == "checks" else "sent"
     kept = rows.filter(pc.greater(rows[population], 0)).sort_by(value)
     return kept.select([value, population]).rename_columns(["value", "messages"])
 

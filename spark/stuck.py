@@ -27,6 +27,23 @@ DEFAULT_GRACE_SECONDS = 60.0
 
 
 def stuck_messages(opened: Any, now: datetime, grace_seconds: float) -> Any:
+    """The stuck and dead messages as an Arrow table, in the order above (sorted by the
+    driver, which holds the list anyway)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = _stuck(opened, now, grace_seconds).toArrow()
+    overdue = table["overdue_seconds"]
+    order = pc.sort_indices(pa.table({
+        "dead": pc.equal(table["kind"], "dead"), "deadline": pc.is_valid(overdue),
+        "overdue": pc.fill_null(overdue, 0.0), "created_at": table["created_at"],
+        "message_id": table["message_id"]}), sort_keys=[
+        ("dead", "ascending"), ("deadline", "ascending"), ("overdue", "descending"),
+        ("created_at", "ascending"), ("message_id", "ascending")])
+    return table.take(order)
+
+
+def _stuck(opened: Any, now: datetime, grace_seconds: float) -> Any:
     from pyspark.sql import functions as F
 
     col = F.col
@@ -50,10 +67,5 @@ def stuck_messages(opened: Any, now: datetime, grace_seconds: float) -> Any:
         seconds_between(deadline, F.lit(now)).alias("overdue_seconds"),
         seconds_between(col("created_at"), F.lit(now)).alias("age_seconds"),
         "check_count", "delivery_count",
-    ).where(col("kind").isNotNull())
-    return rows.orderBy(
-        (col("kind") == "dead").asc(),
-        col("overdue_seconds").desc_nulls_first(),
-        col("created_at").asc(),
-        col("message_id").asc(),
     )
+    return rows.where(col("kind").isNotNull())

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from spark.facts import STAGES
-from spark.metrics import EXACT_ACCURACY, METRIC_COLUMNS, PERCENTILES
+from spark.grains import DISTRIBUTION_POPULATIONS
+from spark.metrics import METRIC_COLUMNS, PERCENTILES, RATIOS
 from spark.options import Window
 from spark.targets import SlaTargets
 
@@ -41,7 +42,6 @@ class ReportContext:
     window: Window = field(default_factory=Window)
     grace_seconds: float = 60.0
     targets: SlaTargets = field(default_factory=SlaTargets)
-    percentile_accuracy: int = EXACT_ACCURACY
     list_limit: int = 100
     generated_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
@@ -119,15 +119,14 @@ def build_summary(tables: ReportTables, context: ReportContext) -> dict[str, Any
         "source": context.source,
         "window": {"since": iso(context.window.since), "until": iso(context.window.until)},
         "grace_seconds": context.grace_seconds,
-        "percentiles": {
-            "method": "nearest-rank",
-            "exact": context.percentile_accuracy == EXACT_ACCURACY,
-            "accuracy": context.percentile_accuracy,
-            "levels": dict(PERCENTILES),
-        },
+        "percentiles": {"method": "nearest-rank", "exact": True, "accuracy": None,
+                        "levels": dict(PERCENTILES)},
         "sla_targets": context.targets.as_json(),
         "stages": list(STAGES),
         "metrics": list(METRIC_COLUMNS),
+        "ratios": {name: {"numerator": numerator, "denominator": " + ".join(denominator)}
+                   for name, (numerator, denominator) in RATIOS.items()},
+        "distribution_populations": dict(DISTRIBUTION_POPULATIONS),
         "totals": metrics_json(totals[0]) if totals else None,
         "hours": [metrics_json(row) for row in _rows(tables.hours)],
         "days": [metrics_json(row) for row in _rows(tables.days)],

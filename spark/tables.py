@@ -60,7 +60,7 @@ REPORT_MESSAGE_COLUMNS = (
     "delivery_count", "created_at", "confirmed_at", "done_at", "deleted_at", "next_check_at",
     "next_delivery_at",
 )
-REPORT_EVENT_COLUMNS = ("id", "message_id", "at", "event", "detail")
+REPORT_EVENT_COLUMNS = ("message_id", "at", "event", "detail")
 
 # jsonb columns are exported as their JSON text
 JSON_COLUMNS = frozenset({"payload", "headers", "detail"})

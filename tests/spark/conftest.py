@@ -14,8 +14,20 @@ import pytest
 
 from rms.embedded import EmbeddedPostgres
 from rms.store.migrate import upgrade
-from spark.options import DEFAULT_JDBC_JAR
-from tests.spark.history import hand_history, store
+from spark.export import ExportRequest, export
+from spark.inputs import JdbcSource, ParquetSource
+from spark.options import DEFAULT_JDBC_JAR, parse_instant, parse_window
+from spark.report import ReportConfig, run_report
+from spark.targets import load_targets
+from tests.spark.history import (
+    AS_OF,
+    SINCE,
+    TARGETS_TOML,
+    UNTIL,
+    Report,
+    hand_history,
+    store,
+)
 
 JDBC_JAR = Path(os.environ.get("RMS_JDBC_JAR") or DEFAULT_JDBC_JAR)
 
@@ -78,3 +90,38 @@ def spark_hand_db(spark_postgres: EmbeddedPostgres) -> str:
     url = new_database(spark_postgres, "spark_hand")
     store(spark_postgres.dsn("spark_hand"), hand_history())
     return url
+
+
+@pytest.fixture(scope="session")
+def spark_hand_export(spark_hand_db: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The hand-written history's ``rms export`` (small row groups: several per file)."""
+    out = tmp_path_factory.mktemp("hand") / "export"
+    export(ExportRequest(spark_hand_db, out, parse_window(SINCE, UNTIL), batch_size=7))
+    return out
+
+
+@pytest.fixture(scope="session")
+def spark_hand_targets(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    targets = tmp_path_factory.mktemp("hand-targets") / "targets.toml"
+    targets.write_text(TARGETS_TOML, encoding="utf-8")
+    return targets
+
+
+@pytest.fixture(scope="session")
+def spark_hand_reports(spark_session: Any, spark_hand_db: str, spark_hand_export: Path,
+                       spark_hand_targets: Path,
+                       tmp_path_factory: pytest.TempPathFactory) -> dict[str, Report]:
+    """The report of the hand-written history on the suite's ``local[2]`` session, from
+    PostgreSQL (three JDBC slices) and from its export."""
+    base = tmp_path_factory.mktemp("hand-reports")
+    sources: dict[str, JdbcSource | ParquetSource] = {
+        "jdbc": JdbcSource(spark_hand_db, partitions=3),
+        "parquet": ParquetSource(spark_hand_export),
+    }
+    return {
+        name: Report(run_report(spark_session, ReportConfig(
+            out=base / name, source=source, window=parse_window(SINCE, UNTIL),
+            as_of=parse_instant(AS_OF, "as of"), targets=load_targets(spark_hand_targets))),
+            base / name)
+        for name, source in sources.items()
+    }

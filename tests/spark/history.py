@@ -85,6 +85,14 @@ def ev(message_id: str, at: str, event: str, **detail: Any) -> Ev:
     return Ev(message_id, ts(at), event, detail)
 
 
+@dataclass(frozen=True)
+class Report:
+    """A report run: its summary and its output directory."""
+
+    summary: dict[str, Any]
+    out: Path
+
+
 @dataclass
 class History:
     messages: list[Msg]

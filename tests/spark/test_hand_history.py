@@ -4,20 +4,13 @@ comments in that module (nearest-rank percentiles: the value at rank ceil(p * n)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 
-from spark.export import ExportRequest, export
-from spark.inputs import JdbcSource, ParquetSource
-from spark.options import parse_instant, parse_window
-from spark.report import ReportConfig, run_report
-from spark.targets import load_targets
-from tests.spark.history import AS_OF, SINCE, TARGETS_TOML, UNTIL, ts
+from tests.spark.history import AS_OF, SINCE, UNTIL, Report, ts
 
 pytestmark = pytest.mark.spark
 
@@ -35,7 +28,7 @@ def metrics(stages: dict[str, Stage], **values: Any) -> dict[str, Any]:
         "rolled_back_by_check_back", "cancelled_by_admin", "done", "pending_send", "unacked",
         "dead", "dead_check_exhausted", "dead_delivery_exhausted", "checkbacks",
         "checkbacks_committed", "checkbacks_rolled_back", "checkbacks_unknown",
-        "messages_checked", "checkbacks_max", "deliveries", "messages_published",
+        "checkbacks_other", "messages_checked", "checkbacks_max", "deliveries", "messages_published",
         "deliveries_max", "redelivered_messages", "publish_failures", "resends", "sla_met",
         "sla_missed", "sla_pending"), 0)
     row |= {"checkbacks_per_message": None, "deliveries_per_message": None,
@@ -137,41 +130,6 @@ HOURLY = {
     ("billing", "refunds", "2026-03-02T12:00", 60.0): REFUNDS_12,
     ("billing", "invoices", "2026-03-03T00:00", 60.0): INVOICES_00,
 }
-
-
-@dataclass(frozen=True)
-class Report:
-    summary: dict[str, Any]
-    out: Path
-
-
-def _config(out: Path, source: JdbcSource | ParquetSource, targets: Path) -> ReportConfig:
-    return ReportConfig(out=out, source=source, window=parse_window(SINCE, UNTIL),
-                        as_of=parse_instant(AS_OF, "as of"), targets=load_targets(targets))
-
-
-@pytest.fixture(scope="module")
-def spark_hand_export(spark_hand_db: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("hand") / "export"
-    export(ExportRequest(spark_hand_db, out, parse_window(SINCE, UNTIL), batch_size=7))
-    return out
-
-
-@pytest.fixture(scope="module")
-def spark_hand_reports(spark_session: Any, spark_hand_db: str, spark_hand_export: Path,
-                       tmp_path_factory: pytest.TempPathFactory) -> dict[str, Report]:
-    base = tmp_path_factory.mktemp("hand-reports")
-    targets = base / "targets.toml"
-    targets.write_text(TARGETS_TOML, encoding="utf-8")
-    sources: dict[str, JdbcSource | ParquetSource] = {
-        "jdbc": JdbcSource(spark_hand_db, partitions=3),
-        "parquet": ParquetSource(spark_hand_export),
-    }
-    return {
-        name: Report(run_report(spark_session, _config(base / name, source, targets)),
-                     base / name)
-        for name, source in sources.items()
-    }
 
 
 @pytest.fixture(params=["jdbc", "parquet"])
@@ -283,6 +241,25 @@ def test_checkback_and_delivery_distributions(spark_hand_report: Report) -> None
     assert distributions["deliveries_per_message"] == [
         {"value": 0, "messages": 2}, {"value": 1, "messages": 27},
         {"value": 2, "messages": 1}, {"value": 3, "messages": 2}]
+
+
+def test_summary_names_the_populations(spark_hand_report: Report) -> None:
+    """Each ratio names its numerator and denominator, each histogram its population: the
+    deliveries histogram counts sent messages (0 included), the ratio divides by published
+    ones."""
+    summary = spark_hand_report.summary
+    assert summary["ratios"] == {
+        "checkbacks_per_message": {"numerator": "checkbacks", "denominator": "prepared"},
+        "deliveries_per_message": {"numerator": "deliveries",
+                                   "denominator": "messages_published"},
+        "sla_compliance": {"numerator": "sla_met", "denominator": "sla_met + sla_missed"},
+    }
+    assert summary["distribution_populations"] == {"checkbacks_per_message": "prepared",
+                                                   "deliveries_per_message": "sent"}
+    totals = summary["totals"]
+    for name, population in summary["distribution_populations"].items():
+        histogram = summary["distributions"][name]
+        assert sum(bucket["messages"] for bucket in histogram) == totals[population], name
 
 
 def test_summary_context(spark_hand_report: Report) -> None:

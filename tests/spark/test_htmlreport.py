@@ -34,3 +34,9 @@ def test_dead_letters_have_human_column_headings() -> None:
     assert "3 in all; the first 1 are shown" in page
     assert "<th" in page and ">dead_reason<" not in page and ">check_count<" not in page
     assert ">check-backs<" in page and ">deliveries<" in page
+
+
+def test_ratios_and_histograms_name_their_population() -> None:
+    page = render(summary())
+    assert ">check-backs / prepared msg<" in page and ">deliveries / published msg<" in page
+    assert "Check-backs per prepared message" in page and "Deliveries per sent message" in page

@@ -44,6 +44,9 @@ def _odd_history() -> History:
             # a topic name that must be escaped in the page
             Msg("h1", "odd", HOSTILE, "done", ts(t + "10:00:00"),
                 confirmed_at=ts(t + "10:00:00"), done_at=ts(t + "10:00:01")),
+            # check-backs answered with an outcome RMS does not name, and with none
+            Msg("o1", "odd", "outcomes", "done", ts(t + "10:00:00"),
+                confirmed_at=ts(t + "10:00:40"), done_at=ts(t + "10:00:41")),
         ],
         events=[
             ev("s1", t + "10:00:00", "prepared"),
@@ -65,6 +68,12 @@ def _odd_history() -> History:
             ev("f1", t + "11:59:50", "confirmed", by="producer"),
             ev("f1", t + "11:59:51", "published", delivery=1),
             ev("h1", t + "10:00:00", "sent"),
+            ev("o1", t + "10:00:00", "prepared"),
+            ev("o1", t + "10:00:10", "checked", attempt=1, outcome="timeout"),
+            ev("o1", t + "10:00:20", "checked", attempt=2),
+            ev("o1", t + "10:00:30", "checked", attempt=3, outcome="unknown"),
+            ev("o1", t + "10:00:40", "checked", attempt=4, outcome="committed"),
+            ev("o1", t + "10:00:40", "confirmed", by="check-back"),
         ],
     )
 
@@ -116,8 +125,23 @@ def test_duplicates_and_malformed_details(spark_odd_report: tuple[dict[str, Any]
     # a check-back whose detail is not JSON counts, with no outcome
     assert (topic["checkbacks"], topic["checkbacks_committed"], topic["checkbacks_unknown"]) == (
         1, 0, 0)
+    assert topic["checkbacks_other"] == 1
     assert (topic["done"], topic["deliveries"]) == (1, 1)
     assert topic["stages"]["first_publish_to_done"]["p50"] == 1.0
+
+
+def test_check_back_outcomes_add_up(spark_odd_report: tuple[dict[str, Any], Path]) -> None:
+    """An outcome other than committed, rolled_back or unknown, or none, counts as other."""
+    summary, out = spark_odd_report
+    topic = _topic(summary, "outcomes")
+    assert (topic["checkbacks"], topic["checkbacks_committed"], topic["checkbacks_rolled_back"],
+            topic["checkbacks_unknown"], topic["checkbacks_other"]) == (4, 1, 0, 1, 2)
+    rows = [summary["totals"], *summary["hours"], *summary["days"], *summary["topics"]]
+    rows += pq.read_table(out / "hourly.parquet").to_pylist()
+    for row in rows:
+        assert row["checkbacks"] == sum(row[f"checkbacks_{outcome}"] for outcome in (
+            "committed", "rolled_back", "unknown", "other")), row
+    assert summary["totals"]["checkbacks_other"] == 3
 
 
 def test_dead_without_reason_and_stuck_without_deadline(

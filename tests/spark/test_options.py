@@ -110,7 +110,7 @@ def test_jdbc_slices_cover_the_window_once() -> None:
 def test_session_defaults_for_local_runs_only() -> None:
     local = session_conf(SessionSettings(master="local[3]"))
     assert local["spark.sql.shuffle.partitions"] == "6"
-    assert local["spark.driver.memory"].endswith("m")
+    assert "spark.driver.memory" not in local  # Spark's default heap: the report spills
     assert local["spark.sql.session.timeZone"] == "UTC"
     mine = session_conf(SessionSettings(master="local[3]", driver_memory="3g",
                                         conf={"spark.sql.shuffle.partitions": "9",

@@ -491,7 +491,8 @@
         ({ name: level, values: hours.map((h) => stageValue(h, stage, level)) })), duration))
       : [emptyChart("Latency", "this report has no stage latencies")]));
     table($("topics-table"), ["app", "topic", "messages", "done", "cancelled", "dead",
-      "check-backs / msg", "deliveries / msg", ...stages.map((s) => "p95 " + stageName(s))],
+      "check-backs / prepared msg", "deliveries / published msg",
+      ...stages.map((s) => "p95 " + stageName(s))],
     topics.map((t) => [t.app, t.topic, number(t.messages), number(t.done), number(t.cancelled),
       number(t.dead), number(t.checkbacks_per_message), number(t.deliveries_per_message),
       ...stages.map((s) => duration(stageValue(t, s, "p95")))]), 2);
