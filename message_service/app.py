@@ -14,7 +14,7 @@ from message_service import api_docs, openapi_doc, problems
 from message_service.api import admin, dead_letters, health, messages
 from message_service.body_limit import BodyLimitMiddleware
 from message_service.dashboard import router as dashboard
-from message_service.deps import AuthCache, Services
+from message_service.deps import Services
 from message_service.limits import Limits
 from rms.config import Settings
 from rms.delivery import dispatcher_for
@@ -26,6 +26,7 @@ from rms.store.database import connect_failure, create_engine
 from rms.store.messages import MessageStore
 from rms.store.redeliveries import RedeliveryStore
 from rms.usecases.acks import Acks
+from rms.usecases.authentication import Authentication
 from rms.usecases.health import Health
 from rms.usecases.messages import MessageService
 from rms.usecases.operators import Operators
@@ -52,13 +53,13 @@ def _services(settings: Settings, engine: AsyncEngine, publisher: KafkaPublisher
     store, apps, admin = MessageStore(engine), AppStore(engine), AdminStore(engine)
     dispatcher = dispatcher_for(publisher, engine, settings)
     return Services(
-        settings=settings, apps=apps,
+        settings=settings,
         service=MessageService(settings, store, dispatcher),
         acks=Acks(settings, store, apps),
         operators=Operators(settings, apps, admin),
         resends=Resends(dispatcher, store, admin, RedeliveryStore(engine)),
         health=Health(admin, publisher),
-        auth_cache=AuthCache(AUTH_CACHE_SECONDS),
+        authentication=Authentication(apps, AUTH_CACHE_SECONDS),
     )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -12,9 +11,9 @@ from fastapi import Depends, Request
 from rms.config import Settings
 from rms.domain.errors import Invalid, Unauthorized
 from rms.domain.models import App
-from rms.domain.secrets import hash_api_key, same_secret
-from rms.store.apps import AppStore
+from rms.domain.secrets import same_secret
 from rms.usecases.acks import Acks
+from rms.usecases.authentication import Authentication
 from rms.usecases.health import Health
 from rms.usecases.messages import MessageService
 from rms.usecases.operators import Operators
@@ -24,42 +23,15 @@ from rms.usecases.resends import Resends
 @dataclass
 class Services:
     """Everything a request handler may use, built once per process in the lifespan: the use
-    cases, and the app store for authentication only."""
+    cases."""
 
     settings: Settings
-    apps: AppStore
     service: MessageService
     acks: Acks
     operators: Operators
     resends: Resends
     health: Health
-    auth_cache: AuthCache
-
-
-class AuthCache:
-    """API key hash -> App for a few seconds, sparing a query per request. A rotated key
-    keeps working on other instances for at most ``ttl`` seconds (documented)."""
-
-    def __init__(self, ttl: float, capacity: int = 10_000) -> None:
-        self._ttl = ttl
-        self._capacity = capacity
-        self._entries: dict[str, tuple[float, App]] = {}
-
-    def get(self, key_hash: str) -> App | None:
-        entry = self._entries.get(key_hash)
-        if entry is None or entry[0] < time.monotonic():
-            return None
-        return entry[1]
-
-    def put(self, key_hash: str, app: App) -> None:
-        if self._ttl <= 0:
-            return
-        if len(self._entries) >= self._capacity:
-            self._entries.clear()
-        self._entries[key_hash] = (time.monotonic() + self._ttl, app)
-
-    def clear(self) -> None:
-        self._entries.clear()
+    authentication: Authentication
 
 
 async def services(request: Request) -> Services:
@@ -81,16 +53,7 @@ def bearer_token(request: Request) -> str:
 
 
 async def current_app(request: Request, wired: ServicesDep) -> App:
-    token = bearer_token(request)
-    key_hash = hash_api_key(token)
-    cached = wired.auth_cache.get(key_hash)
-    if cached is not None:
-        return cached
-    app = await wired.apps.by_api_key(token)
-    if app is None:
-        raise Unauthorized("the API key is not valid")
-    wired.auth_cache.put(key_hash, app)
-    return app
+    return await wired.authentication.app_for_key(bearer_token(request))
 
 
 OPERATOR_HEADER = "x-rms-operator"

@@ -59,7 +59,7 @@ async def rotate_key(name: str, _: AdminActor, wired: ServicesDep,
     """New API key (the old one stops working); optionally a new signing secret too."""
     rotate_secret = body.rotate_signing_secret if body else False
     credentials = await wired.operators.rotate_key(name, rotate_signing_secret=rotate_secret)
-    wired.auth_cache.clear()
+    wired.authentication.forget()
     return credentials_out(credentials)
 
 
@@ -73,7 +73,7 @@ async def rotate_signing_secret(name: str, _: AdminActor, wired: ServicesDep,
     the new and the previous signature in ``webhook-signature``; a second rotation retires
     the older secret at once."""
     app = await wired.operators.rotate_signing_secret(name, body.overlap_seconds if body else None)
-    wired.auth_cache.clear()
+    wired.authentication.forget()
     return SigningSecretOut(**app_out(app).model_dump(), signing_secret=app.signing_secret)
 
 
