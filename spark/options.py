@@ -83,9 +83,13 @@ def database_url(given: str | None) -> str:
     return url
 
 
+# read by `rms report` and `rms export` themselves, not a setting of the RMS processes
+JDBC_JAR_VARIABLE = "RMS_JDBC_JAR"
+
+
 def jdbc_jar(given: str | None) -> Path | None:
     """``--jdbc-jar``, else ``RMS_JDBC_JAR``, else Debian's jar when installed."""
-    text = given or os.environ.get("RMS_JDBC_JAR")
+    text = given or os.environ.get(JDBC_JAR_VARIABLE)
     if text:
         path = Path(text)
         if not path.is_file():
