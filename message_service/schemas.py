@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 import orjson
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from rms.domain.ids import APP_NAME_PATTERN, MESSAGE_ID_PATTERN, RESERVED_MESSAGE_IDS
 from rms.domain.topics import TOPIC_PATTERN, is_valid_topic
@@ -36,6 +36,21 @@ def _json_storable(value: Any) -> Any:
     return value
 
 
+def _rfc3339(value: Any) -> Any:
+    """An RFC 3339 timestamp with its offset (``2026-11-25T10:00:00Z``); a time without an
+    offset is ambiguous and refused."""
+    if not isinstance(value, str):
+        raise ValueError("must be an RFC 3339 timestamp string, e.g. 2026-11-25T10:00:00Z")
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not an RFC 3339 timestamp "
+                         "(e.g. 2026-11-25T10:00:00Z)") from None
+    if moment.tzinfo is None or "T" not in value.upper():
+        raise ValueError(f"{value!r} needs a date, a time and an offset (Z or +hh:mm)")
+    return moment
+
+
 MessageId = Annotated[str, StringConstraints(pattern=MESSAGE_ID_PATTERN),
                       AfterValidator(_not_reserved)]
 Topic = Annotated[str, StringConstraints(pattern=TOPIC_PATTERN), AfterValidator(_kafka_topic)]
@@ -59,6 +74,12 @@ class PrepareRequest(Strict):
     max_checks: int | None = Field(default=None, ge=1, le=1_000)
     ack_timeout_seconds: float | None = Field(default=None, gt=0, le=7 * 86_400)
     max_deliveries: int | None = Field(default=None, ge=1, le=1_000)
+    deliver_after: Annotated[datetime, BeforeValidator(_rfc3339)] | None = Field(
+        default=None, description="RFC 3339 time before which the confirmed message is not "
+        "published (at most RMS_MAX_DELAY_SECONDS ahead); not with delay_seconds")
+    delay_seconds: float | None = Field(
+        default=None, ge=0, description="publish this many seconds after the prepare at the "
+        "earliest (at most RMS_MAX_DELAY_SECONDS); not with deliver_after")
 
 
 class BatchPrepareRequest(Strict):
@@ -90,6 +111,8 @@ class MessageOut(BaseModel):
     deleted_at: datetime | None
     next_check_at: datetime | None
     next_delivery_at: datetime | None
+    deliver_after: datetime | None = Field(
+        default=None, description="a delayed message is not published before this time")
 
 
 class BatchOut(BaseModel):
@@ -164,7 +187,8 @@ class SigningSecretOut(AppOut):
 class GroupStats(BaseModel):
     app: str
     topic: str
-    counts: dict[str, int] = Field(description="by state, plus 'dead'")
+    counts: dict[str, int] = Field(description="by state, plus 'dead', plus 'scheduled' "
+                                   "(sent messages waiting for their deliver_after)")
     oldest_pending_send_age_seconds: float | None
     oldest_unacked_age_seconds: float | None
 

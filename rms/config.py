@@ -107,6 +107,8 @@ class Settings(WorkerSettings):
     max_header_bytes: int = Field(default=8 * 1024, ge=1)
     max_batch_items: int = Field(default=1000, ge=1)
     max_batch_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
+    # the furthest a prepare or send may delay its delivery (deliver_after / delay_seconds)
+    max_delay_seconds: float = Field(default=7 * 86_400.0, ge=0)
     # per app and per API process (message_service/limits.py); 0 turns each off
     app_rate_limit_per_second: float = Field(default=0.0, ge=0)
     app_rate_limit_burst: int = Field(default=100, ge=1)

@@ -66,6 +66,15 @@ class Dispatcher:
         await self._writer.submit(recorded)
         return outcome
 
+    async def deliver_confirmed(self, message: Message, *, actor: str) -> PublishOutcome | None:
+        """The first publish of a message that a confirm (or a one-shot send) just made
+        ``sent``: at once, unless the message is delayed. A delayed message has no delivery
+        reserved and is published by the recovery worker when its ``deliver_after`` comes."""
+        if not message.delivery_reserved:
+            metrics.SCHEDULED.inc()
+            return None
+        return await self.deliver(message, actor=actor, reschedule=False)
+
     async def publish_many(self, batch: Sequence[Message]) -> list[PublishOutcome]:
         """Publish every message (concurrently) without recording anything yet: the caller
         must pass the outcomes to :meth:`record` (a worker overlaps that with its next batch)."""

@@ -20,6 +20,14 @@ CHECKS = Counter("rms_checks_total", "Check-back calls by outcome", ["outcome"])
 CHECK_SECONDS = Histogram("rms_check_seconds", "Check-back call latency")
 CHECK_BATCH = Histogram("rms_check_batch_size", "Messages claimed per confirm-worker tick",
                         buckets=(0, 1, 5, 10, 50, 100, 200, 500, 1000))
+SCHEDULED = Counter("rms_scheduled_total",
+                    "Confirmed messages whose first publish waits for their deliver_after")
+SCHEDULED_PUBLISHES = Counter("rms_scheduled_publishes_total",
+                              "Delayed messages published by the recovery service when due")
+SCHEDULED_LATENESS = Histogram(
+    "rms_scheduled_lateness_seconds",
+    "How long after its deliver_after a delayed message was handed to the broker",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300))
 REDELIVERIES = Counter("rms_redeliveries_total", "Records re-published by the recovery service")
 DEAD_LETTERS = Counter("rms_dead_letters_total", "Messages flagged dead", ["reason"])
 OLDEST_PENDING_SEND = Gauge("rms_oldest_pending_send_age_seconds",

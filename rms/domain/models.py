@@ -47,6 +47,9 @@ class NewMessage:
     max_checks: int
     ack_timeout_seconds: float
     max_deliveries: int
+    # delayed delivery: an absolute time, or seconds after the prepare (database clock)
+    deliver_after: datetime | None = None
+    delay_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +78,19 @@ class Message:
     next_check_at: datetime | None
     next_delivery_at: datetime | None
     claim_token: str | None = field(default=None, repr=False)
+    deliver_after: datetime | None = None
 
     @property
     def deliveries_in_budget(self) -> int:
         """Deliveries made since the budget last (re)started (an admin resend restarts it)."""
         return self.delivery_count - self.delivery_base
+
+    @property
+    def delivery_reserved(self) -> bool:
+        """Whether a delivery number is reserved and not yet published: after a confirm or a
+        one-shot send, False for a delayed message (the recovery worker publishes it when its
+        time comes)."""
+        return self.delivery_count > self.delivery_base
 
     def same_content(self, draft: NewMessage) -> bool:
         """Whether a repeated prepare with this id carries the same message (safe retry)."""
@@ -89,7 +100,15 @@ class Message:
             and self.payload == draft.payload
             and self.headers == draft.headers
             and self.check_url == draft.check_url
+            and self._same_delay(draft)
         )
+
+    def _same_delay(self, draft: NewMessage) -> bool:
+        """A retry repeats the delay: the same absolute time, or again a relative delay (its
+        time was fixed by the first prepare)."""
+        if draft.deliver_after is not None:
+            return self.deliver_after == draft.deliver_after
+        return (self.deliver_after is not None) == (draft.delay_seconds is not None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,7 +52,19 @@ class Later:
     seconds: Column | Given
 
 
-Effect = None | bool | int | str | Now | Column | Given | Plus | Later
+Plain = None | bool | int | str | Now | Column | Given | Plus | Later
+
+
+@dataclass(frozen=True, slots=True)
+class Scheduled:
+    """A delayed message's choice: ``waiting`` while the row's ``deliver_after`` lies in the
+    future (database clock), ``due`` otherwise (no delay, or its time has come)."""
+
+    due: Plain
+    waiting: Plain
+
+
+Effect = Plain | Scheduled
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +98,12 @@ _NEXT_DELIVERY: dict[str, Effect] = {
     "delivery_count": Plus("delivery_count", 1),
     "next_delivery_at": Later(Column("ack_timeout_seconds")),
 }
+# a confirm (or one-shot send) reserves the first delivery and publishes at once, unless the
+# message is delayed: then nothing is reserved and the recovery worker publishes it when due
+_FIRST_DELIVERY: dict[str, Effect] = {
+    "delivery_count": Scheduled(Plus("delivery_count", 1), Column("delivery_count")),
+    "next_delivery_at": Scheduled(Later(Column("ack_timeout_seconds")), Column("deliver_after")),
+}
 
 
 def _into(target: State, **effects: Effect) -> dict[str, Effect]:
@@ -98,11 +116,13 @@ PREPARE = Transition(
              "next_check_at": Later(Column("check_after_seconds"))}))
 SEND = Transition(
     "send", frozenset(), State.SENT, Event.SENT,
-    _frozen({"state": State.SENT.value, "confirmed_at": Now(), "delivery_count": 1,
-             "next_delivery_at": Later(Column("ack_timeout_seconds"))}))
+    _frozen({"state": State.SENT.value, "confirmed_at": Now(),
+             "delivery_count": Scheduled(1, 0),
+             "next_delivery_at": Scheduled(Later(Column("ack_timeout_seconds")),
+                                           Column("deliver_after"))}))
 CONFIRM = Transition(
     "confirm", frozenset({State.PENDING_SEND}), State.SENT, Event.CONFIRMED,
-    _frozen(_into(State.SENT, confirmed_at=Now(), next_check_at=None, **_NEXT_DELIVERY)),
+    _frozen(_into(State.SENT, confirmed_at=Now(), next_check_at=None, **_FIRST_DELIVERY)),
     already=frozenset({State.SENT, State.DONE}))
 CANCEL = Transition(
     "cancel", frozenset({State.PENDING_SEND}), State.DELETED, Event.CANCELLED,

@@ -99,8 +99,10 @@ class AdminStore:
                 messages.c.app, messages.c.topic, messages.c.state,
                 func.count().label("n"),
                 func.count().filter(messages.c.dead).label("dead"),
+                func.count().filter(unacked, _waiting()).label("scheduled"),
                 _age(func.min(messages.c.created_at).filter(pending)).label("oldest_pending"),
-                _age(func.min(messages.c.confirmed_at).filter(unacked)).label("oldest_unacked"),
+                _age(func.min(_unacked_since()).filter(unacked, ~_waiting())
+                     ).label("oldest_unacked"),
             )
             .group_by(messages.c.app, messages.c.topic, messages.c.state)
             .order_by(messages.c.app, messages.c.topic)
@@ -134,8 +136,8 @@ class AdminStore:
             select(_age(func.min(messages.c.created_at)))
             .where(messages.c.state == State.PENDING_SEND.value, ~messages.c.dead)
             .scalar_subquery(),
-            select(_age(func.min(messages.c.confirmed_at)))
-            .where(messages.c.state == State.SENT.value, ~messages.c.dead)
+            select(_age(func.min(_unacked_since())))
+            .where(messages.c.state == State.SENT.value, ~messages.c.dead, ~_waiting())
             .scalar_subquery(),
         )
         async with self._engine.connect() as conn:
@@ -163,6 +165,16 @@ class AdminStore:
             return [to_message(row) for row in await conn.execute(statement)]
 
 
+def _waiting() -> Any:
+    """A delayed message whose time has not come: scheduled, not (yet) unacknowledged."""
+    return func.coalesce(messages.c.deliver_after > func.now(), False)
+
+
+def _unacked_since() -> Any:
+    """When a sent message started waiting for its ack: its confirm, or its delivery time."""
+    return func.greatest(messages.c.confirmed_at, messages.c.deliver_after)
+
+
 def _age(moment: Any) -> Any:
     return func.extract("epoch", func.now() - moment)
 
@@ -175,6 +187,7 @@ def _group(rows: list[Any]) -> list[GroupCounts]:
         counts = group["counts"]
         counts[row.state] = counts.get(row.state, 0) + row.n
         counts["dead"] = counts.get("dead", 0) + row.dead
+        counts["scheduled"] = counts.get("scheduled", 0) + row.scheduled
         group["pending"] = _max(group["pending"], row.oldest_pending)
         group["unacked"] = _max(group["unacked"], row.oldest_unacked)
     return [

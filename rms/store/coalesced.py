@@ -30,20 +30,25 @@ _INPUT: tuple[tuple[str, str], ...] = (
     ("payload", "text"), ("headers", "text"), ("check_url", "text"),
     ("check_after_seconds", "float8"), ("max_checks", "int"), ("ack_timeout_seconds", "float8"),
     ("max_deliveries", "int"))
+# the delay as given (an absolute time or seconds from now), resolved on the database clock into
+# the stored ``deliver_after``
+_DELAY: tuple[tuple[str, str], ...] = (("deliver_at", "timestamptz"), ("delay_seconds", "float8"))
 _STORED = {"payload": "payload::jsonb", "headers": "headers::jsonb"}
+_DELIVER_AFTER = ("coalesce(deliver_at, now() + make_interval(secs => delay_seconds)) "
+                  "AS deliver_after")
 
 
 def insert_sql(change: Transition) -> str:
     """Insert new messages in the state ``change`` creates (its effects computed from the input
     row) with their first event; a taken id inserts nothing and returns nothing."""
-    names = [name for name, _ in _INPUT]
+    names = [name for name, _ in _INPUT] + ["deliver_after"]
     effects = [(column, sql_of(effect, row="")) for column, effect in change.effects.items()]
     inserted = ", ".join(names + [column for column, _ in effects])
     selected = ", ".join([_STORED.get(name, name) for name in names]
                          + [sql for _, sql in effects])
     return f"""
 WITH input AS (
-    {unnest_sql(_INPUT)}
+    SELECT given.*, {_DELIVER_AFTER} FROM ({unnest_sql(_INPUT + _DELAY)}) AS given
 ), inserted AS (
     INSERT INTO messages ({inserted})
     SELECT {selected}
@@ -214,4 +219,6 @@ def _insert_arrays(items: Sequence[PrepareItem]) -> list[list[Any]]:
         [orjson.dumps(d.headers).decode() for d in drafts], [d.check_url for d in drafts],
         [float(d.check_after_seconds) for d in drafts], [d.max_checks for d in drafts],
         [float(d.ack_timeout_seconds) for d in drafts], [d.max_deliveries for d in drafts],
+        [d.deliver_after for d in drafts],
+        [None if d.delay_seconds is None else float(d.delay_seconds) for d in drafts],
     ]

@@ -67,6 +67,8 @@ messages = Table(
     Column("deleted_at", DateTime(timezone=True), nullable=True),
     Column("next_check_at", DateTime(timezone=True), nullable=True),
     Column("next_delivery_at", DateTime(timezone=True), nullable=True),
+    # a delayed message is not published before this time (NULL: at confirm)
+    Column("deliver_after", DateTime(timezone=True), nullable=True),
     # a worker's claim: set when claimed, checked by the worker's guarded result update
     Column("claim_token", Text, nullable=True),
     CheckConstraint(

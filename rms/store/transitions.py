@@ -9,11 +9,20 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
-from sqlalchemy import CTE, ColumnElement, Select, cast, func, literal, select
+from sqlalchemy import CTE, ColumnElement, Select, case, cast, func, literal, select
 from sqlalchemy.dialects.postgresql import JSONB
 
 from rms.domain.states import Event
-from rms.domain.transitions import Column, Effect, Given, Later, Now, Plus, Transition
+from rms.domain.transitions import (
+    Column,
+    Effect,
+    Given,
+    Later,
+    Now,
+    Plus,
+    Scheduled,
+    Transition,
+)
 from rms.store.schema import message_events, messages
 
 Detail = Mapping[str, Any] | Any  # a fixed detail, or a callable from the changed CTE
@@ -32,6 +41,9 @@ def core_values(change: Transition, given: Mapping[str, Any] | None = None) -> d
 
 
 def _core(effect: Effect, given: Mapping[str, Any]) -> Any:
+    if isinstance(effect, Scheduled):
+        return case((messages.c.deliver_after > func.now(), _core(effect.waiting, given)),
+                    else_=_core(effect.due, given))
     if isinstance(effect, Now):
         return func.now()
     if isinstance(effect, Column):
@@ -53,6 +65,9 @@ def set_sql(change: Transition, row: str = "m.") -> str:
 
 def sql_of(effect: Effect, row: str = "m.") -> str:
     """One effect as SQL text; column references are prefixed with ``row``."""
+    if isinstance(effect, Scheduled):
+        return (f"CASE WHEN {row}deliver_after > now() THEN {sql_of(effect.waiting, row)} "
+                f"ELSE {sql_of(effect.due, row)} END")
     if isinstance(effect, Now):
         return "now()"
     if isinstance(effect, Column):

@@ -156,7 +156,7 @@ class ConfirmWorker:
             return metrics.TRANSITIONS.labels("cancelled").inc()
         if resolved.sent is not None:
             metrics.TRANSITIONS.labels("confirmed").inc()
-            await self._dispatcher.deliver(resolved.sent, actor=self._actor, reschedule=False)
+            await self._dispatcher.deliver_confirmed(resolved.sent, actor=self._actor)
         return None
 
     def _action(self, message: Message, outcome: Outcome) -> tuple[Action, float]:

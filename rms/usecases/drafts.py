@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 import orjson
@@ -43,6 +44,10 @@ class PrepareInput(Protocol):
     def ack_timeout_seconds(self) -> float | None: ...
     @property
     def max_deliveries(self) -> int | None: ...
+    @property
+    def deliver_after(self) -> datetime | None: ...
+    @property
+    def delay_seconds(self) -> float | None: ...
 
 
 @dataclass
@@ -57,6 +62,7 @@ class Drafts:
                             "produce_topics")
         self._check_payload(request)
         self._check_headers(request.headers)
+        self._check_delay(request)
         check_url = request.check_url or app.default_check_url
         if check_url is None:
             raise Invalid("check_url is required (the app has no default_check_url)")
@@ -75,6 +81,8 @@ class Drafts:
             max_checks=_pick(request.max_checks, policy.max_checks),
             ack_timeout_seconds=_pick(request.ack_timeout_seconds, policy.ack_timeout_seconds),
             max_deliveries=_pick(request.max_deliveries, policy.max_deliveries),
+            deliver_after=request.deliver_after,
+            delay_seconds=request.delay_seconds,
         )
 
     async def draft_item(self, app: App, index: int, request: PrepareInput) -> NewMessage:
@@ -98,6 +106,21 @@ class Drafts:
             raise Invalid(_NUL)
         if any("\x00" in text for text in (request.key or "", request.check_url or "")):
             raise Invalid(_NUL)
+
+    def _check_delay(self, request: PrepareInput) -> None:
+        """At most one way to delay, and no further ahead than RMS_MAX_DELAY_SECONDS (a time in
+        the past means no delay)."""
+        limit = self.settings.max_delay_seconds
+        if request.deliver_after is not None and request.delay_seconds is not None:
+            raise Invalid("give deliver_after or delay_seconds, not both")
+        if request.delay_seconds is not None and request.delay_seconds > limit:
+            raise Invalid(f"delay_seconds is {request.delay_seconds:g}; the limit is {limit:g} "
+                          "(RMS_MAX_DELAY_SECONDS)")
+        if request.deliver_after is not None:
+            ahead = (request.deliver_after - datetime.now(UTC)).total_seconds()
+            if ahead > limit:
+                raise Invalid(f"deliver_after is {ahead:.0f} s ahead; the limit is {limit:g} s "
+                              "(RMS_MAX_DELAY_SECONDS)")
 
     def _check_headers(self, headers: dict[str, str]) -> None:
         if len(headers) > self.settings.max_headers:

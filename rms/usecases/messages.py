@@ -112,7 +112,7 @@ class MessageService:
     # ---- helpers -------------------------------------------------------------------------
 
     async def _publish_first(self, message: Message) -> None:
-        await self.dispatcher.deliver(message, actor=f"app:{message.app}", reschedule=False)
+        await self.dispatcher.deliver_confirmed(message, actor=f"app:{message.app}")
 
     async def _batch(self, app: App, message_ids: Sequence[str], change: Transition
                      ) -> list[tuple[Message, bool]]:

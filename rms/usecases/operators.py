@@ -65,7 +65,7 @@ class Operators:
 
     async def stats(self) -> Stats:
         groups = await self.admin.stats()
-        totals: dict[str, int] = {s.value: 0 for s in State} | {"dead": 0}
+        totals: dict[str, int] = {s.value: 0 for s in State} | {"dead": 0, "scheduled": 0}
         for group in groups:
             for name, count in group.counts.items():
                 totals[name] = totals.get(name, 0) + count

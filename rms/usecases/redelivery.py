@@ -162,7 +162,8 @@ class RecoveryWorker:
         published = sum(1 for outcome in outcomes if outcome.ok)
         failed = len(outcomes) - published
         report.add(len(found.claimed), published, failed, len(found.dead))
-        metrics.REDELIVERIES.inc(published)
+        scheduled = _count_scheduled(found.claimed, outcomes)
+        metrics.REDELIVERIES.inc(published - scheduled)
         metrics.REDELIVERY_BATCH.observe(len(found.claimed))
         if found.claimed:
             self.probing = published == 0
@@ -197,6 +198,19 @@ class RecoveryWorker:
     def _token(self) -> str:
         """Names the worker, so an operator (or a test) sees who holds a claim."""
         return f"{self.worker_id}:{uuid.uuid4().hex[:8]}"
+
+
+def _count_scheduled(claimed: list[Message], outcomes: list[PublishOutcome]) -> int:
+    """Count (and time) the delayed messages among the accepted publishes whose first delivery
+    this round made: they were due, not redelivered."""
+    now = time.time()
+    count = 0
+    for message, outcome in zip(claimed, outcomes, strict=True):
+        if outcome.ok and outcome.delivery == 1 and message.deliver_after is not None:
+            count += 1
+            metrics.SCHEDULED_LATENESS.observe(max(0.0, now - message.deliver_after.timestamp()))
+    metrics.SCHEDULED_PUBLISHES.inc(count)
+    return count
 
 
 async def _finish(task: asyncio.Task[None] | None) -> None:

@@ -76,6 +76,8 @@ async def _apply(engine: AsyncEngine, message_id: str, change: table.Transition)
 def _expect(effect: table.Effect, before: dict[str, Any], window: tuple[datetime, datetime]
             ) -> tuple[Any, Any]:
     """The (lowest, highest) value a column may hold after ``effect``."""
+    if isinstance(effect, table.Scheduled):  # these messages have no delay: the due branch
+        return _expect(effect.due, before, window)
     if isinstance(effect, table.Now):
         return window
     if isinstance(effect, table.Column):

@@ -151,6 +151,7 @@
     $("live-tiles").replaceChildren(
       ...STATES.map((s) => tile(s, number(totals[s] || 0))),
       tile("dead", number(totals.dead || 0), (totals.dead || 0) > 0),
+      tile("scheduled", number(totals.scheduled || 0)),
       tile("oldest pending-send", human(stats.oldest_pending_send_age_seconds)),
       tile("oldest unacked", human(stats.oldest_unacked_age_seconds)),
     );
@@ -159,6 +160,7 @@
       el("td", { class: "k" }, group.app), el("td", { class: "k" }, group.topic),
       ...STATES.map((s) => countCell(group.counts[s])),
       countCell(group.counts.dead, true),
+      countCell(group.counts.scheduled),
       el("td", {}, human(group.oldest_pending_send_age_seconds)),
       el("td", {}, human(group.oldest_unacked_age_seconds)),
     ));
@@ -249,6 +251,7 @@
     field(fields, "deleted", when(message.deleted_at));
     field(fields, "next check", when(message.next_check_at));
     field(fields, "next delivery", when(message.next_delivery_at));
+    if (message.deliver_after) field(fields, "deliver after", when(message.deliver_after));
     field(fields, "check URL", message.check_url || "–");
     if (Object.keys(message.headers || {}).length) {
       field(fields, "headers", JSON.stringify(message.headers));
