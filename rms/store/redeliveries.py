@@ -115,6 +115,10 @@ def round_statement(limit: int, token: str, lease_seconds: float, actor: str) ->
     return union_all(flagged, select(claimed, literal(False).label("flagged_dead")))
 
 
+def _seconds(value: float) -> ColumnElement[Any]:
+    return func.make_interval(0, 0, 0, 0, 0, 0, literal(value))
+
+
 class RedeliveryStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
@@ -134,6 +138,17 @@ class RedeliveryStore:
         found = [(row["flagged_dead"], message_from(row)) for row in rows]
         return Round(dead=[message for dead, message in found if dead],
                      claimed=[message for dead, message in found if not dead])
+
+    async def next_due_in(self, within_seconds: float) -> float | None:
+        """Seconds until the next delivery falls due, if one does within ``within_seconds``
+        (database clock; one probe of the ``messages_due_deliveries`` index)."""
+        soon = (select(func.extract("epoch", func.min(messages.c.next_delivery_at) - func.now()))
+                .where(messages.c.state == CLAIM_DELIVERY.source.value, ~messages.c.dead,
+                       messages.c.next_delivery_at > func.now(),
+                       messages.c.next_delivery_at <= func.now() + _seconds(within_seconds)))
+        async with self._engine.connect() as conn:
+            wait = (await conn.execute(soon)).scalar_one()
+        return None if wait is None else max(0.0, float(wait))
 
     async def resend_dead(self, where: MessageFilter, limit: int, actor: str) -> list[Message]:
         """The bulk dead-letter resend: in one statement, take up to ``limit`` dead ``sent``

@@ -72,6 +72,11 @@ class TickReport:
     failed: int = 0
     dead: int = 0
 
+    def merged(self, other: TickReport) -> TickReport:
+        return TickReport(self.rounds + other.rounds, self.claimed + other.claimed,
+                          self.published + other.published, self.failed + other.failed,
+                          self.dead + other.dead)
+
     def add(self, claimed: int, published: int, failed: int, dead: int) -> None:
         self.rounds += 1
         self.claimed += claimed
@@ -111,8 +116,22 @@ class RecoveryWorker:
                    context.dispatcher)
 
     async def tick(self) -> TickReport:
+        """Drain what is due (:meth:`drain`); then, if a delivery falls due before the next
+        tick (a delayed message's time, an ack deadline), wait for that moment and drain
+        again, so a delayed message is published when due rather than up to one interval
+        late."""
+        report = await self.drain()
+        if report.failed or not self.publisher.ready:
+            return report
+        wait = await self.store.next_due_in(self.settings.worker_interval_seconds)
+        if wait is None:
+            return report
+        await asyncio.sleep(wait)
+        return report.merged(await self.drain())
+
+    async def drain(self) -> TickReport:
         """Rounds until one claims less than a full batch (the backlog is drained) or a publish
-        fails; then the next tick comes on the scheduler's interval.
+        fails.
 
         The rounds are pipelined for throughput: while a batch is being published the next one
         is already being claimed (only after a full batch), and a batch's outcomes are written

@@ -90,11 +90,13 @@ async def test_stats(api: Api, topic: str) -> None:
     response = await api.client.get("/v1/admin/stats", headers=api.admin)
     assert response.status_code == 200, response.text
     body = response.json()
-    assert body["totals"] == {"pending-send": 2, "sent": 1, "done": 0, "deleted": 1, "dead": 0}
+    assert body["totals"] == {"pending-send": 2, "sent": 1, "done": 0, "deleted": 1, "dead": 0,
+                              "scheduled": 0}
     groups = {(g["app"], g["topic"]): g for g in body["groups"]}
     assert set(groups) == {("one", topic), ("two", topic)}
-    assert groups[("one", topic)]["counts"] == {"pending-send": 2, "sent": 1, "dead": 0}
-    assert groups[("two", topic)]["counts"] == {"deleted": 1, "dead": 0}
+    assert groups[("one", topic)]["counts"] == {"pending-send": 2, "sent": 1, "dead": 0,
+                                                "scheduled": 0}
+    assert groups[("two", topic)]["counts"] == {"deleted": 1, "dead": 0, "scheduled": 0}
     assert groups[("one", topic)]["oldest_pending_send_age_seconds"] >= 0
     assert groups[("one", topic)]["oldest_unacked_age_seconds"] >= 0
     assert groups[("two", topic)]["oldest_pending_send_age_seconds"] is None

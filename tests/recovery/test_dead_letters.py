@@ -161,9 +161,10 @@ async def test_stats_per_app_and_topic_and_the_unacked_gauge(
     assert response.status_code == 200
     body = response.json()
     groups = {(g["app"], g["topic"]): g for g in body["groups"]}
-    assert groups[("one", alpha)]["counts"] == {"sent": 4, "pending-send": 1, "dead": 4}
-    assert groups[("one", beta)]["counts"] == {"sent": 2, "dead": 2}
-    assert groups[("two", alpha)]["counts"] == {"sent": 2, "dead": 2}
+    assert groups[("one", alpha)]["counts"] == {"sent": 4, "pending-send": 1, "dead": 4,
+                                                  "scheduled": 0}
+    assert groups[("one", beta)]["counts"] == {"sent": 2, "dead": 2, "scheduled": 0}
+    assert groups[("two", alpha)]["counts"] == {"sent": 2, "dead": 2, "scheduled": 0}
     # dead messages wait for an operator, not for an ack: only the live ones have ages
     assert groups[("one", alpha)]["oldest_unacked_age_seconds"] >= 0
     assert groups[("one", alpha)]["oldest_pending_send_age_seconds"] is None

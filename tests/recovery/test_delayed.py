@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
+from rms.config import Settings
 from rms.kafka.records import header
 from rms.usecases.redelivery import RecoveryWorker
+from rms.worker import worker_context
 from tests.recovery.helpers import SqlHelper, events, message, tick_until
 from tests.support import Api, AppKeys, read_topic
 
@@ -49,6 +51,22 @@ async def test_confirmed_delayed_message_is_published_at_its_time_not_before(
     await tick_until(worker, published, interval=0.05)
     (at,) = await _published_at(api, message_id)
     assert deliver_after <= at < deliver_after + timedelta(seconds=5)
+
+
+async def test_a_tick_waits_for_a_delivery_due_before_the_next_one(
+        api: Api, settings: Settings, topic: str) -> None:
+    """With a 2 s interval, one tick that starts 1 s before a delayed message's time publishes
+    it when due (the next tick would have been a second late)."""
+    producer = await _producer(api)
+    message_id = await api.prepared_id(producer, topic, delay_seconds=1.0)
+    await api.post(producer, f"/v1/messages/{message_id}/confirm")
+    slow = settings.model_copy(update={"worker_interval_seconds": 2.0})
+    async with worker_context(slow, "recovery-worker") as context:
+        report = await RecoveryWorker.from_context(context).tick()
+    assert (report.claimed, report.published) == (1, 1)
+    (at,) = await _published_at(api, message_id)
+    deliver_after = _at((await message(api, message_id))["deliver_after"])
+    assert deliver_after <= at < deliver_after + timedelta(seconds=1.5)
     (record,) = await read_topic(api.settings.kafka_bootstrap_servers, topic, expect=1,
                                  settle=0.3)
     assert header(list(record.headers), "rms-delivery") == "1"
