@@ -44,6 +44,7 @@ MESSAGE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("deleted_at", "ts"),
     ("next_check_at", "ts"),
     ("next_delivery_at", "ts"),
+    ("deliver_after", "ts"),
 )
 
 EVENT_COLUMNS: tuple[tuple[str, str], ...] = (

@@ -117,6 +117,9 @@ class Draft:
     max_checks: int | None = None
     ack_timeout_seconds: float | None = None
     max_deliveries: int | None = None
+    # delayed delivery: an aware datetime, or seconds after the prepare (not both)
+    deliver_after: datetime | None = None
+    delay_seconds: float | None = None
 
     def body(self, message_id: str, default_check_url: str | None) -> dict[str, Any]:
         body: dict[str, Any] = {"message_id": message_id, "topic": self.topic,
@@ -126,7 +129,10 @@ class Draft:
                     "check_after_seconds": self.check_after_seconds,
                     "max_checks": self.max_checks,
                     "ack_timeout_seconds": self.ack_timeout_seconds,
-                    "max_deliveries": self.max_deliveries}
+                    "max_deliveries": self.max_deliveries,
+                    "deliver_after": (None if self.deliver_after is None
+                                      else self.deliver_after.isoformat()),
+                    "delay_seconds": self.delay_seconds}
         return body | {k: v for k, v in optional.items() if v is not None}
 
 
