@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-PATHS = ("happy", "bare", "oneshot", "bulk", "checkback", "redelivery")
+PATHS = ("happy", "bare", "oneshot", "bulk", "checkback", "redelivery", "delayed")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -94,6 +94,8 @@ def _worker_runs(args: argparse.Namespace) -> Iterator[Any]:
         yield WorkerLoad("checkback", args.checkback_messages, workers, **common)
     for workers in args.recovery_workers:
         yield WorkerLoad("redelivery", args.redelivery_messages, workers, **common)
+    for workers in args.recovery_workers:
+        yield WorkerLoad("delayed", args.redelivery_messages, workers, **common)
 
 
 def _measure(stack: Any, args: argparse.Namespace, stamp: str,

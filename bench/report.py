@@ -14,14 +14,16 @@ DEFINITIONS = """\
 definitions (all times on this machine's clock; full text in bench/README.md):
   throughput  happy/bare/oneshot: transactions without error per second of the load run;
               bulk: messages/s; checkback: messages resolved per second (gate -> last
-              confirmed_at); redelivery: re-published per second (gate -> last published)
+              confirmed_at); redelivery: re-published per second (gate -> last published);
+              delayed: scheduled messages published per second once due (gate -> last)
   done/s      messages that reached `done` per second, run start (or gate) -> last done_at
   prepare     prepare (send, batch prepare) response end - start (open loop: scheduled start)
   confirm     confirm (batch confirm) response end - prepare response end
   record      consumer receive time - confirm response end (may be < 0: the record can
               arrive before the producer reads the answer); worker paths: - resolution
   done        done_at (database) - receive time of the acknowledged delivery
-  resolve     worker paths: confirmed_at / delivery-2 published event - gate
+  resolve     worker paths: confirmed_at / delivery-2 published event - gate; delayed:
+              delivery-1 published event - gate (= deliver_after: the lateness)
   RMS/bare    RMS happy-path done/s / bare-baseline done/s at the same load (full
               transactions: prepare, confirm, publish, consume, ack on the ack topic, done)
   cells are p50/p95/p99 in ms"""

@@ -45,6 +45,9 @@ GATES = {
                  "WHERE message_id = ANY($1::text[]) AND state = 'pending-send'",
     "redelivery": "UPDATE messages SET next_delivery_at = now() "
                   "WHERE message_id = ANY($1::text[]) AND state = 'sent'",
+    # every scheduled message's time comes at once: its deliver_after is the gate
+    "delayed": "UPDATE messages SET deliver_after = now(), next_delivery_at = now() "
+               "WHERE message_id = ANY($1::text[]) AND state = 'sent'",
 }
 RESOLVED = {
     "checkback": "SELECT message_id, extract(epoch FROM confirmed_at)::float8 FROM messages "
@@ -52,13 +55,25 @@ RESOLVED = {
     "redelivery": "SELECT message_id, extract(epoch FROM max(at))::float8 FROM message_events "
                   "WHERE message_id = ANY($1::text[]) AND event = 'published' "
                   "AND detail->>'delivery' = '2' GROUP BY message_id",
+    "delayed": "SELECT message_id, extract(epoch FROM max(at))::float8 FROM message_events "
+               "WHERE message_id = ANY($1::text[]) AND event = 'published' "
+               "AND detail->>'delivery' = '1' GROUP BY message_id",
 }
-WORKERS = {"checkback": "confirm-worker", "redelivery": "recovery-worker"}
+WORKERS = {"checkback": "confirm-worker", "redelivery": "recovery-worker",
+           "delayed": "recovery-worker"}
+# the delivery a path's resolution publishes
+DELIVERY = {"checkback": 1, "redelivery": 2, "delayed": 1}
+UNITS = {"checkback": "resolved/s", "redelivery": "redelivered/s", "delayed": "published/s"}
+POLICY: dict[str, dict[str, Any]] = {
+    "checkback": {"check_after_seconds": 86_400},
+    "redelivery": {"ack_timeout_seconds": 7 * 86_400},
+    "delayed": {"delay_seconds": 86_400},
+}
 
 
 @dataclass(frozen=True)
 class WorkerLoad:
-    path: str  # checkback | redelivery
+    path: str  # checkback | redelivery | delayed
     messages: int
     workers: int = 1
     batch_size: int = 1000
@@ -84,15 +99,14 @@ def _post(client: httpx.Client, path: str, body: dict[str, Any]) -> None:
 
 def _seed(stack: Stack, load: WorkerLoad, ids: list[str]) -> None:
     auth = {"Authorization": f"Bearer {stack.api_key}"}
-    policy = ({"check_after_seconds": 86_400} if load.path == "checkback"
-              else {"ack_timeout_seconds": 7 * 86_400})
+    policy = POLICY[load.path]
     with httpx.Client(base_url=stack.api_url, headers=auth, timeout=120) as client:
         for start in range(0, len(ids), SEED_BATCH):
             chunk = ids[start:start + SEED_BATCH]
             body = [{"message_id": i, "topic": TOPICS[load.path], "payload": {"id": i},
                      "check_url": stack.check_url} | policy for i in chunk]
             _post(client, "/v1/messages/batch", {"messages": body})
-            if load.path == "redelivery":
+            if load.path != "checkback":
                 _post(client, "/v1/messages/batch/confirm", {"message_ids": chunk})
     if load.path == "redelivery":  # delivery 1 is out and seen (and not acked) before the gate
         history.wait_received(receipts_file(stack), set(ids), 1, load.timeout)
@@ -155,7 +169,7 @@ def run_worker_path(stack: Stack, load: WorkerLoad, run_id: str) -> dict[str, An
     finally:
         for name in names:
             stack.stop_process(name, group=WORKERS[load.path])
-    delivery = 1 if load.path == "checkback" else 2
+    delivery = DELIVERY[load.path]
     receipts = history.read_receipts(receipts_file(stack), set(ids))
     stored = history.stored(stack.dsn, ids)
     seconds = max(resolved.values(), default=gate) - gate
@@ -169,7 +183,7 @@ def run_worker_path(stack: Stack, load: WorkerLoad, run_id: str) -> dict[str, An
         "done_per_s": rate(sum(1 for s in stored.values() if s.done_at),
                            max((s.done_at for s in stored.values() if s.done_at),
                                default=gate) - gate),
-        "unit": "resolved/s" if load.path == "checkback" else "redelivered/s",
+        "unit": UNITS[load.path],
         "stages": _stages(ids, gate, resolved, delivery, receipts, stored),
         "processes": usage_dict(usage),
         "machine": stack.sampler.machine.as_dict() if stack.sampler.machine else None,

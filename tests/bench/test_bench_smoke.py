@@ -17,6 +17,7 @@ STAGES = {
     "bulk": {"prepare", "confirm", "record", "done"},
     "checkback": {"resolve", "record", "done"},
     "redelivery": {"resolve", "record", "done"},
+    "delayed": {"resolve", "record", "done"},
 }
 
 
