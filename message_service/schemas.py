@@ -90,6 +90,10 @@ class MessageOut(BaseModel):
     deleted_at: datetime | None
     next_check_at: datetime | None
     next_delivery_at: datetime | None
+    traceparent: str | None = Field(
+        default=None, description="W3C trace context the message carries to its Kafka records "
+        "and check-backs (null: none)")
+    tracestate: str | None = Field(default=None, description="W3C tracestate kept with it")
 
 
 class BatchOut(BaseModel):

@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from rms.domain.states import DeadReason, State
+from rms.domain.trace import TraceContext
 
 
 class Actor(StrEnum):
@@ -47,6 +48,8 @@ class NewMessage:
     max_checks: int
     ack_timeout_seconds: float
     max_deliveries: int
+    # the W3C trace context the message is stored with (the request's, or RMS's prepare span)
+    trace: TraceContext | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,7 @@ class Message:
     next_check_at: datetime | None
     next_delivery_at: datetime | None
     claim_token: str | None = field(default=None, repr=False)
+    trace: TraceContext | None = None  # W3C trace context carried to records and check-backs
 
     @property
     def deliveries_in_budget(self) -> int:
