@@ -40,10 +40,13 @@ TRACER_NAME = "rms"
 
 class _State:
     """``tracer``: the tracer spans use, None for no-ops; ``settled``: whether that is final
-    (else the global provider is looked at again, until an application sets one)."""
+    (else the global provider is looked at again, until an application sets one); ``trace``
+    and ``context``: the OpenTelemetry API modules, imported once there is a tracer."""
 
     tracer: Any = None
     settled: bool = False
+    trace: Any = None
+    context: Any = None
 
 
 _state = _State()
@@ -90,9 +93,8 @@ class _Recording(Span):
         self._span.set_attribute(name, value)
 
     def fail(self, error: str) -> None:
-        from opentelemetry.trace import Status, StatusCode
-
-        self._span.set_status(Status(StatusCode.ERROR, error))
+        api = _state.trace
+        self._span.set_status(api.Status(api.StatusCode.ERROR, error))
 
     def end(self) -> None:
         self._span.end()
@@ -117,17 +119,16 @@ def start(name: str, parent: TraceContext | None, *, kind: Kind = "internal",
     tracer = _tracer()
     if tracer is None:
         return Span(parent)
-    from opentelemetry import trace
-
-    current = trace.get_current_span().get_span_context()
+    api = _state.trace
+    current = api.get_current_span().get_span_context()
     context = _parent_context(parent)
     links = None
     if current.is_valid:
         if in_request:
             context = None  # the current context: the request's span
         elif parent is None or f"{current.trace_id:032x}" != parent.trace_id:
-            links = [trace.Link(current)]
-    span = tracer.start_span(name, context=context, kind=trace.SpanKind[kind.upper()],
+            links = [api.Link(current)]
+    span = tracer.start_span(name, context=context, kind=api.SpanKind[kind.upper()],
                              attributes=attributes, links=links, start_time=started_ns)
     return _Recording(span)
 
@@ -141,13 +142,11 @@ def current(span: Span) -> Iterator[None]:
         if not isinstance(span, _Recording):
             yield
             return
-        from opentelemetry import context, trace
-
-        attached = context.attach(trace.set_span_in_context(span._span))
+        attached = _state.context.attach(_state.trace.set_span_in_context(span._span))
         try:
             yield
         finally:
-            context.detach(attached)
+            _state.context.detach(attached)
     finally:
         _CURRENT.reset(token)
 
@@ -177,6 +176,9 @@ def from_headers(headers: Mapping[str, str]) -> TraceContext | None:
 def install(provider: Any) -> None:
     """Record spans with ``provider`` (an OpenTelemetry ``TracerProvider``); None: record
     nothing, whatever the global provider."""
+    if provider is not None:
+        _state.trace = import_module("opentelemetry.trace")
+        _state.context = import_module("opentelemetry.context")
     _state.tracer = None if provider is None else provider.get_tracer(TRACER_NAME)
     _state.settled = True
 
@@ -256,19 +258,23 @@ def _tracer() -> Any:
 
 
 def _parent_context(parent: TraceContext | None) -> Any:
-    from opentelemetry.context import Context
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
+    """An OpenTelemetry context whose (remote) span is ``parent``; an empty one for None."""
+    api, empty = _state.trace, _state.context.Context()
     if parent is None:
-        return Context()  # a new trace, not whatever span happens to be current
-    return TraceContextTextMapPropagator().extract(parent.headers(), context=Context())
+        return empty  # a new trace, not whatever span happens to be current
+    value, state = parent.traceparent, parent.tracestate
+    remote = api.SpanContext(
+        trace_id=int(value[3:35], 16), span_id=int(value[36:52], 16), is_remote=True,
+        trace_flags=api.TraceFlags(int(value[53:55], 16)),
+        trace_state=api.TraceState.from_header([state]) if state else None)
+    return api.set_span_in_context(api.NonRecordingSpan(remote), empty)
 
 
 def _context_of(span: Any) -> TraceContext | None:
-    from opentelemetry import trace
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
-    carrier: dict[str, str] = {}
-    TraceContextTextMapPropagator().inject(carrier, context=trace.set_span_in_context(span))
-    return trace_context([carrier["traceparent"]], [carrier.get("tracestate", "")]
-                         ) if "traceparent" in carrier else None
+    """The W3C form of a span's context (what goes downstream)."""
+    context = span.get_span_context()
+    if not context.is_valid:
+        return None
+    state = context.trace_state.to_header() if context.trace_state else ""
+    return TraceContext(f"00-{context.trace_id:032x}-{context.span_id:016x}-"
+                        f"{context.trace_flags:02x}", state or None)
