@@ -152,8 +152,13 @@ def current(span: Span) -> Iterator[None]:
 
 
 def current_context() -> TraceContext | None:
-    """The context of the span made current by :func:`current` (what an SDK call made inside
-    it, such as an ack, carries), else None."""
+    """What an outgoing SDK call (an ack, a prepare) carries: the current OpenTelemetry span's
+    context when spans are recorded (the application's own span, or one made current by
+    :func:`current`), else the context :func:`current` set, else None."""
+    if _tracer() is not None:
+        found = _context_of(_state.trace.get_current_span())
+        if found is not None:
+            return found
     return _CURRENT.get()
 
 
