@@ -15,8 +15,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from rms import tracing
 from rms.domain.trace import TraceContext
 from rms.kafka.records import header
-from rms.sdk.consumer import AckResult, BatchReport, HttpAcker, Outcome, RmsConsumer, RmsRecord, TopicAcker
+from rms.sdk.consumer import AckResult, BatchReport, HttpAcker, Outcome, RmsRecord, TopicAcker
 from tests.sdk_consumer.helpers import CountingAcker, consume_until, record_effect
+from tests.sdk_consumer.test_consumer import _apps, _consumer
 from tests.support import Api, AppKeys
 from tests.tracing_support import (
     PRODUCER_PARENT,
@@ -30,12 +31,6 @@ from tests.tracing_support import (
 )
 
 
-async def _apps(api: Api) -> tuple[AppKeys, AppKeys]:
-    producer = await api.create_app("orders", consume=["none"])
-    consumer = await api.create_app("points", produce=["none"], consume=["orders.*"])
-    return producer, consumer
-
-
 async def _traced_and_confirmed(api: Api, producer: AppKeys, topic: str) -> str:
     prepared = await api.client.post(
         "/v1/messages", headers=producer.headers | {"traceparent": PRODUCER_PARENT},
@@ -44,13 +39,6 @@ async def _traced_and_confirmed(api: Api, producer: AppKeys, topic: str) -> str:
     message_id = str(prepared.json()["message_id"])
     assert (await api.post(producer, f"/v1/messages/{message_id}/confirm")).status_code == 200
     return message_id
-
-
-def _consumer(api: Api, engine: AsyncEngine, acker: object, topic: str, unique: str,
-              handler: object = record_effect) -> RmsConsumer:
-    return RmsConsumer(engine=engine, handler=handler, acker=acker,  # type: ignore[arg-type]
-                       bootstrap_servers=api.settings.kafka_bootstrap_servers,
-                       group_id=f"points-{unique}", topics=[topic])
 
 
 async def _one_outcome(reports: list[BatchReport]) -> bool:
@@ -129,8 +117,8 @@ async def test_without_a_provider_the_topic_ack_carries_the_records_context(
     message_id = await _traced_and_confirmed(api, producer, topic)
     servers = api.settings.kafka_bootstrap_servers
     ack_topic = f"acks-{unique}"
-    acker = TopicAcker(servers, "points", signing_secret=points.signing_secret,
-                       ack_topic=ack_topic)
+    acker = CountingAcker(TopicAcker(servers, "points", signing_secret=points.signing_secret,
+                                     ack_topic=ack_topic))
     tracing.install(None)  # a consumer process that records no spans
     try:
         async with _consumer(api, consumer_db, acker, topic, unique) as consumer:
@@ -138,6 +126,7 @@ async def test_without_a_provider_the_topic_ack_carries_the_records_context(
     finally:
         tracing.reset()
     assert reports[-1].outcomes == [(message_id, Outcome.PROCESSED)]
+    assert [a.result for a in acker.acks] == [AckResult.ACKED]
     reader = AIOKafkaConsumer(ack_topic, bootstrap_servers=servers,
                               auto_offset_reset="earliest", group_id=f"read-{unique}")
     await reader.start()
