@@ -116,6 +116,8 @@ class CheckCaller:
         secrets = [s for s in (app.signing_secret, app.previous_signing_secret) if s]
         headers = signed_headers(secrets, webhook_id(message), body) | {
             "content-type": "application/json"}
+        if message.trace is not None:
+            headers |= message.trace.headers()
         log.debug("check.calling", message_id=message.message_id, app=message.app,
                   attempt=message.check_count, url=url,
                   address=None if target.address is None else str(target.address))

@@ -6,12 +6,13 @@ import re
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Header, Request
 
 from rms.config import Settings
 from rms.domain.errors import Invalid, Unauthorized
 from rms.domain.models import App
 from rms.domain.secrets import same_secret
+from rms.domain.trace import TRACEPARENT, TRACESTATE, TraceContext, trace_context
 from rms.usecases.acks import Acks
 from rms.usecases.authentication import Authentication
 from rms.usecases.health import Health
@@ -76,5 +77,18 @@ async def admin(request: Request, wired: ServicesDep) -> str:
     return f"admin:{operator}"
 
 
+async def request_trace(
+    request: Request,
+    traceparent: Annotated[str | None, Header(
+        description="W3C Trace Context: stored with the message and carried to its Kafka "
+                    "records and check-backs; an invalid value is ignored")] = None,
+    tracestate: Annotated[str | None, Header(
+        description="W3C Trace Context vendor state, kept with a valid traceparent")] = None,
+) -> TraceContext | None:
+    """The request's W3C trace context (every value of a repeated header counts), or None."""
+    return trace_context(request.headers.getlist(TRACEPARENT), request.headers.getlist(TRACESTATE))
+
+
 CurrentApp = Annotated[App, Depends(current_app)]
 AdminActor = Annotated[str, Depends(admin)]
+RequestTrace = Annotated[TraceContext | None, Depends(request_trace)]

@@ -113,6 +113,10 @@ class MessageOut(BaseModel):
     next_delivery_at: datetime | None
     deliver_after: datetime | None = Field(
         default=None, description="a delayed message is not published before this time")
+    traceparent: str | None = Field(
+        default=None, description="W3C trace context the message carries to its Kafka records "
+        "and check-backs (null: none)")
+    tracestate: str | None = Field(default=None, description="W3C tracestate kept with it")
 
 
 class BatchOut(BaseModel):

@@ -15,11 +15,12 @@ from collections.abc import Sequence
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from rms import metrics
+from rms import metrics, tracing
 from rms.batching import Coalescer
 from rms.config import WorkerSettings
 from rms.domain.models import Message, PublishOutcome
 from rms.domain.policy import DeliveryPolicy, ack_deadline
+from rms.domain.trace import TraceContext
 from rms.kafka.failures import PublishFailure
 from rms.kafka.publisher import Publisher, PublishError
 from rms.kafka.records import build_record
@@ -47,39 +48,61 @@ class Dispatcher:
         self._writer: Coalescer[Recorded, bool] = Coalescer(store.record_many, name="deliveries",
                                                             max_inflight=4)
 
-    async def deliver(self, message: Message, *, actor: str, reschedule: bool) -> PublishOutcome:
+    async def deliver(self, message: Message, *, actor: str, reschedule: bool,
+                      parent: TraceContext | None = None, span: str = "rms.publish"
+                      ) -> PublishOutcome:
         """Publish delivery number ``message.delivery_count`` and record the broker's answer;
         returns once that answer is durably recorded.
 
         ``reschedule``: set the ack deadline after an accepted publish (recovery, resend); the
-        confirm path set it already in the confirming statement.
+        confirm path set it already in the confirming statement. The publish is the span
+        ``span`` under ``parent`` (default: the message's stored trace context); the record
+        carries that span's context.
         """
         delivery = message.delivery_count
-        try:
-            await self._publisher.publish(build_record(message, delivery))
-        except PublishError as exc:
-            outcome = PublishOutcome(message.message_id, delivery, ok=False,
-                                     error=exc.failure.error, reason=exc.failure.reason)
-        else:
-            outcome = PublishOutcome(message.message_id, delivery, ok=True)
+        with _publish_span(span, parent or message.trace, message, delivery) as publishing:
+            try:
+                await self._publisher.publish(build_record(message, delivery,
+                                                           publishing.context))
+            except PublishError as exc:
+                outcome = PublishOutcome(message.message_id, delivery, ok=False,
+                                         error=exc.failure.error, reason=exc.failure.reason)
+                publishing.fail(exc.failure.reason or "refused")
+            else:
+                outcome = PublishOutcome(message.message_id, delivery, ok=True)
         recorded = self.recorded(message, outcome, actor=actor, reschedule=reschedule)
         await self._writer.submit(recorded)
         return outcome
 
-    async def deliver_confirmed(self, message: Message, *, actor: str) -> PublishOutcome | None:
+    async def deliver_confirmed(self, message: Message, *, actor: str,
+                                parent: TraceContext | None = None) -> PublishOutcome | None:
         """The first publish of a message that a confirm (or a one-shot send) just made
         ``sent``: at once, unless the message is delayed. A delayed message has no delivery
         reserved and is published by the recovery worker when its ``deliver_after`` comes."""
         if not message.delivery_reserved:
             metrics.SCHEDULED.inc()
             return None
-        return await self.deliver(message, actor=actor, reschedule=False)
+        return await self.deliver(message, actor=actor, reschedule=False, parent=parent)
 
-    async def publish_many(self, batch: Sequence[Message]) -> list[PublishOutcome]:
+    async def publish_many(self, batch: Sequence[Message], *, span: str = "rms.publish"
+                           ) -> list[PublishOutcome]:
         """Publish every message (concurrently) without recording anything yet: the caller
-        must pass the outcomes to :meth:`record` (a worker overlaps that with its next batch)."""
-        records = [build_record(message, message.delivery_count) for message in batch]
-        errors = await self._publisher.publish_many(records)
+        must pass the outcomes to :meth:`record` (a worker overlaps that with its next batch).
+        Each publish is a span ``span`` under the message's stored trace context."""
+        spans = [_publish_span(span, m.trace, m, m.delivery_count) for m in batch]
+        records = [build_record(message, message.delivery_count, publishing.context)
+                   for message, publishing in zip(batch, spans, strict=True)]
+        try:
+            errors = await self._publisher.publish_many(records)
+        except BaseException as exc:
+            for publishing in spans:
+                publishing.fail(f"{type(exc).__name__}: {exc}")
+                publishing.end()
+            raise
+        for publishing, failure in zip(spans, errors, strict=True):
+            if failure is not None:
+                publishing.fail(failure.reason)
+            publishing.end()
         return [_outcome(m, failure) for m, failure in zip(batch, errors, strict=True)]
 
     async def record(self, batch: Sequence[Message], outcomes: Sequence[PublishOutcome], *,
@@ -106,6 +129,13 @@ class Dispatcher:
         policy = DeliveryPolicy(ack_timeout_seconds=message.ack_timeout_seconds,
                                 delivery_backoff_cap_seconds=self._cap)
         return ack_deadline(policy, max(1, message.deliveries_in_budget))
+
+
+def _publish_span(name: str, parent: TraceContext | None, message: Message, delivery: int
+                  ) -> tracing.Span:
+    return tracing.start(name, parent, kind="producer", attributes={
+        "messaging.system": "kafka", "messaging.destination.name": message.topic,
+        "rms.message_id": message.message_id, "rms.app": message.app, "rms.delivery": delivery})
 
 
 def _outcome(message: Message, failure: PublishFailure | None) -> PublishOutcome:

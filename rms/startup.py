@@ -1,8 +1,8 @@
 """The one start-up of the long-running RMS processes (``rms serve``, ``rms confirm-worker``,
 ``rms recovery-worker``): read the process's own settings from the environment (the API reads
 all of :class:`~rms.config.Settings`, a worker only :class:`~rms.config.WorkerSettings`), check
-the database URL and configure logging. A configuration that cannot run is one line on stderr
-and exit code 2."""
+the database URL, configure logging and tracing (:mod:`rms.tracing`). A configuration that
+cannot run is one line on stderr and exit code 2."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import sys
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from rms import tracing
 from rms.config import ConfigError, WorkerSettings, config_problem
 from rms.logging import configure as configure_logging
 from rms.store.database import DatabaseUrlError, database_location
@@ -34,6 +35,7 @@ def start(command: str, kind: type[S]) -> S | None:
         print(f"rms {command}: {exc}", file=sys.stderr)
         return None
     configure_logging(settings.log_level, settings.log_json)
+    tracing.configure_from_environment(f"rms-{command}")
     return settings
 
 

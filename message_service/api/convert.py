@@ -28,6 +28,8 @@ def message_fields(m: Message) -> dict[str, Any]:
         "confirmed_at": m.confirmed_at, "done_at": m.done_at, "deleted_at": m.deleted_at,
         "next_check_at": m.next_check_at, "next_delivery_at": m.next_delivery_at,
         "deliver_after": m.deliver_after,
+        "traceparent": m.trace.traceparent if m.trace else None,
+        "tracestate": m.trace.tracestate if m.trace else None,
     }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Path, Request, Response
 
 from message_service.api.convert import batch_response, event_out, message_response
-from message_service.deps import CurrentApp, ServicesDep
+from message_service.deps import CurrentApp, RequestTrace, ServicesDep
 from message_service.limits import LIMIT_RESPONSES, RATE_LIMIT, pending_places
 from message_service.schemas import (
     BatchIdsRequest,
@@ -33,27 +33,28 @@ ERRORS: dict[int | str, dict[str, object]] = {
 
 @router.post("", status_code=201, response_model=MessageOut, responses=ERRORS)
 async def prepare(body: PrepareRequest, app: CurrentApp, wired: ServicesDep,
-                  request: Request) -> Response:
+                  request: Request, trace: RequestTrace) -> Response:
     """Prepare a message: stored as pending-send, not delivered until confirmed."""
     async with pending_places(request, app.name, 1) as places:
-        message, created = await wired.service.prepare(app, body, one_shot=False)
+        message, created = await wired.service.prepare(app, body, one_shot=False, trace=trace)
         places.created = int(created)
     return message_response(message, 201 if created else 200)
 
 
 @router.post("/send", status_code=201, response_model=MessageOut, responses=ERRORS)
-async def send(body: PrepareRequest, app: CurrentApp, wired: ServicesDep) -> Response:
+async def send(body: PrepareRequest, app: CurrentApp, wired: ServicesDep,
+               trace: RequestTrace) -> Response:
     """One-shot prepare + confirm for a message outside any local transaction."""
-    message, created = await wired.service.prepare(app, body, one_shot=True)
+    message, created = await wired.service.prepare(app, body, one_shot=True, trace=trace)
     return message_response(message, 201 if created else 200)
 
 
 @router.post("/batch", status_code=201, response_model=BatchOut, responses=ERRORS)
 async def prepare_batch(body: BatchPrepareRequest, app: CurrentApp, wired: ServicesDep,
-                        request: Request) -> Response:
+                        request: Request, trace: RequestTrace) -> Response:
     """Prepare many messages in one request; all or nothing."""
     async with pending_places(request, app.name, len(body.messages)) as places:
-        results = await wired.service.prepare_batch(app, body.messages)
+        results = await wired.service.prepare_batch(app, body.messages, trace=trace)
         places.created = len(results)  # repeats included: counted until the next read
     return batch_response(results, 201)
 

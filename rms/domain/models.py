@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from rms.domain.states import DeadReason, State
+from rms.domain.trace import TraceContext
 
 
 class Actor(StrEnum):
@@ -50,6 +51,8 @@ class NewMessage:
     # delayed delivery: an absolute time, or seconds after the prepare (database clock)
     deliver_after: datetime | None = None
     delay_seconds: float | None = None
+    # the W3C trace context the message is stored with (the request's, or RMS's prepare span)
+    trace: TraceContext | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +82,7 @@ class Message:
     next_delivery_at: datetime | None
     claim_token: str | None = field(default=None, repr=False)
     deliver_after: datetime | None = None
+    trace: TraceContext | None = None  # W3C trace context carried to records and check-backs
 
     @property
     def deliveries_in_budget(self) -> int:

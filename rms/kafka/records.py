@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import orjson
 
 from rms.domain.models import Message
+from rms.domain.trace import TRACEPARENT, TRACESTATE, TraceContext
 
 HEADER_MESSAGE_ID = "rms-message-id"
 HEADER_APP = "rms-app"
@@ -23,10 +24,17 @@ class OutgoingRecord:
     headers: list[tuple[str, bytes]]
 
 
-def build_record(message: Message, delivery: int) -> OutgoingRecord:
+def build_record(message: Message, delivery: int,
+                 trace: TraceContext | None = None) -> OutgoingRecord:
     """Key: the message key, else its id. Value: the JSON payload. Headers: the message's own
-    headers plus the ``rms-*`` ones (the API refuses user headers starting with ``rms-``)."""
-    headers = [(name, value.encode()) for name, value in message.headers.items()]
+    headers plus the ``rms-*`` ones (the API refuses user headers starting with ``rms-``) and,
+    when the record carries a trace context (``trace``, else the message's own), the W3C
+    ``traceparent`` / ``tracestate``, which then replace message headers of those names."""
+    carried = trace or message.trace
+    headers = [(name, value.encode()) for name, value in message.headers.items()
+               if carried is None or name.lower() not in _TRACE_HEADERS]
+    if carried is not None:
+        headers += [(name, value.encode()) for name, value in carried.headers().items()]
     headers += [
         (HEADER_MESSAGE_ID, message.message_id.encode()),
         (HEADER_APP, message.app.encode()),
@@ -39,6 +47,9 @@ def build_record(message: Message, delivery: int) -> OutgoingRecord:
         value=orjson.dumps(message.payload),
         headers=headers,
     )
+
+
+_TRACE_HEADERS = frozenset({TRACEPARENT, TRACESTATE})
 
 
 def rfc3339(message: Message) -> str:

@@ -58,6 +58,8 @@ from sqlalchemy import Column, DateTime, MetaData, Table, Text, func
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from rms import tracing
+from rms.domain.trace import TraceContext
 from rms.kafka.ack_records import ack_value, signed_ack_headers
 from rms.signing import secret_key
 
@@ -107,6 +109,11 @@ class RmsRecord:
     payload: Any
     headers: dict[str, str]
     record: ConsumerRecord[bytes, bytes] = field(repr=False)
+
+    @property
+    def trace(self) -> TraceContext | None:
+        """The record's W3C trace context (``traceparent`` / ``tracestate``), if valid."""
+        return tracing.from_headers(self.headers)
 
     @classmethod
     def parse(cls, record: ConsumerRecord[bytes, bytes]) -> RmsRecord | None:
@@ -211,7 +218,7 @@ class HttpAcker:
                 await asyncio.sleep(self._backoff * 2 ** (attempt - 1))
             try:
                 response = await self._client.post(f"/v1/messages/{message_id}/ack",
-                                                   headers=self._headers)
+                                                   headers=self._headers | _trace_headers())
             except httpx.HTTPError as exc:
                 failure = f"{type(exc).__name__}: {exc}"
                 continue
@@ -247,6 +254,7 @@ class TopicAcker:
     async def ack(self, message_id: str) -> Ack:
         value = ack_value(message_id, self._consumer_app)
         headers = signed_ack_headers([self._secret], value)
+        headers += [(name, text.encode()) for name, text in _trace_headers().items()]
         try:
             if not self._started:
                 await self._producer.start()
@@ -278,6 +286,12 @@ def make_acker(mode: str, *, rms_url: str | None = None, api_key: str | None = N
         return TopicAcker(bootstrap_servers, consumer_app, signing_secret=signing_secret,
                           ack_topic=ack_topic)
     raise ValueError(f"ack mode must be 'http' or 'topic', not {mode!r}")
+
+
+def _trace_headers() -> dict[str, str]:
+    """The W3C headers of the ack span the consumer made current (none outside one)."""
+    trace = tracing.current_context()
+    return {} if trace is None else trace.headers()
 
 
 def _problem_detail(response: httpx.Response) -> str:
@@ -364,6 +378,7 @@ class RmsConsumer:
     async def handle(self, records: Sequence[ConsumerRecord[bytes, bytes]]) -> BatchReport:
         """Handle records in order (one transaction each), then ack the handled ones."""
         report = BatchReport()
+        traces: dict[str, TraceContext | None] = {}
         for record in records:
             message = RmsRecord.parse(record)
             if message is None:
@@ -371,14 +386,34 @@ class RmsConsumer:
                             partition=record.partition, offset=record.offset)
                 report.skipped += 1
                 continue
-            report.outcomes.append((message.message_id, await self._processor.process(message)))
+            outcome, traces[message.message_id] = await self._process(message)
+            report.outcomes.append((message.message_id, outcome))
         to_ack = list(dict.fromkeys(i for i, outcome in report.outcomes if outcome.acks))
-        report.acks = list(await asyncio.gather(*(self._ack(i) for i in to_ack)))
+        report.acks = list(await asyncio.gather(*(self._ack(i, traces[i]) for i in to_ack)))
         return report
 
-    async def _ack(self, message_id: str) -> Ack:
+    async def _process(self, message: RmsRecord) -> tuple[Outcome, TraceContext | None]:
+        """The handler runs in a span whose parent is the record's trace context (current
+        while it runs, so the handler's own spans are its children); returns that span's
+        context, which the ack carries."""
+        with tracing.start("rms.process", message.trace, kind="consumer", attributes={
+                "messaging.system": "kafka", "messaging.destination.name": message.topic,
+                "rms.message_id": message.message_id, "rms.delivery": message.delivery}
+                ) as span, tracing.current(span):
+            outcome = await self._processor.process(message)
+            span.set("rms.outcome", outcome.value)
+            if outcome is Outcome.FAILED:
+                span.fail("handler failed")
+        return outcome, span.context
+
+    async def _ack(self, message_id: str, trace: TraceContext | None = None) -> Ack:
         async with self._ack_gate:
-            ack = await self._acker.ack(message_id)
+            with tracing.start("rms.ack", trace, kind="client",
+                               attributes={"rms.message_id": message_id}) as span, \
+                    tracing.current(span):
+                ack = await self._acker.ack(message_id)
+                if ack.result is not AckResult.ACKED:
+                    span.fail(f"{ack.result.value}: {ack.detail}")
         if ack.result is AckResult.REFUSED:
             log.warning("consumer.ack_refused", message_id=message_id, status=ack.status,
                         detail=ack.detail)

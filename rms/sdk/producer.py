@@ -35,6 +35,7 @@ from typing import Any
 import httpx
 import structlog
 
+from rms import tracing
 from rms.domain.ids import new_message_id
 
 log = structlog.get_logger(__name__)
@@ -233,7 +234,7 @@ class RmsProducer:
             attempt += 1
             try:
                 response = await self._client.request(method, path, json=body,
-                                                      headers=self._auth)
+                                                      headers=self._auth | _trace_headers())
             except httpx.TransportError as exc:
                 if attempt >= self._retry.attempts:
                     raise RmsUnavailable(None, f"{type(exc).__name__}: {exc}") from exc
@@ -244,6 +245,13 @@ class RmsProducer:
                                                       response.headers.get("retry-after")))
                 continue
             return _result(response)
+
+
+def _trace_headers() -> dict[str, str]:
+    """The caller's current W3C trace context (its OpenTelemetry span), which RMS stores with
+    a prepared message and carries on to the consumer; none outside a span."""
+    trace = tracing.current_context()
+    return {} if trace is None else trace.headers()
 
 
 def _result(response: httpx.Response) -> dict[str, Any]:

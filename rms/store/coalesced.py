@@ -29,7 +29,7 @@ _INPUT: tuple[tuple[str, str], ...] = (
     ("message_id", "text"), ("app", "text"), ("topic", "text"), ("key", "text"),
     ("payload", "text"), ("headers", "text"), ("check_url", "text"),
     ("check_after_seconds", "float8"), ("max_checks", "int"), ("ack_timeout_seconds", "float8"),
-    ("max_deliveries", "int"))
+    ("max_deliveries", "int"), ("traceparent", "text"), ("tracestate", "text"))
 # the delay as given (an absolute time or seconds from now), resolved on the database clock into
 # the stored ``deliver_after``
 _DELAY: tuple[tuple[str, str], ...] = (("deliver_at", "timestamptz"), ("delay_seconds", "float8"))
@@ -219,6 +219,8 @@ def _insert_arrays(items: Sequence[PrepareItem]) -> list[list[Any]]:
         [orjson.dumps(d.headers).decode() for d in drafts], [d.check_url for d in drafts],
         [float(d.check_after_seconds) for d in drafts], [d.max_checks for d in drafts],
         [float(d.ack_timeout_seconds) for d in drafts], [d.max_deliveries for d in drafts],
+        [d.trace.traceparent if d.trace else None for d in drafts],
+        [d.trace.tracestate if d.trace else None for d in drafts],
         [d.deliver_after for d in drafts],
         [None if d.delay_seconds is None else float(d.delay_seconds) for d in drafts],
     ]

@@ -8,6 +8,7 @@ from sqlalchemy import Row
 
 from rms.domain.models import App, Message, MessageEvent
 from rms.domain.states import DeadReason, State
+from rms.domain.trace import stored
 
 _STATES = {state.value: state for state in State}
 _REASONS = {reason.value: reason for reason in DeadReason}
@@ -44,6 +45,7 @@ def message_from(m: Any) -> Message:
         next_delivery_at=m["next_delivery_at"],
         claim_token=m["claim_token"],
         deliver_after=m["deliver_after"],
+        trace=stored(m["traceparent"], m["tracestate"]),
     )
 
 

@@ -71,6 +71,9 @@ messages = Table(
     Column("deliver_after", DateTime(timezone=True), nullable=True),
     # a worker's claim: set when claimed, checked by the worker's guarded result update
     Column("claim_token", Text, nullable=True),
+    # the W3C trace context carried to the Kafka records, check-backs and spans (NULL: none)
+    Column("traceparent", Text, nullable=True),
+    Column("tracestate", Text, nullable=True),
     CheckConstraint(
         "state IN ('pending-send', 'sent', 'done', 'deleted')", name="messages_state_check"
     ),

@@ -16,19 +16,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Protocol
 
 import structlog
 
-from rms import metrics
+from rms import metrics, tracing
 from rms.batching import Coalescer
 from rms.config import WorkerSettings
 from rms.delivery import Dispatcher
 from rms.domain.models import App, Message
 from rms.domain.policy import DeliveryPolicy, next_check_delay
 from rms.domain.states import DeadReason
+from rms.domain.trace import TraceContext
 from rms.store.checks import Action, Answer, CheckStore, Claim, Resolution, Resolved
 
 log = structlog.get_logger(__name__)
@@ -51,7 +52,8 @@ class CheckResult:
 
 
 class Caller(Protocol):
-    """Asks a message's producer about it; never raises for what the producer does."""
+    """Asks a message's producer about it; never raises for what the producer does. The call
+    carries ``message.trace`` (the check-back span's context) as W3C headers."""
 
     async def check(self, message: Message, app: App) -> CheckResult: ...
 
@@ -129,7 +131,13 @@ class ConfirmWorker:
             if self._waiting == 0:
                 self._all_started.set()
             started = time.perf_counter()
-            result = await self._caller.check(message, app)
+            with tracing.start("rms.check-back", message.trace, kind="client", attributes={
+                    "rms.app": message.app, "rms.message_id": message.message_id,
+                    "rms.check_count": message.check_count}) as span:
+                result = await self._caller.check(replace(message, trace=span.context), app)
+                span.set("rms.outcome", result.outcome.value)
+                if result.error is not None:
+                    span.fail(result.error)
             elapsed = time.perf_counter() - started
             metrics.CHECKS.labels(result.outcome.value).inc()
             if result.called:
@@ -138,12 +146,13 @@ class ConfirmWorker:
                      attempt=message.check_count, outcome=result.outcome.value,
                      error=result.error, seconds=round(elapsed, 4))
             try:
-                await self._apply(claim.token, message, result)
+                await self._apply(claim.token, message, result, span.context)
             except Exception:  # the claim expires and the message is checked again
                 log.exception("check.apply_failed", message_id=message.message_id,
                               app=message.app, attempt=message.check_count)
 
-    async def _apply(self, token: str, message: Message, result: CheckResult) -> None:
+    async def _apply(self, token: str, message: Message, result: CheckResult,
+                     trace: TraceContext | None) -> None:
         action, delay = self._action(message, result.outcome)
         answer = Answer(message.check_count, result.outcome.value, result.error)
         resolved = await self._answers.submit(Resolution(
@@ -156,7 +165,8 @@ class ConfirmWorker:
             return metrics.TRANSITIONS.labels("cancelled").inc()
         if resolved.sent is not None:
             metrics.TRANSITIONS.labels("confirmed").inc()
-            await self._dispatcher.deliver_confirmed(resolved.sent, actor=self._actor)
+            await self._dispatcher.deliver_confirmed(resolved.sent, actor=self._actor,
+                                                     parent=trace)
         return None
 
     def _action(self, message: Message, outcome: Outcome) -> tuple[Action, float]:

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from rms import metrics
+from rms import metrics, tracing
 from rms.config import Settings
 from rms.delivery import Dispatcher
 from rms.domain.errors import Invalid
 from rms.domain.models import Actor, App, Message, MessageEvent
+from rms.domain.trace import TraceContext
 from rms.store.messages import CANCEL, CONFIRM, MessageStore, Transition
 from rms.usecases.drafts import Drafts, PrepareInput, first_duplicate
 
@@ -30,19 +31,32 @@ class MessageService:
 
     # ---- producer side -------------------------------------------------------------------
 
-    async def prepare(self, app: App, request: PrepareInput, *, one_shot: bool
-                      ) -> tuple[Message, bool]:
-        draft = await self.drafts.draft(app, request)
-        message, created = await self.store.prepare(app.name, draft, one_shot=one_shot)
-        if created:
-            metrics.TRANSITIONS.labels("sent" if one_shot else "prepared").inc()
-            if one_shot:
-                await self._publish_first(message)
+    async def prepare(self, app: App, request: PrepareInput, *, one_shot: bool,
+                      trace: TraceContext | None = None) -> tuple[Message, bool]:
+        """Store a new message with ``trace`` (the request's W3C context), or with the
+        prepare span's context when spans are recorded."""
+        with tracing.start("rms.send" if one_shot else "rms.prepare", trace, in_request=True,
+                           attributes={"rms.app": app.name}) as span:
+            draft = replace(await self.drafts.draft(app, request), trace=span.context)
+            span.set("rms.message_id", draft.message_id)
+            message, created = await self.store.prepare(app.name, draft, one_shot=one_shot)
+            if created:
+                metrics.TRANSITIONS.labels("sent" if one_shot else "prepared").inc()
+                if one_shot:
+                    await self._publish_first(message, span.context)
         return message, created
 
-    async def prepare_batch(self, app: App, requests: Sequence[PrepareInput]) -> list[Message]:
+    async def prepare_batch(self, app: App, requests: Sequence[PrepareInput],
+                            trace: TraceContext | None = None) -> list[Message]:
+        with tracing.start("rms.prepare_batch", trace, in_request=True,
+                           attributes={"rms.app": app.name, "rms.messages": len(requests)}
+                           ) as span:
+            return await self._prepare_batch(app, requests, span.context)
+
+    async def _prepare_batch(self, app: App, requests: Sequence[PrepareInput],
+                             trace: TraceContext | None) -> list[Message]:
         self.drafts.check_batch_size(len(requests))
-        drafts = [await self.drafts.draft_item(app, index, req)
+        drafts = [replace(await self.drafts.draft_item(app, index, req), trace=trace)
                   for index, req in enumerate(requests)]
         duplicates = first_duplicate([d.message_id for d in drafts])
         if duplicates is not None:
@@ -53,11 +67,12 @@ class MessageService:
         return [message for message, _ in results]
 
     async def confirm(self, app: App, message_id: str) -> Message:
+        started = tracing.clock()
         message, changed = await self.store.transition(
             message_id, CONFIRM, app=app.name, actor=f"app:{app.name}", by=Actor.PRODUCER)
         if changed:
             metrics.TRANSITIONS.labels("confirmed").inc()
-            await self._publish_first(message)
+            await self._publish_confirmed(message, started)
         return message
 
     async def cancel(self, app: App, message_id: str) -> Message:
@@ -68,10 +83,11 @@ class MessageService:
         return message
 
     async def confirm_batch(self, app: App, message_ids: Sequence[str]) -> list[Message]:
+        started = tracing.clock()
         results = await self._batch(app, message_ids, CONFIRM)
         changed = [message for message, did in results if did]
         metrics.TRANSITIONS.labels("confirmed").inc(len(changed))
-        await asyncio.gather(*(self._publish_first(message) for message in changed))
+        await asyncio.gather(*(self._publish_confirmed(message, started) for message in changed))
         return [message for message, _ in results]
 
     async def cancel_batch(self, app: App, message_ids: Sequence[str]) -> list[Message]:
@@ -95,11 +111,12 @@ class MessageService:
     # ---- operator side -------------------------------------------------------------------
 
     async def admin_confirm(self, message_id: str, *, actor: str = "admin") -> Message:
+        started = tracing.clock()
         message, changed = await self.store.transition(
             message_id, CONFIRM, app=None, actor=actor, by=Actor.ADMIN)
         if changed:
             metrics.TRANSITIONS.labels("confirmed").inc()
-            await self._publish_first(message)
+            await self._publish_confirmed(message, started)
         return message
 
     async def admin_cancel(self, message_id: str, *, actor: str = "admin") -> Message:
@@ -111,8 +128,17 @@ class MessageService:
 
     # ---- helpers -------------------------------------------------------------------------
 
-    async def _publish_first(self, message: Message) -> None:
-        await self.dispatcher.deliver_confirmed(message, actor=f"app:{message.app}")
+    async def _publish_first(self, message: Message, trace: TraceContext | None) -> None:
+        await self.dispatcher.deliver_confirmed(message, actor=f"app:{message.app}",
+                                                parent=trace)
+
+    async def _publish_confirmed(self, message: Message, started: int | None) -> None:
+        """The first publish of a confirmed message, under a confirm span parented on the
+        message's stored trace context (the span starts when the confirm began)."""
+        with tracing.start("rms.confirm", message.trace, started_ns=started,
+                           attributes={"rms.app": message.app,
+                                       "rms.message_id": message.message_id}) as span:
+            await self._publish_first(message, span.context)
 
     async def _batch(self, app: App, message_ids: Sequence[str], change: Transition
                      ) -> list[tuple[Message, bool]]:

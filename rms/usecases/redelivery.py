@@ -194,7 +194,8 @@ class RecoveryWorker:
         step = max(1, self.settings.worker_concurrency)
         outcomes: list[PublishOutcome] = []
         for start in range(0, len(claimed), step):
-            outcomes += await self.dispatcher.publish_many(claimed[start:start + step])
+            outcomes += await self.dispatcher.publish_many(claimed[start:start + step],
+                                                           span="rms.redeliver")
         return outcomes
 
     def _report_dead(self, found: Round) -> None:

@@ -41,7 +41,7 @@ class Resends:
         message, _ = await self.messages.transition(message_id, RESEND, app=None, actor=actor,
                                                     detail=delivery_detail)
         metrics.TRANSITIONS.labels("resent").inc()
-        await self.dispatcher.deliver(message, actor=actor, reschedule=True)
+        await self.dispatcher.deliver(message, actor=actor, reschedule=True, span="rms.resend")
         return await self.messages.get(message_id)
 
     async def resend_dead(self, where: MessageFilter, limit: int, *, actor: str,
@@ -63,7 +63,8 @@ class Resends:
 
         async def one(message: Message) -> None:
             async with gate:
-                await self.dispatcher.deliver(message, actor=actor, reschedule=True)
+                await self.dispatcher.deliver(message, actor=actor, reschedule=True,
+                                              span="rms.resend")
 
         await asyncio.gather(*(one(message) for message in resent))
 
