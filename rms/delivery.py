@@ -28,6 +28,13 @@ from rms.store.deliveries import DeliveryStore, Recorded
 log = structlog.get_logger(__name__)
 
 
+def sequenced(message: Message) -> bool:
+    """Whether ``message`` is left to the recovery workers' sequencer: an ordered message is
+    published only there, in confirm order per key (its confirm, one-shot send or resend
+    reserves no delivery and makes it due at once), never by the request that confirmed it."""
+    return message.ordered
+
+
 def dispatcher_for(publisher: Publisher, engine: AsyncEngine, settings: WorkerSettings
                    ) -> Dispatcher:
     """The dispatcher of one process: its publisher, its engine, the deployment's policy."""

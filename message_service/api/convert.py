@@ -27,6 +27,7 @@ def message_fields(m: Message) -> dict[str, Any]:
         "max_deliveries": m.max_deliveries, "created_at": m.created_at,
         "confirmed_at": m.confirmed_at, "done_at": m.done_at, "deleted_at": m.deleted_at,
         "next_check_at": m.next_check_at, "next_delivery_at": m.next_delivery_at,
+        "ordered": m.ordered,
     }
 
 
@@ -54,6 +55,7 @@ def app_out(app: App) -> AppOut:
         key_rotated_at=app.key_rotated_at,
         previous_signing_secret_expires_at=(
             app.previous_signing_secret_expires_at if app.previous_signing_secret else None),
+        ordered_topics=list(app.ordered_topics),
     )
 
 

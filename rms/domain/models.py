@@ -31,6 +31,8 @@ class App:
     key_rotated_at: datetime | None = None
     # while set and in the future, check-backs are signed with both secrets
     previous_signing_secret_expires_at: datetime | None = None
+    # keyed messages on these topics (glob patterns) are published in confirm order per key
+    ordered_topics: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,7 @@ class NewMessage:
     max_checks: int
     ack_timeout_seconds: float
     max_deliveries: int
+    ordered: bool = False  # published in confirm order per key (the app's ordered_topics)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,8 @@ class Message:
     next_check_at: datetime | None
     next_delivery_at: datetime | None
     claim_token: str | None = field(default=None, repr=False)
+    ordered: bool = False
+    confirm_seq: int | None = None  # the confirm order of an ordered message
 
     @property
     def deliveries_in_budget(self) -> int:

@@ -52,7 +52,23 @@ class Later:
     seconds: Column | Given
 
 
-Effect = None | bool | int | str | Now | Column | Given | Plus | Later
+@dataclass(frozen=True, slots=True)
+class NextInSequence:
+    """The next value of the database sequence ``name`` (taken when the statement runs)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class When:
+    """``then`` for a row whose boolean column ``flag`` is true, else ``otherwise``."""
+
+    flag: str
+    then: Effect
+    otherwise: Effect
+
+
+Effect = None | bool | int | str | Now | Column | Given | Plus | Later | NextInSequence | When
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +98,18 @@ def _frozen(effects: dict[str, Effect]) -> Mapping[str, Effect]:
 
 
 _ALIVE: dict[str, Effect] = {"dead": False, "dead_reason": None, "claim_token": None}
-_NEXT_DELIVERY: dict[str, Effect] = {
-    "delivery_count": Plus("delivery_count", 1),
-    "next_delivery_at": Later(Column("ack_timeout_seconds")),
+
+
+# Per-key ordering: an ordered message is not published by the statement that confirms (or
+# resends) it. It gets no delivery reserved and is due at once; the recovery workers' sequencer
+# reserves its delivery and publishes it in confirm order (``confirm_seq``) per key.
+CONFIRM_SEQUENCE = "messages_confirm_seq"
+_ORDERED = "ordered"
+_CONFIRM_ORDER: dict[str, Effect] = {
+    "confirm_seq": When(_ORDERED, NextInSequence(CONFIRM_SEQUENCE), None)}
+_NEXT_DELIVERY_UNLESS_ORDERED: dict[str, Effect] = {
+    "delivery_count": When(_ORDERED, Column("delivery_count"), Plus("delivery_count", 1)),
+    "next_delivery_at": When(_ORDERED, Now(), Later(Column("ack_timeout_seconds"))),
 }
 
 
@@ -98,11 +123,14 @@ PREPARE = Transition(
              "next_check_at": Later(Column("check_after_seconds"))}))
 SEND = Transition(
     "send", frozenset(), State.SENT, Event.SENT,
-    _frozen({"state": State.SENT.value, "confirmed_at": Now(), "delivery_count": 1,
-             "next_delivery_at": Later(Column("ack_timeout_seconds"))}))
+    _frozen({"state": State.SENT.value, "confirmed_at": Now(),
+             "delivery_count": When(_ORDERED, 0, 1),
+             "next_delivery_at": When(_ORDERED, Now(), Later(Column("ack_timeout_seconds"))),
+             **_CONFIRM_ORDER}))
 CONFIRM = Transition(
     "confirm", frozenset({State.PENDING_SEND}), State.SENT, Event.CONFIRMED,
-    _frozen(_into(State.SENT, confirmed_at=Now(), next_check_at=None, **_NEXT_DELIVERY)),
+    _frozen(_into(State.SENT, confirmed_at=Now(), next_check_at=None,
+                  **_NEXT_DELIVERY_UNLESS_ORDERED, **_CONFIRM_ORDER)),
     already=frozenset({State.SENT, State.DONE}))
 CANCEL = Transition(
     "cancel", frozenset({State.PENDING_SEND}), State.DELETED, Event.CANCELLED,
@@ -114,7 +142,8 @@ ACK = Transition(
     already=frozenset({State.DONE}))
 RESEND = Transition(
     "resend", frozenset({State.SENT}), State.SENT, Event.RESENT,
-    _frozen({**_ALIVE, "delivery_base": Column("delivery_count"), **_NEXT_DELIVERY}))
+    _frozen({**_ALIVE, "delivery_base": Column("delivery_count"),
+             **_NEXT_DELIVERY_UNLESS_ORDERED}))
 RETRY_CHECK = Transition(
     "retry-check", frozenset({State.PENDING_SEND}), State.PENDING_SEND, None,
     _frozen({"claim_token": None, "next_check_at": Later(Given("delay"))}))
@@ -154,6 +183,6 @@ TABLE: tuple[Transition, ...] = (
 
 def new_message(one_shot: bool) -> Transition:
     """A prepare stores ``pending-send``; a one-shot send stores ``sent`` (first delivery
-    reserved)."""
+    reserved, or for an ordered message a confirm sequence number and no delivery yet)."""
     return SEND if one_shot else PREPARE
 

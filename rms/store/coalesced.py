@@ -29,7 +29,7 @@ _INPUT: tuple[tuple[str, str], ...] = (
     ("message_id", "text"), ("app", "text"), ("topic", "text"), ("key", "text"),
     ("payload", "text"), ("headers", "text"), ("check_url", "text"),
     ("check_after_seconds", "float8"), ("max_checks", "int"), ("ack_timeout_seconds", "float8"),
-    ("max_deliveries", "int"))
+    ("max_deliveries", "int"), ("ordered", "bool"))
 _STORED = {"payload": "payload::jsonb", "headers": "headers::jsonb"}
 
 
@@ -214,4 +214,5 @@ def _insert_arrays(items: Sequence[PrepareItem]) -> list[list[Any]]:
         [orjson.dumps(d.headers).decode() for d in drafts], [d.check_url for d in drafts],
         [float(d.check_after_seconds) for d in drafts], [d.max_checks for d in drafts],
         [float(d.ack_timeout_seconds) for d in drafts], [d.max_deliveries for d in drafts],
+        [d.ordered for d in drafts],
     ]

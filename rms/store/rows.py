@@ -43,6 +43,8 @@ def message_from(m: Any) -> Message:
         next_check_at=m["next_check_at"],
         next_delivery_at=m["next_delivery_at"],
         claim_token=m["claim_token"],
+        ordered=m["ordered"],
+        confirm_seq=m["confirm_seq"],
     )
 
 
@@ -63,6 +65,7 @@ def to_app(row: Row[Any]) -> App:
         created_at=m["created_at"],
         key_rotated_at=m["key_rotated_at"],
         previous_signing_secret_expires_at=m.get("previous_signing_secret_expires_at"),
+        ordered_topics=tuple(m.get("ordered_topics") or ()),
     )
 
 

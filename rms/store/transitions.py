@@ -9,11 +9,21 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
-from sqlalchemy import CTE, ColumnElement, Select, cast, func, literal, select
+from sqlalchemy import CTE, ColumnElement, Select, case, cast, func, literal, select
 from sqlalchemy.dialects.postgresql import JSONB
 
 from rms.domain.states import Event
-from rms.domain.transitions import Column, Effect, Given, Later, Now, Plus, Transition
+from rms.domain.transitions import (
+    Column,
+    Effect,
+    Given,
+    Later,
+    NextInSequence,
+    Now,
+    Plus,
+    Transition,
+    When,
+)
 from rms.store.schema import message_events, messages
 
 Detail = Mapping[str, Any] | Any  # a fixed detail, or a callable from the changed CTE
@@ -42,6 +52,11 @@ def _core(effect: Effect, given: Mapping[str, Any]) -> Any:
         return messages.c[effect.name] + effect.by
     if isinstance(effect, Later):
         return func.now() + seconds(_core(effect.seconds, given))
+    if isinstance(effect, NextInSequence):
+        return func.nextval(effect.name)
+    if isinstance(effect, When):
+        return case((messages.c[effect.flag], _core(effect.then, given)),
+                    else_=_core(effect.otherwise, given))
     return effect
 
 
@@ -61,6 +76,11 @@ def sql_of(effect: Effect, row: str = "m.") -> str:
         return f"{row}{effect.name} + {effect.by}"
     if isinstance(effect, Later):
         return f"now() + make_interval(secs => {sql_of(effect.seconds, row)})"
+    if isinstance(effect, NextInSequence):
+        return f"nextval('{effect.name}')"
+    if isinstance(effect, When):
+        return (f"CASE WHEN {row}{effect.flag} THEN {sql_of(effect.then, row)} "
+                f"ELSE {sql_of(effect.otherwise, row)} END")
     return _literal(effect)
 
 

@@ -25,7 +25,7 @@ import structlog
 from rms import metrics
 from rms.batching import Coalescer
 from rms.config import WorkerSettings
-from rms.delivery import Dispatcher
+from rms.delivery import Dispatcher, sequenced
 from rms.domain.models import App, Message
 from rms.domain.policy import DeliveryPolicy, next_check_delay
 from rms.domain.states import DeadReason
@@ -156,6 +156,8 @@ class ConfirmWorker:
             return metrics.TRANSITIONS.labels("cancelled").inc()
         if resolved.sent is not None:
             metrics.TRANSITIONS.labels("confirmed").inc()
+            if sequenced(resolved.sent):
+                return None
             await self._dispatcher.deliver(resolved.sent, actor=self._actor, reschedule=False)
         return None
 

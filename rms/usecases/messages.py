@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from rms import metrics
 from rms.config import Settings
-from rms.delivery import Dispatcher
+from rms.delivery import Dispatcher, sequenced
 from rms.domain.errors import Invalid
 from rms.domain.models import Actor, App, Message, MessageEvent
 from rms.store.messages import CANCEL, CONFIRM, MessageStore, Transition
@@ -112,6 +112,8 @@ class MessageService:
     # ---- helpers -------------------------------------------------------------------------
 
     async def _publish_first(self, message: Message) -> None:
+        if sequenced(message):
+            return
         await self.dispatcher.deliver(message, actor=f"app:{message.app}", reschedule=False)
 
     async def _batch(self, app: App, message_ids: Sequence[str], change: Transition

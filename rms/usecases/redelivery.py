@@ -43,6 +43,8 @@ from rms.domain.models import Message, PublishOutcome
 from rms.kafka.publisher import Publisher
 from rms.store.admin import AdminStore
 from rms.store.redeliveries import RedeliveryStore, Round
+from rms.store.sequencing import SequencingStore
+from rms.usecases.sequencer import Sequencer, SequenceReport
 
 log = structlog.get_logger(__name__)
 
@@ -71,6 +73,7 @@ class TickReport:
     published: int = 0
     failed: int = 0
     dead: int = 0
+    ordered: SequenceReport = field(default_factory=SequenceReport)
 
     def add(self, claimed: int, published: int, failed: int, dead: int) -> None:
         self.rounds += 1
@@ -92,6 +95,7 @@ class RecoveryWorker:
     given_dispatcher: InitVar[Dispatcher | None] = None
     dispatcher: Dispatcher = field(init=False)
     store: RedeliveryStore = field(init=False)
+    sequencer: Sequencer = field(init=False)
     probing: bool = field(default=False, init=False)
     _gauge_refreshed: float = field(default=0.0, init=False)
 
@@ -104,6 +108,8 @@ class RecoveryWorker:
         self.dispatcher = given_dispatcher or dispatcher_for(self.publisher, self.engine,
                                                              self.settings)
         self.store = RedeliveryStore(self.engine)
+        self.sequencer = Sequencer(self.settings, SequencingStore(self.engine), self.dispatcher,
+                                   self.worker_id)
 
     @classmethod
     def from_context(cls, context: Context) -> RecoveryWorker:
@@ -112,7 +118,8 @@ class RecoveryWorker:
 
     async def tick(self) -> TickReport:
         """Rounds until one claims less than a full batch (the backlog is drained) or a publish
-        fails; then the next tick comes on the scheduler's interval.
+        fails, then the sequencer's rounds (ordered messages, :mod:`rms.usecases.sequencer`);
+        then the next tick comes on the scheduler's interval.
 
         The rounds are pipelined for throughput: while a batch is being published the next one
         is already being claimed (only after a full batch), and a batch's outcomes are written
@@ -136,6 +143,8 @@ class RecoveryWorker:
             await _finish(writing)
         finally:
             await _abandon(claim, writing)
+        if self.publisher.ready:
+            report.ordered = await self.sequencer.tick()
         if report.claimed or report.dead:
             log.info("recovery.tick", worker=self.worker_id, rounds=report.rounds,
                      claimed=report.claimed, published=report.published, failed=report.failed,
