@@ -4,9 +4,9 @@ blocked one.
 
 A key is ``(topic, key)``: the records of one key go to one partition of the topic, so their
 order there is the order RMS hands them to its (idempotent) producer. Only the worker holding
-a key's lease (a row of ``ordering_keys``, taken with ``FOR UPDATE SKIP LOCKED`` and held until
-``lease_until``) publishes that key; every claim re-checks the lease in the same statement, so a
-worker whose lease ran out publishes nothing more of the key.
+a key's lease (a row of ``ordering_keys``, taken with ``FOR UPDATE SKIP LOCKED``, held until
+``lease_until`` and removed when released) publishes that key; every claim re-checks the lease
+in the same statement, so a worker whose lease ran out publishes nothing more of the key.
 """
 
 from __future__ import annotations
@@ -72,17 +72,9 @@ WHERE ordered AND state = 'sent' AND NOT dead AND topic = :topic AND key = :key
   AND next_delivery_at <= now()
 """)
 
-# a released key whose queue is empty is forgotten (the table holds only keys with work)
+# a key's row lives while the key is worked on: releasing the lease removes it
 _RELEASE = text("""
-WITH released AS (
-    UPDATE ordering_keys SET lease_token = NULL, lease_until = NULL
-    WHERE topic = :topic AND key = :key AND lease_token = :token
-    RETURNING topic, key
-)
-DELETE FROM ordering_keys k USING released r
-WHERE k.topic = r.topic AND k.key = r.key
-  AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.ordered AND m.state = 'sent'
-                  AND m.topic = r.topic AND m.key = r.key)
+DELETE FROM ordering_keys WHERE topic = :topic AND key = :key AND lease_token = :token
 """)
 
 
