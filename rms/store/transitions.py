@@ -121,5 +121,8 @@ def with_event(changed: CTE, event: Event, actor: str, detail: Detail) -> Select
 
 
 def delivery_detail(changed: CTE) -> ColumnElement[Any]:
-    """``{"delivery": n}`` from the changed row (the number a resend reserved)."""
-    return func.jsonb_build_object("delivery", changed.c.delivery_count)
+    """``{"delivery": n}`` from the changed row: the number a resend reserved, or for an
+    ordered message (which the sequencer publishes later) the number it will publish."""
+    upcoming = case((changed.c.ordered, changed.c.delivery_count + 1),
+                    else_=changed.c.delivery_count)
+    return func.jsonb_build_object("delivery", upcoming)

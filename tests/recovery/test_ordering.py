@@ -323,6 +323,8 @@ async def test_a_dead_letter_blocks_its_key_until_resolved_while_other_keys_flow
     records = await read_topic(api.settings.kafka_bootstrap_servers, topic, expect=6,
                                settle=0.5)
     assert _sequence(records, "a") == [(dead_a, 1), (dead_a, 2), (behind_a, 1)]
+    resent_events = [e for e in await events(api, dead_a) if e["event"] == "resent"]
+    assert [e["detail"] for e in resent_events] == [{"delivery": 2}]
     assert _sequence(records, "c") == [(dead_c, 1), (behind_c, 1)]
     assert _sequence(records, "b") == [(other, 1)]
     assert await _blocked_keys(api) == []
