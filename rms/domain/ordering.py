@@ -10,6 +10,7 @@ deadline does not hold back the ones behind it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import Enum
 
 from rms.domain.models import Message
@@ -23,8 +24,8 @@ class Step(Enum):
 
 def step(message: Message, due: bool, cleared: bool) -> Step:
     """The step for one queued message. ``due``: its ``next_delivery_at`` passed (database
-    clock); ``cleared``: the sequencer just published the message before it in this pass, so a
-    message that was waiting behind a blocked one may go now."""
+    clock); ``cleared``: the sequencer publishes a message before it in this pass, so a
+    message that was waiting behind a blocked one may go right after it."""
     if message.dead:
         return Step.HOLD
     in_flight = message.claim_token is not None
@@ -35,3 +36,17 @@ def step(message: Message, due: bool, cleared: bool) -> Step:
     if message.delivery_count > message.delivery_base:
         return Step.GO_ON
     return Step.PUBLISH if cleared else Step.HOLD
+
+
+def run_of(queue: Sequence[tuple[Message, bool]]) -> tuple[list[Message], Message | None]:
+    """The messages of a key's queue (``(message, due)`` in confirm order) to publish now, in
+    order, assuming each publish is accepted, and the message that holds back the rest of the
+    key (None: nothing does)."""
+    run: list[Message] = []
+    for message, due in queue:
+        what = step(message, due, cleared=bool(run))
+        if what is Step.HOLD:
+            return run, message
+        if what is Step.PUBLISH:
+            run.append(message)
+    return run, None

@@ -176,9 +176,17 @@ PUBLISH_REFUSED = Transition(
     _frozen({"delivery_count": Plus("delivery_count", -1), "claim_token": None,
              "next_delivery_at": Later(Given("retry"))}))
 
+# the sequencer claimed a run of a key's messages and stopped before publishing this one (an
+# earlier one of the run failed): its reserved number is given back, no publish was attempted
+RELEASE_DELIVERY = Transition(
+    "release-delivery", frozenset({State.SENT}), State.SENT, None,
+    _frozen({"delivery_count": Plus("delivery_count", -1), "claim_token": None,
+             "next_delivery_at": Now()}))
+
 TABLE: tuple[Transition, ...] = (
     PREPARE, SEND, CONFIRM, CANCEL, ACK, RESEND, RETRY_CHECK, CHECK_EXHAUSTED,
-    DELIVERY_EXHAUSTED, CLAIM_CHECK, CLAIM_DELIVERY, PUBLISH_ACCEPTED, PUBLISH_REFUSED)
+    DELIVERY_EXHAUSTED, CLAIM_CHECK, CLAIM_DELIVERY, PUBLISH_ACCEPTED, PUBLISH_REFUSED,
+    RELEASE_DELIVERY)
 
 
 def new_message(one_shot: bool) -> Transition:

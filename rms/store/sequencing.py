@@ -11,18 +11,21 @@ in the same statement, so a worker whose lease ran out publishes nothing more of
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, bindparam, exists, func, or_, select, text
+from sqlalchemy import ARRAY, Select, Text, any_, bindparam, exists, func, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.domain.models import Message
 from rms.domain.states import State
+from rms.domain.transitions import RELEASE_DELIVERY
 from rms.store.raw import RawStatement
 from rms.store.redeliveries import Round, claim_statement, spent_budget
 from rms.store.rows import message_from, to_message
 from rms.store.schema import messages, ordering_keys
+from rms.store.transitions import core_values
 
 _DUE_KEYS = """
 SELECT DISTINCT topic, key FROM (
@@ -55,11 +58,18 @@ WHERE k.topic = c.topic AND k.key = c.key
 RETURNING k.topic, k.key
 """)
 
-_QUEUE = text("""
-SELECT m.*, m.next_delivery_at <= now() AS due FROM messages m
-WHERE m.ordered AND m.state = 'sent' AND m.topic = :topic AND m.key = :key
-ORDER BY m.confirm_seq
-LIMIT :limit
+# the unacknowledged messages of every key a round leased, in confirm order, at most :limit
+# per key (index messages_ordered_keys)
+_QUEUES = text("""
+SELECT * FROM (
+    SELECT m.*, m.next_delivery_at <= now() AS due,
+           row_number() OVER (PARTITION BY m.topic, m.key ORDER BY m.confirm_seq) AS place
+    FROM messages m
+    JOIN ordering_keys k ON k.topic = m.topic AND k.key = m.key
+    WHERE k.lease_token = :token AND m.ordered AND m.state = 'sent'
+) AS queued
+WHERE place <= :limit
+ORDER BY topic, key, confirm_seq
 """)
 
 # the messages waiting behind a blocked one (never published, not in flight, due): looked at
@@ -72,10 +82,8 @@ WHERE ordered AND state = 'sent' AND NOT dead AND topic = :topic AND key = :key
   AND next_delivery_at <= now()
 """)
 
-# a key's row lives while the key is worked on: releasing the lease removes it
-_RELEASE = text("""
-DELETE FROM ordering_keys WHERE topic = :topic AND key = :key AND lease_token = :token
-""")
+# a key's row lives while the key is worked on: releasing the round's leases removes them
+_RELEASE = text("DELETE FROM ordering_keys WHERE lease_token = :token")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +100,9 @@ class Queued:
     due: bool
 
 
-def _claim_one(token: str, lease_seconds: float, actor: str) -> Any:
-    """Claim (or flag dead, when its budget is spent) the one ordered message ``one_id``,
-    only while the key lease ``key_token`` is held."""
+def _claim_run(token: str, lease_seconds: float, actor: str) -> Any:
+    """Claim (or flag dead, when its budget is spent) the ordered messages ``run_ids`` (a run
+    of one key), only while the key lease ``key_token`` is held."""
     leased = exists().where(
         ordering_keys.c.topic == messages.c.topic, ordering_keys.c.key == messages.c.key,
         ordering_keys.c.lease_token == bindparam("key_token"),
@@ -103,7 +111,8 @@ def _claim_one(token: str, lease_seconds: float, actor: str) -> Any:
     # before it was published; never one another claim holds and whose lease still runs
     free = or_(messages.c.claim_token.is_(None), messages.c.next_delivery_at <= func.now())
     chosen: Select[Any] = select(messages.c.message_id, spent_budget().label("spent")).where(
-        messages.c.message_id == bindparam("one_id"), messages.c.ordered,
+        messages.c.message_id == any_(bindparam("run_ids", type_=ARRAY(Text))),
+        messages.c.ordered,
         messages.c.state == State.SENT.value, ~messages.c.dead, free, leased)
     return claim_statement(chosen, token, lease_seconds, actor)
 
@@ -122,25 +131,43 @@ class SequencingStore:
                                                     "token": token, "lease": lease_seconds})
             return [Key(row.topic, row.key) for row in rows]
 
-    async def queue(self, key: Key, limit: int) -> list[Queued]:
-        """The key's unacknowledged (``sent``) ordered messages in confirm order."""
+    async def queues(self, token: str, limit: int) -> dict[Key, list[Queued]]:
+        """The unacknowledged (``sent``) ordered messages of every key leased with ``token``,
+        in confirm order, at most ``limit`` per key."""
+        found: dict[Key, list[Queued]] = {}
         async with self._engine.connect() as conn:
-            rows = await conn.execute(_QUEUE, {"topic": key.topic, "key": key.key,
-                                               "limit": limit})
-            return [Queued(to_message(row), bool(row.due)) for row in rows]
+            for row in await conn.execute(_QUEUES, {"token": token, "limit": limit}):
+                found.setdefault(Key(row.topic, row.key), []).append(
+                    Queued(to_message(row), bool(row.due)))
+        return found
 
-    async def claim(self, message_id: str, *, key_token: str, token: str,
-                    lease_seconds: float, actor: str) -> Round:
-        """Reserve the next delivery of one due message of a leased key (or flag it dead)."""
+    async def claim_run(self, message_ids: Sequence[str], *, key_token: str, token: str,
+                        lease_seconds: float, actor: str) -> Round:
+        """Reserve the next delivery of each message of a run of one leased key (or flag it
+        dead)."""
         statement = self._claims.get((lease_seconds, actor))
         if statement is None:
-            statement = RawStatement(_claim_one("", lease_seconds, actor), self._engine.dialect)
+            statement = RawStatement(_claim_run("", lease_seconds, actor), self._engine.dialect)
             self._claims[(lease_seconds, actor)] = statement
-        rows = await statement.fetch(self._engine, round_token=token, one_id=message_id,
-                                     key_token=key_token)
+        rows = await statement.fetch(self._engine, round_token=token,
+                                     run_ids=list(message_ids), key_token=key_token)
         found = [(row["flagged_dead"], message_from(row)) for row in rows]
         return Round(dead=[m for dead, m in found if dead],
                      claimed=[m for dead, m in found if not dead])
+
+    async def give_back(self, claimed: Sequence[Message]) -> None:
+        """Give back the reserved deliveries of claimed messages that were not published
+        (guarded by each claim's token and number)."""
+        for message in claimed:
+            statement = (
+                update(messages)
+                .where(messages.c.message_id == message.message_id,
+                       messages.c.state == RELEASE_DELIVERY.source.value,
+                       messages.c.claim_token == message.claim_token,
+                       messages.c.delivery_count == message.delivery_count)
+                .values(**core_values(RELEASE_DELIVERY)))
+            async with self._engine.connect() as conn:
+                await conn.execute(statement)
 
     async def hold_behind(self, key: Key, confirm_seq: int, delay_seconds: float) -> int:
         """Look at the due messages queued behind ``confirm_seq`` again in ``delay_seconds``."""
@@ -149,7 +176,7 @@ class SequencingStore:
                                                 "after": confirm_seq, "delay": delay_seconds})
             return int(getattr(result, "rowcount", 0) or 0)
 
-    async def release(self, key: Key, token: str) -> None:
+    async def release(self, token: str) -> None:
+        """Release every key leased with ``token``."""
         async with self._engine.connect() as conn:
-            await conn.execute(_RELEASE, {"topic": key.topic, "key": key.key, "token": token})
-
+            await conn.execute(_RELEASE, {"token": token})

@@ -28,8 +28,8 @@ import structlog
 from rms import metrics
 from rms.config import WorkerSettings
 from rms.delivery import Dispatcher
-from rms.domain.models import Message
-from rms.domain.ordering import Step, step
+from rms.domain.models import Message, PublishOutcome
+from rms.domain.ordering import run_of
 from rms.store.sequencing import Key, Queued, SequencingStore
 
 log = structlog.get_logger(__name__)
@@ -78,8 +78,10 @@ class Sequencer:
                 lease_seconds=self.settings.worker_lease_seconds)
             if not keys:
                 break
-            gate = asyncio.Semaphore(max(1, self.settings.worker_concurrency))
-            done = await asyncio.gather(*(self._key(key, token, gate) for key in keys))
+            try:
+                done = await self._round(token)
+            finally:
+                await self.store.release(token)
             report.add(done)
             if not any(k.published for k in done):
                 break
@@ -89,55 +91,86 @@ class Sequencer:
                      dead=report.dead)
         return report
 
-    async def _key(self, key: Key, token: str, gate: asyncio.Semaphore) -> KeyReport:
-        async with gate:
-            try:
-                return await self._pass(key, token)
-            finally:
-                await self.store.release(key, token)
+    async def _round(self, token: str) -> list[KeyReport]:
+        """Every leased key, at most ``RMS_WORKER_CONCURRENCY`` at once."""
+        queues = await self.store.queues(token, self.settings.worker_batch_size)
+        gate = asyncio.Semaphore(max(1, self.settings.worker_concurrency))
 
-    async def _pass(self, key: Key, token: str) -> KeyReport:
-        """One pass over the key's queue in confirm order."""
+        async def one(key: Key, queue: list[Queued]) -> KeyReport:
+            async with gate:
+                return await self._pass(key, queue, token)
+
+        return list(await asyncio.gather(*(one(key, queue) for key, queue in queues.items())))
+
+    async def _pass(self, key: Key, queue: list[Queued], token: str) -> KeyReport:
+        """One pass over a key: claim its run in one statement, publish the run one message at
+        a time (each only after the broker accepted the one before), record the outcomes in
+        one statement; the rest of the key waits behind the first message not accepted."""
         report = KeyReport()
-        cleared = False
-        for queued in await self.store.queue(key, self.settings.worker_batch_size):
-            what = step(queued.message, queued.due, cleared)
-            if what is Step.GO_ON:
-                continue
-            if what is Step.HOLD or not await self._publish(queued.message, token, report):
-                await self._hold(key, queued, report)
-                return report
-            cleared = True
+        run, blocking = run_of([(q.message, q.due) for q in queue])
+        if run:
+            found = await self.store.claim_run(
+                [m.message_id for m in run], key_token=token, token=self._token(),
+                lease_seconds=self.settings.worker_lease_seconds, actor=self.worker_id)
+            self._report_dead(found.dead, report)
+            claimed = _claimed_prefix(run, found.claimed)
+            outcomes = await self._publish_in_order(claimed)
+            published = claimed[:len(outcomes)]
+            attempted = {m.message_id for m in published}
+            await self.store.give_back([m for m in found.claimed
+                                        if m.message_id not in attempted])
+            await self.dispatcher.record(published, outcomes, actor=self.worker_id,
+                                         reschedule=True)
+            self._count(published, outcomes, report)
+            accepted = sum(1 for outcome in outcomes if outcome.ok)
+            if accepted < len(run):  # the first one not accepted holds back the rest
+                blocking = run[accepted]
+        if blocking is not None:
+            report.held = True
+            if blocking.confirm_seq is not None:
+                await self.store.hold_behind(key, blocking.confirm_seq,
+                                             self.settings.publish_retry_seconds)
         return report
 
-    async def _publish(self, message: Message, token: str, report: KeyReport) -> bool:
-        """Claim and publish one message; whether the broker accepted it."""
-        found = await self.store.claim(
-            message.message_id, key_token=token, token=self._token(),
-            lease_seconds=self.settings.worker_lease_seconds, actor=self.worker_id)
-        for dead in found.dead:
+    async def _publish_in_order(self, claimed: Sequence[Message]) -> list[PublishOutcome]:
+        """Publish one after the other; stop after the first one the broker did not accept."""
+        outcomes: list[PublishOutcome] = []
+        for message in claimed:
+            [outcome] = await self.dispatcher.publish_many([message])
+            outcomes.append(outcome)
+            if not outcome.ok:
+                break
+        return outcomes
+
+    def _count(self, published: Sequence[Message], outcomes: Sequence[PublishOutcome],
+               report: KeyReport) -> None:
+        for message, outcome in zip(published, outcomes, strict=True):
+            if not outcome.ok:
+                report.failed += 1
+                continue
+            report.published += 1
+            if message.delivery_count > 1:  # not its first delivery
+                metrics.REDELIVERIES.inc()
+
+    def _report_dead(self, dead: Sequence[Message], report: KeyReport) -> None:
+        for message in dead:
             report.dead += 1
             metrics.DEAD_LETTERS.labels("delivery-exhausted").inc()
-            log.warning("recovery.dead", message_id=dead.message_id, app=dead.app,
-                        topic=dead.topic, attempt=dead.deliveries_in_budget,
+            log.warning("recovery.dead", message_id=message.message_id, app=message.app,
+                        topic=message.topic, attempt=message.deliveries_in_budget,
                         reason="delivery-exhausted", ordered=True)
-        if not found.claimed:  # dead now, acked meanwhile, or the key lease ran out
-            return False
-        outcome = await self.dispatcher.deliver(found.claimed[0], actor=self.worker_id,
-                                                reschedule=True)
-        if outcome.ok:
-            report.published += 1
-            if message.delivery_count > 0:  # published before: this is a redelivery
-                metrics.REDELIVERIES.inc()
-        else:
-            report.failed += 1
-        return outcome.ok
-
-    async def _hold(self, key: Key, blocking: Queued, report: KeyReport) -> None:
-        report.held = True
-        seq = blocking.message.confirm_seq
-        if seq is not None:
-            await self.store.hold_behind(key, seq, self.settings.publish_retry_seconds)
 
     def _token(self) -> str:
         return f"{self.worker_id}:{uuid.uuid4().hex[:8]}"
+
+
+def _claimed_prefix(run: Sequence[Message], claimed: Sequence[Message]) -> list[Message]:
+    """The claimed messages of ``run`` up to the first one the claim did not take (dead now,
+    acknowledged meanwhile, or the key lease ran out), as claimed, in run order."""
+    by_id = {m.message_id: m for m in claimed}
+    prefix: list[Message] = []
+    for message in run:
+        if message.message_id not in by_id:
+            break
+        prefix.append(by_id[message.message_id])
+    return prefix
