@@ -89,8 +89,9 @@ SEQUENCER = "recovery-worker"
 def run_load(stack: Stack, load: Load, base_url: str, run_id: str) -> dict[str, Any]:
     spec = _spec(stack, load, base_url, run_id)
     if load.keys:  # the ordered messages are published by a recovery worker's sequencer
-        stack.spawn(SEQUENCER, ["-m", "rms.cli", SEQUENCER], stack.env(
+        stack.spawn(f"{SEQUENCER}-{run_id}", ["-m", "rms.cli", SEQUENCER], stack.env(
             RMS_WORKER_INTERVAL_SECONDS="0.1", RMS_WORKER_CONCURRENCY="256"), group=SEQUENCER)
+        stack.wait_log(f"{SEQUENCER}-{run_id}", b"worker.started")
     stack.sampler.open_window()
     generated = _drive(stack, spec, run_id)
     expected = _expected(spec, generated["transactions"])
@@ -98,7 +99,7 @@ def run_load(stack: Stack, load: Load, base_url: str, run_id: str) -> dict[str, 
     history.wait_done(stack.dsn, confirmed, DONE_GRACE_SECONDS + load.duration)
     usage = stack.sampler.close_window()
     if load.keys:
-        stack.stop_process(SEQUENCER, SEQUENCER)
+        stack.stop_process(f"{SEQUENCER}-{run_id}", SEQUENCER)
     sampled = usage.get("loadgen", Usage(0.0, 0.0))  # its own rusage: exact even if short-lived
     usage["loadgen"] = Usage(round(generated["cpu_seconds"], 3), sampled.peak_rss_mb)
     receipts = history.read_receipts(receipts_file(stack), set(expected))

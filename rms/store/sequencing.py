@@ -101,8 +101,8 @@ class Queued:
 
 
 def _claim_run(token: str, lease_seconds: float, actor: str) -> Any:
-    """Claim (or flag dead, when its budget is spent) the ordered messages ``run_ids`` (a run
-    of one key), only while the key lease ``key_token`` is held."""
+    """Claim (or flag dead, when its budget is spent) the ordered messages ``run_ids`` (the
+    runs of a round's keys), each only while its key's lease ``key_token`` is held."""
     leased = exists().where(
         ordering_keys.c.topic == messages.c.topic, ordering_keys.c.key == messages.c.key,
         ordering_keys.c.lease_token == bindparam("key_token"),
@@ -143,8 +143,8 @@ class SequencingStore:
 
     async def claim_run(self, message_ids: Sequence[str], *, key_token: str, token: str,
                         lease_seconds: float, actor: str) -> Round:
-        """Reserve the next delivery of each message of a run of one leased key (or flag it
-        dead)."""
+        """Reserve the next delivery of each message of the runs of the leased keys (or flag it
+        dead): one statement per round."""
         statement = self._claims.get((lease_seconds, actor))
         if statement is None:
             statement = RawStatement(_claim_run("", lease_seconds, actor), self._engine.dialect)

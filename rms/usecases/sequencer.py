@@ -30,7 +30,7 @@ from rms.config import WorkerSettings
 from rms.delivery import Dispatcher
 from rms.domain.models import Message, PublishOutcome
 from rms.domain.ordering import run_of
-from rms.store.sequencing import Key, Queued, SequencingStore
+from rms.store.sequencing import Key, SequencingStore
 
 log = structlog.get_logger(__name__)
 
@@ -92,33 +92,39 @@ class Sequencer:
         return report
 
     async def _round(self, token: str) -> list[KeyReport]:
-        """Every leased key, at most ``RMS_WORKER_CONCURRENCY`` at once."""
+        """Every leased key: the runs of all keys claimed in one statement, then the keys
+        worked on concurrently (at most ``RMS_WORKER_CONCURRENCY`` at once)."""
         queues = await self.store.queues(token, self.settings.worker_batch_size)
+        plans = {key: run_of([(q.message, q.due) for q in queue]) for key, queue in queues.items()}
+        ids = [m.message_id for run, _ in plans.values() for m in run]
+        found = await self.store.claim_run(
+            ids, key_token=token, token=self._token(),
+            lease_seconds=self.settings.worker_lease_seconds, actor=self.worker_id)
+        claimed = {m.message_id: m for m in found.claimed}
+        reports = {key: KeyReport() for key in plans}
+        for message in found.dead:
+            self._report_dead(message, reports[Key(message.topic, message.key or "")])
         gate = asyncio.Semaphore(max(1, self.settings.worker_concurrency))
 
-        async def one(key: Key, queue: list[Queued]) -> KeyReport:
+        async def one(key: Key, run: list[Message], blocking: Message | None) -> None:
             async with gate:
-                return await self._pass(key, queue, token)
+                await self._pass(key, run, blocking, claimed, reports[key])
 
-        return list(await asyncio.gather(*(one(key, queue) for key, queue in queues.items())))
+        await asyncio.gather(*(one(key, run, blocking)
+                               for key, (run, blocking) in plans.items()))
+        return list(reports.values())
 
-    async def _pass(self, key: Key, queue: list[Queued], token: str) -> KeyReport:
-        """One pass over a key: claim its run in one statement, publish the run one message at
-        a time (each only after the broker accepted the one before), record the outcomes in
-        one statement; the rest of the key waits behind the first message not accepted."""
-        report = KeyReport()
-        run, blocking = run_of([(q.message, q.due) for q in queue])
+    async def _pass(self, key: Key, run: list[Message], blocking: Message | None,
+                    claimed: dict[str, Message], report: KeyReport) -> None:
+        """One key: publish its claimed run one message at a time (each only after the broker
+        accepted the one before), record the outcomes in one statement; the rest of the key
+        waits behind the first message not accepted."""
         if run:
-            found = await self.store.claim_run(
-                [m.message_id for m in run], key_token=token, token=self._token(),
-                lease_seconds=self.settings.worker_lease_seconds, actor=self.worker_id)
-            self._report_dead(found.dead, report)
-            claimed = _claimed_prefix(run, found.claimed)
-            outcomes = await self._publish_in_order(claimed)
-            published = claimed[:len(outcomes)]
-            attempted = {m.message_id for m in published}
-            await self.store.give_back([m for m in found.claimed
-                                        if m.message_id not in attempted])
+            ready = _claimed_prefix(run, claimed)
+            outcomes = await self._publish_in_order(ready)
+            published = ready[:len(outcomes)]
+            await self.store.give_back([claimed[m.message_id] for m in run[len(published):]
+                                        if m.message_id in claimed])
             await self.dispatcher.record(published, outcomes, actor=self.worker_id,
                                          reschedule=True)
             self._count(published, outcomes, report)
@@ -130,7 +136,6 @@ class Sequencer:
             if blocking.confirm_seq is not None:
                 await self.store.hold_behind(key, blocking.confirm_seq,
                                              self.settings.publish_retry_seconds)
-        return report
 
     async def _publish_in_order(self, claimed: Sequence[Message]) -> list[PublishOutcome]:
         """Publish one after the other; stop after the first one the broker did not accept."""
@@ -152,22 +157,20 @@ class Sequencer:
             if message.delivery_count > 1:  # not its first delivery
                 metrics.REDELIVERIES.inc()
 
-    def _report_dead(self, dead: Sequence[Message], report: KeyReport) -> None:
-        for message in dead:
-            report.dead += 1
-            metrics.DEAD_LETTERS.labels("delivery-exhausted").inc()
-            log.warning("recovery.dead", message_id=message.message_id, app=message.app,
-                        topic=message.topic, attempt=message.deliveries_in_budget,
-                        reason="delivery-exhausted", ordered=True)
+    def _report_dead(self, message: Message, report: KeyReport) -> None:
+        report.dead += 1
+        metrics.DEAD_LETTERS.labels("delivery-exhausted").inc()
+        log.warning("recovery.dead", message_id=message.message_id, app=message.app,
+                    topic=message.topic, attempt=message.deliveries_in_budget,
+                    reason="delivery-exhausted", ordered=True)
 
     def _token(self) -> str:
         return f"{self.worker_id}:{uuid.uuid4().hex[:8]}"
 
 
-def _claimed_prefix(run: Sequence[Message], claimed: Sequence[Message]) -> list[Message]:
+def _claimed_prefix(run: Sequence[Message], by_id: dict[str, Message]) -> list[Message]:
     """The claimed messages of ``run`` up to the first one the claim did not take (dead now,
     acknowledged meanwhile, or the key lease ran out), as claimed, in run order."""
-    by_id = {m.message_id: m for m in claimed}
     prefix: list[Message] = []
     for message in run:
         if message.message_id not in by_id:
