@@ -53,9 +53,9 @@ async def _create_topic(api: Api, topic: str) -> None:
         await admin.close()
 
 
-async def _ordered_app(api: Api, name: str, topic: str) -> AppKeys:
+async def _ordered_app(api: Api, name: str, topic: str, *prefixes: str) -> AppKeys:
     body = {"name": name, "produce_topics": [topic], "consume_topics": [topic],
-            "check_url_prefixes": [CHECK_PREFIX], "ordered_topics": [topic]}
+            "check_url_prefixes": [CHECK_PREFIX, *prefixes], "ordered_topics": [topic]}
     response = await api.client.post("/v1/admin/apps", json=body, headers=api.admin)
     assert response.status_code == 201, response.text
     assert response.json()["ordered_topics"] == [topic]
@@ -328,3 +328,56 @@ async def test_a_dead_letter_blocks_its_key_until_resolved_while_other_keys_flow
     assert _sequence(records, "c") == [(dead_c, 1), (behind_c, 1)]
     assert _sequence(records, "b") == [(other, 1)]
     assert await _blocked_keys(api) == []
+
+
+@pytest.mark.timeout(180)
+async def test_every_confirm_path_leaves_the_publish_to_the_sequencer(
+        api: Api, worker: RecoveryWorker, settings: Settings, topic: str) -> None:
+    from confirm_service.runtime import confirm_worker
+    from tests.confirm.servers import Call, Reply, callback_server
+
+    await _create_topic(api, topic)
+
+    async def committed(_call: Call) -> Reply:
+        return Reply.answer("committed")
+
+    async with callback_server() as server:
+        server.behaviour = committed
+        orders = await _ordered_app(api, "orders", topic, server.url)
+        sent = await api.client.post("/v1/messages/send", headers=orders.headers, json={
+            "topic": topic, "key": "a", "payload": {"n": 1},
+            "check_url": CHECK_PREFIX + "check"})
+        assert sent.status_code == 201, sent.text
+        batch = [await api.prepared_id(orders, topic, key="a") for _ in range(2)]
+        confirmed = await api.post(orders, "/v1/messages/batch/confirm",
+                                   json={"message_ids": batch})
+        assert confirmed.status_code == 200, confirmed.text
+        by_admin = await api.prepared_id(orders, topic, key="a")
+        admin = await api.client.post(f"/v1/admin/messages/{by_admin}/confirm",
+                                      headers=api.admin)
+        assert admin.status_code == 200, admin.text
+        checked = await api.prepared_id(orders, topic, key="a", check_after_seconds=0.1,
+                                        check_url=server.url + "check")
+        await asyncio.sleep(0.3)
+        async with confirm_worker(settings) as checker:
+            await tick_until_checked(checker, api, checked)
+        ids = [sent.json()["message_id"], *batch, by_admin, checked]
+        for message_id in ids:
+            stored = await message(api, message_id)
+            assert (stored["state"], stored["delivery_count"]) == ("sent", 0), message_id
+
+        async def all_published() -> bool:
+            return all([(await message(api, m))["delivery_count"] == 1 for m in ids])
+
+        await tick_until(worker, all_published)
+    records = await read_topic(api.settings.kafka_bootstrap_servers, topic, expect=5,
+                               settle=0.5)
+    assert _sequence(records, "a") == [(m, 1) for m in ids]
+
+
+async def tick_until_checked(checker: Any, api: Api, message_id: str) -> None:
+    deadline = time.monotonic() + 20
+    while (await message(api, message_id))["state"] != "sent":
+        assert time.monotonic() < deadline, "the check-back never confirmed"
+        await checker.tick()
+        await asyncio.sleep(0.1)
