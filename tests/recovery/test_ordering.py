@@ -381,3 +381,31 @@ async def tick_until_checked(checker: Any, api: Api, message_id: str) -> None:
         assert time.monotonic() < deadline, "the check-back never confirmed"
         await checker.tick()
         await asyncio.sleep(0.1)
+
+
+async def test_a_key_is_leased_to_one_worker_until_released_or_expired(
+        api: Api, worker: RecoveryWorker, topic: str, sql: SqlHelper) -> None:
+    from rms.store.sequencing import Key, SequencingStore
+
+    orders = await _ordered_app(api, "orders", topic)
+    first = await _confirmed(api, orders, topic, "a")
+    store = SequencingStore(worker.engine)
+
+    held = await store.lease_keys(limit=10, token="worker-a", lease_seconds=30)
+    assert held == [Key(topic, "a")]
+    assert await store.lease_keys(limit=10, token="worker-b", lease_seconds=30) == []
+    # a claim under another worker's token takes nothing of the key
+    other = await store.claim_run([first], key_token="worker-b", token="claim-b",
+                                  lease_seconds=30, actor="worker-b")
+    assert (other.claimed, other.dead) == ([], [])
+    # once the lease ran out, another worker may take the key, and the first one's claims fail
+    await sql.execute("UPDATE ordering_keys SET lease_until = now() - interval '1 second'")
+    assert await store.lease_keys(limit=10, token="worker-b", lease_seconds=30) == held
+    late = await store.claim_run([first], key_token="worker-a", token="claim-a",
+                                 lease_seconds=30, actor="worker-a")
+    assert late.claimed == []
+    taken = await store.claim_run([first], key_token="worker-b", token="claim-b",
+                                  lease_seconds=30, actor="worker-b")
+    assert [m.message_id for m in taken.claimed] == [first]
+    await store.release("worker-b")
+    assert await sql.scalar("SELECT count(*) FROM ordering_keys") == 0
