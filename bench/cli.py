@@ -18,7 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-PATHS = ("happy", "bare", "oneshot", "bulk", "checkback", "redelivery", "delayed")
+PATHS = ("happy", "bare", "oneshot", "bulk", "checkback", "redelivery", "delayed",
+         "ordered")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -34,6 +35,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--rate", type=float, nargs="*", default=[1500.0],
         help="open-loop arrival rates in tx/s, one run per value (default 1500)")
     add("--api-workers", type=int, default=1, help="uvicorn workers of rms serve and bare (default 1)")
+    add("--ordered-keys", type=int, nargs="+", default=[4, 10_000],
+        help="distinct keys of the ordered path, one run per value (default 4 10000)")
     add("--bulk-batch", type=int, default=500, help="messages per bulk request (default 500)")
     add("--bulk-concurrency", type=int, default=4, help="bulk clients (default 4)")
     add("--checkback-messages", type=int, default=20_000,
@@ -79,6 +82,9 @@ def _load_runs(args: argparse.Namespace) -> Iterator[Any]:
         yield Load("oneshot", "closed", concurrency=concurrency, **common)
     for rate in args.rate:
         yield Load("oneshot", "open", rate=rate, **common)
+    for concurrency in args.concurrency[-1:]:
+        for keys in args.ordered_keys:
+            yield Load("ordered", "closed", concurrency=concurrency, keys=keys, **common)
     bulk = {"transactions": -(-args.transactions // args.bulk_batch) if args.transactions
             else None, "duration": args.duration}
     yield Load("bulk", "closed", concurrency=args.bulk_concurrency,

@@ -54,6 +54,7 @@ class Spec:
     max_in_flight: int = 5000
     connections: int = 256
     timeout: float = 30.0  # a transaction not finished by then (queueing included) is an error
+    keys: int = 0  # >0: message n gets the key "k<n % keys>" (the ordered path)
 
 
 def message_ids(spec_kind: str, id_prefix: str, n: int, batch_size: int) -> list[str]:
@@ -88,8 +89,11 @@ class Driver:
         self.out = Outcome()
 
     def _message(self, message_id: str, n: int) -> dict[str, Any]:
-        return {"message_id": message_id, "topic": self.spec.topic,
+        body = {"message_id": message_id, "topic": self.spec.topic,
                 "payload": {"n": n, "total": 9.5}, "check_url": self.spec.check_url}
+        if self.spec.keys > 0:
+            body["key"] = f"k{n % self.spec.keys}"
+        return body
 
     async def _post(self, path: str, body: Any, expect: int) -> None:
         response = await self.pool.request("POST", path, orjson.dumps(body) if body else b"",

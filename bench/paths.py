@@ -1,6 +1,10 @@
-"""The HTTP-driven paths (happy, one-shot, bulk, and the bare baseline's happy path): one load
-generator process per run, then wait until every confirmed message is ``done``, then stages,
-CPU per process and the verification.
+"""The HTTP-driven paths (happy, one-shot, bulk, ordered, and the bare baseline's happy path):
+one load generator process per run, then wait until every confirmed message is ``done``, then
+stages, CPU per process and the verification.
+
+The ordered path is the happy path on a topic of the app's ``ordered_topics`` with keys
+``k0..k<keys-1>``: its confirms do not publish; a recovery worker (started for the run) publishes
+each key in confirm order, so ``done_per_s`` and the publish stage show what ordering costs.
 
 Throughput: ``throughput`` = transactions completed without error (confirmed or cancelled)
 per second of the load generator's run (messages per second for bulk); ``done_per_s`` = messages that reached
@@ -38,19 +42,21 @@ class Load:
     transactions: int | None = None
     duration: float = 5.0
     batch_size: int = 500
+    keys: int = 0  # the ordered path: distinct keys
 
     @property
     def label(self) -> str:
-        return f"c={self.concurrency}" if self.mode == "closed" else f"r={self.rate:g}/s"
+        load = f"c={self.concurrency}" if self.mode == "closed" else f"r={self.rate:g}/s"
+        return f"{load} keys={self.keys}" if self.keys else load
 
 
 def _spec(stack: Stack, load: Load, base_url: str, run_id: str) -> Spec:
-    kind = "happy" if load.path in ("bare", "soak") else load.path
+    kind = "happy" if load.path in ("bare", "soak", "ordered") else load.path
     return Spec(base_url=base_url, token=stack.api_key, kind=kind, mode=load.mode,
                 id_prefix=run_id, topic=TOPICS[load.path], check_url=stack.check_url,
                 concurrency=load.concurrency, rate=load.rate, transactions=load.transactions,
                 duration=load.duration, batch_size=load.batch_size,
-                cancel_every=0 if kind == "oneshot" else 20)
+                cancel_every=0 if kind == "oneshot" else 20, keys=load.keys)
 
 
 def _drive(stack: Stack, spec: Spec, run_id: str) -> dict[str, Any]:
@@ -77,14 +83,23 @@ def _expected(spec: Spec, transactions: list[list[Any]]) -> dict[str, str]:
     return expected
 
 
+SEQUENCER = "recovery-worker"
+
+
 def run_load(stack: Stack, load: Load, base_url: str, run_id: str) -> dict[str, Any]:
     spec = _spec(stack, load, base_url, run_id)
+    if load.keys:  # the ordered messages are published by a recovery worker's sequencer
+        stack.spawn(f"{SEQUENCER}-{run_id}", ["-m", "rms.cli", SEQUENCER], stack.env(
+            RMS_WORKER_INTERVAL_SECONDS="0.1", RMS_WORKER_CONCURRENCY="256"), group=SEQUENCER)
+        stack.wait_log(f"{SEQUENCER}-{run_id}", b"worker.started")
     stack.sampler.open_window()
     generated = _drive(stack, spec, run_id)
     expected = _expected(spec, generated["transactions"])
     confirmed = [i for i, outcome in expected.items() if outcome == CONFIRMED]
     history.wait_done(stack.dsn, confirmed, DONE_GRACE_SECONDS + load.duration)
     usage = stack.sampler.close_window()
+    if load.keys:
+        stack.stop_process(f"{SEQUENCER}-{run_id}", SEQUENCER)
     sampled = usage.get("loadgen", Usage(0.0, 0.0))  # its own rusage: exact even if short-lived
     usage["loadgen"] = Usage(round(generated["cpu_seconds"], 3), sampled.peak_rss_mb)
     receipts = history.read_receipts(receipts_file(stack), set(expected))
@@ -98,6 +113,7 @@ def run_load(stack: Stack, load: Load, base_url: str, run_id: str) -> dict[str, 
     done_at = [s.done_at for i in confirmed if (s := stored.get(i)) and s.done_at]
     return {
         "path": load.path, "mode": load.mode, "load": load.label, "run_id": run_id,
+        "keys": load.keys,
         "transactions": len(generated["transactions"]), "messages": len(expected),
         "errors": generated["errors"], "error_samples": generated["error_samples"],
         "seconds": round(generated["ended"] - generated["started"], 3),

@@ -28,7 +28,8 @@ from rms.store.migrate import upgrade
 
 ADMIN_TOKEN = "bench-admin-token"
 TOPICS = {path: f"bench.{path}" for path in
-          ("happy", "oneshot", "bulk", "checkback", "redelivery", "delayed", "bare", "soak")}
+          ("happy", "oneshot", "bulk", "checkback", "redelivery", "delayed", "bare", "soak",
+           "ordered")}
 BARE_ACK_TOPIC = "bench.bare-acks"
 STOP_SECONDS = 15
 
@@ -178,12 +179,14 @@ def _postmaster_pid(postgres: EmbeddedPostgres) -> int:
 
 
 def register_app(stack: Stack) -> None:
-    """One app that produces and consumes ``bench.*`` and may be called back locally."""
+    """One app that produces and consumes ``bench.*`` and may be called back locally; its
+    keyed messages on the ordered path's topic are published in confirm order per key."""
     stack.app = f"bench-{uuid.uuid4().hex[:8]}"
     response = httpx.post(
         f"{stack.api_url}/v1/admin/apps", headers={"Authorization": f"Bearer {stack.admin_token}"},
         json={"name": stack.app, "produce_topics": ["bench.*"], "consume_topics": ["bench.*"],
-              "check_url_prefixes": [f"http://127.0.0.1:{stack.callback_port}/"]}, timeout=10)
+              "check_url_prefixes": [f"http://127.0.0.1:{stack.callback_port}/"],
+              "ordered_topics": [TOPICS["ordered"]]}, timeout=10)
     if response.status_code != 201:
         raise StackError(f"cannot register the bench app: {response.status_code} {response.text}")
     stack.api_key = response.json()["api_key"]

@@ -117,6 +117,8 @@ class MessageOut(BaseModel):
         default=None, description="W3C trace context the message carries to its Kafka records "
         "and check-backs (null: none)")
     tracestate: str | None = Field(default=None, description="W3C tracestate kept with it")
+    ordered: bool = Field(default=False, description="published in confirm order per key "
+                          "(its topic matched the app's ordered_topics when it was prepared)")
 
 
 class BatchOut(BaseModel):
@@ -146,6 +148,14 @@ class AppCreate(Strict):
     check_url_prefixes: list[Annotated[str, StringConstraints(max_length=2048)]] = Field(
         default_factory=list)
     default_check_url: Annotated[str, StringConstraints(max_length=2048)] | None = None
+    ordered_topics: list[TopicGlob] = Field(
+        default_factory=list, description="topics (glob patterns) whose keyed messages are "
+        "published in confirm order per key")
+
+
+class OrderedTopicsRequest(Strict):
+    ordered_topics: list[TopicGlob] = Field(
+        description="replaces the app's ordered topics; applies to messages prepared from now on")
 
 
 class AppOut(BaseModel):
@@ -159,6 +169,9 @@ class AppOut(BaseModel):
     previous_signing_secret_expires_at: datetime | None = Field(
         default=None, description="while a signing-secret rotation overlaps: until when the "
         "previous secret still signs check-backs (null when only one secret signs)")
+    ordered_topics: list[str] = Field(default_factory=list, description="topics (glob "
+                                      "patterns) whose keyed messages are published in confirm "
+                                      "order per key")
 
 
 class AppCredentialsOut(AppOut):
@@ -207,6 +220,16 @@ class BlockedPublishStats(BaseModel):
     oldest_confirmed_age_seconds: float | None
 
 
+class BlockedKeyStats(BaseModel):
+    topic: str
+    key: str
+    app: str = Field(description="the app of the message holding the key back")
+    message_id: str = Field(description="the message holding the key back")
+    reason: str = Field(description="dead (until an operator resolves it), publish-failed "
+                        "(waiting for its retry) or awaiting-redelivery (ack deadline passed)")
+    waiting: int = Field(description="later messages of the key not yet published")
+
+
 class StatsOut(BaseModel):
     totals: dict[str, int]
     oldest_pending_send_age_seconds: float | None
@@ -215,6 +238,9 @@ class StatsOut(BaseModel):
     publish_blocked: list[BlockedPublishStats] = Field(
         default_factory=list, description="sent messages whose last publish failed, waiting "
         "for their retry: by app, topic and reason")
+    blocked_keys: list[BlockedKeyStats] = Field(
+        default_factory=list, description="ordered keys held back by one of their messages "
+        "(at most 100, by topic and key)")
 
 
 class Problem(BaseModel):

@@ -29,6 +29,13 @@ from rms.store.deliveries import DeliveryStore, Recorded
 log = structlog.get_logger(__name__)
 
 
+def sequenced(message: Message) -> bool:
+    """Whether ``message`` is left to the recovery workers' sequencer: an ordered message is
+    published only there, in confirm order per key (its confirm, one-shot send or resend
+    reserves no delivery and makes it due at once), never by the request that confirmed it."""
+    return message.ordered
+
+
 def dispatcher_for(publisher: Publisher, engine: AsyncEngine, settings: WorkerSettings
                    ) -> Dispatcher:
     """The dispatcher of one process: its publisher, its engine, the deployment's policy."""
@@ -77,10 +84,12 @@ class Dispatcher:
     async def deliver_confirmed(self, message: Message, *, actor: str,
                                 parent: TraceContext | None = None) -> PublishOutcome | None:
         """The first publish of a message that a confirm (or a one-shot send) just made
-        ``sent``: at once, unless the message is delayed. A delayed message has no delivery
-        reserved and is published by the recovery worker when its ``deliver_after`` comes."""
+        ``sent``: at once, unless the message is delayed or ordered. Those have no delivery
+        reserved: the recovery worker publishes a delayed one when its ``deliver_after`` comes,
+        and its sequencer publishes an ordered one in confirm order."""
         if not message.delivery_reserved:
-            metrics.SCHEDULED.inc()
+            if not sequenced(message):  # an ordered message waits for the sequencer instead
+                metrics.SCHEDULED.inc()
             return None
         return await self.deliver(message, actor=actor, reschedule=False, parent=parent)
 

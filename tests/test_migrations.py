@@ -40,7 +40,7 @@ def test_upgrade_from_empty_matches_models(postgres: EmbeddedPostgres) -> None:
     assert _diff(postgres.url(name)) == []
     tables = postgres.psql("SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables "
                            "WHERE schemaname = 'public'", name).strip()
-    assert tables == "alembic_version,apps,message_events,messages"
+    assert tables == "alembic_version,apps,message_events,messages,ordering_keys"
 
 
 def test_due_work_uses_partial_indexes(postgres: EmbeddedPostgres) -> None:
@@ -57,3 +57,28 @@ def test_due_work_uses_partial_indexes(postgres: EmbeddedPostgres) -> None:
         "WHERE state = 'sent' AND NOT dead AND next_delivery_at <= now() "
         "ORDER BY next_delivery_at LIMIT 100 FOR UPDATE SKIP LOCKED", name)
     assert "messages_due_deliveries" in plan
+
+
+def test_key_ordering_migration_keeps_existing_rows_working(postgres: EmbeddedPostgres) -> None:
+    name = f"m_{uuid.uuid4().hex[:12]}"
+    postgres.create_database(name)
+    upgrade(postgres.url(name), "0002")
+    postgres.psql(
+        "INSERT INTO apps (name, api_key_hash, signing_secret, produce_topics) "
+        "VALUES ('orders', 'h', 's', '{orders.*}'); "
+        "INSERT INTO messages (message_id, app, topic, key, payload, state, "
+        "check_after_seconds, max_checks, ack_timeout_seconds, max_deliveries, delivery_count, "
+        "next_delivery_at) VALUES ('old', 'orders', 'orders.paid', 'k', '{}', 'sent', 10, 15, "
+        "60, 6, 1, now() - interval '1 second')", name)
+
+    upgrade(postgres.url(name), "0005")
+
+    row = postgres.psql("SELECT ordered, confirm_seq IS NULL, delivery_count FROM messages "
+                        "WHERE message_id = 'old'", name).strip()
+    assert row.replace(" ", "") == "f|t|1"
+    topics = postgres.psql("SELECT ordered_topics FROM apps WHERE name = 'orders'", name)
+    assert topics.strip() == "{}"
+    # the unordered recovery claim still finds it due
+    due = postgres.psql("SELECT count(*) FROM messages WHERE state = 'sent' AND NOT dead "
+                        "AND next_delivery_at <= now() AND NOT ordered", name)
+    assert due.strip() == "1"

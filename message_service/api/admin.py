@@ -14,12 +14,14 @@ from message_service.schemas import (
     AppCredentialsOut,
     AppOut,
     AppsOut,
+    BlockedKeyStats,
     BlockedPublishStats,
     EventsOut,
     GroupStats,
     MessageId,
     MessageOut,
     MessagePage,
+    OrderedTopicsRequest,
     RotateRequest,
     RotateSigningSecretRequest,
     SigningSecretOut,
@@ -37,7 +39,8 @@ router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/admin", tags=["admin
 async def create_app(body: AppCreate, _: AdminActor, wired: ServicesDep) -> AppCredentialsOut:
     """Register a producer/consumer app; its API key and signing secret are shown once."""
     spec = AppSpec(body.name, tuple(body.produce_topics), tuple(body.consume_topics),
-                   tuple(body.check_url_prefixes), body.default_check_url)
+                   tuple(body.check_url_prefixes), body.default_check_url,
+                   tuple(body.ordered_topics))
     return credentials_out(await wired.operators.create_app(spec))
 
 
@@ -75,6 +78,16 @@ async def rotate_signing_secret(name: str, _: AdminActor, wired: ServicesDep,
     app = await wired.operators.rotate_signing_secret(name, body.overlap_seconds if body else None)
     wired.authentication.forget()
     return SigningSecretOut(**app_out(app).model_dump(), signing_secret=app.signing_secret)
+
+
+@router.put("/apps/{name}/ordered-topics", response_model=AppOut, responses=ERRORS)
+async def set_ordered_topics(name: str, body: OrderedTopicsRequest, _: AdminActor,
+                             wired: ServicesDep) -> AppOut:
+    """Replace the app's ordered topics: keyed messages on them are published in confirm
+    order per key. Applies to messages prepared from now on."""
+    app = await wired.operators.set_ordered_topics(name, tuple(body.ordered_topics))
+    wired.authentication.forget()
+    return app_out(app)
 
 
 @router.get("/messages", response_model=MessagePage, responses=ERRORS)
@@ -142,4 +155,5 @@ async def stats(_: AdminActor, wired: ServicesDep) -> StatsOut:
                            oldest_unacked_age_seconds=g.oldest_unacked_age_seconds)
                 for g in found.groups],
         publish_blocked=[BlockedPublishStats(**vars(b)) for b in found.publish_blocked],
+        blocked_keys=[BlockedKeyStats(**vars(k)) for k in found.blocked_keys],
     )

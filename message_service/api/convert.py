@@ -30,6 +30,7 @@ def message_fields(m: Message) -> dict[str, Any]:
         "deliver_after": m.deliver_after,
         "traceparent": m.trace.traceparent if m.trace else None,
         "tracestate": m.trace.tracestate if m.trace else None,
+        "ordered": m.ordered,
     }
 
 
@@ -57,6 +58,7 @@ def app_out(app: App) -> AppOut:
         key_rotated_at=app.key_rotated_at,
         previous_signing_secret_expires_at=(
             app.previous_signing_secret_expires_at if app.previous_signing_secret else None),
+        ordered_topics=list(app.ordered_topics),
     )
 
 

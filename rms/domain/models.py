@@ -32,6 +32,8 @@ class App:
     key_rotated_at: datetime | None = None
     # while set and in the future, check-backs are signed with both secrets
     previous_signing_secret_expires_at: datetime | None = None
+    # keyed messages on these topics (glob patterns) are published in confirm order per key
+    ordered_topics: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +55,7 @@ class NewMessage:
     delay_seconds: float | None = None
     # the W3C trace context the message is stored with (the request's, or RMS's prepare span)
     trace: TraceContext | None = None
+    ordered: bool = False  # published in confirm order per key (the app's ordered_topics)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +86,8 @@ class Message:
     claim_token: str | None = field(default=None, repr=False)
     deliver_after: datetime | None = None
     trace: TraceContext | None = None  # W3C trace context carried to records and check-backs
+    ordered: bool = False
+    confirm_seq: int | None = None  # the confirm order of an ordered message
 
     @property
     def deliveries_in_budget(self) -> int:

@@ -52,7 +52,20 @@ class Later:
     seconds: Column | Given
 
 
-Plain = None | bool | int | str | Now | Column | Given | Plus | Later
+@dataclass(frozen=True, slots=True)
+class NextInSequence:
+    """The next value of the database sequence ``name`` (taken when the statement runs)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class When:
+    """``then`` for a row whose boolean column ``flag`` is true, else ``otherwise``."""
+
+    flag: str
+    then: Effect
+    otherwise: Effect
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +73,12 @@ class Scheduled:
     """A delayed message's choice: ``waiting`` while the row's ``deliver_after`` lies in the
     future (database clock), ``due`` otherwise (no delay, or its time has come)."""
 
-    due: Plain
-    waiting: Plain
+    due: Effect
+    waiting: Effect
 
 
-Effect = Plain | Scheduled
+Effect = (None | bool | int | str | Now | Column | Given | Plus | Later | NextInSequence | When
+          | Scheduled)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,15 +108,27 @@ def _frozen(effects: dict[str, Effect]) -> Mapping[str, Effect]:
 
 
 _ALIVE: dict[str, Effect] = {"dead": False, "dead_reason": None, "claim_token": None}
-_NEXT_DELIVERY: dict[str, Effect] = {
-    "delivery_count": Plus("delivery_count", 1),
-    "next_delivery_at": Later(Column("ack_timeout_seconds")),
+
+
+# Per-key ordering: an ordered message is not published by the statement that confirms (or
+# resends) it. It gets no delivery reserved and is due at once; the recovery workers' sequencer
+# reserves its delivery and publishes it in confirm order (``confirm_seq``) per key.
+CONFIRM_SEQUENCE = "messages_confirm_seq"
+_ORDERED = "ordered"
+_CONFIRM_ORDER: dict[str, Effect] = {
+    "confirm_seq": When(_ORDERED, NextInSequence(CONFIRM_SEQUENCE), None)}
+_NEXT_DELIVERY_UNLESS_ORDERED: dict[str, Effect] = {
+    "delivery_count": When(_ORDERED, Column("delivery_count"), Plus("delivery_count", 1)),
+    "next_delivery_at": When(_ORDERED, Now(), Later(Column("ack_timeout_seconds"))),
 }
-# a confirm (or one-shot send) reserves the first delivery and publishes at once, unless the
-# message is delayed: then nothing is reserved and the recovery worker publishes it when due
+# Delayed delivery: a confirm (or one-shot send) before the message's ``deliver_after`` reserves
+# nothing either; the message is due at that time (an ordered one then waits for its turn too).
+_FIRST_DUE = Scheduled(When(_ORDERED, Now(), Later(Column("ack_timeout_seconds"))),
+                       Column("deliver_after"))
 _FIRST_DELIVERY: dict[str, Effect] = {
-    "delivery_count": Scheduled(Plus("delivery_count", 1), Column("delivery_count")),
-    "next_delivery_at": Scheduled(Later(Column("ack_timeout_seconds")), Column("deliver_after")),
+    "delivery_count": When(_ORDERED, Column("delivery_count"),
+                           Scheduled(Plus("delivery_count", 1), Column("delivery_count"))),
+    "next_delivery_at": _FIRST_DUE,
 }
 
 
@@ -117,12 +143,13 @@ PREPARE = Transition(
 SEND = Transition(
     "send", frozenset(), State.SENT, Event.SENT,
     _frozen({"state": State.SENT.value, "confirmed_at": Now(),
-             "delivery_count": Scheduled(1, 0),
-             "next_delivery_at": Scheduled(Later(Column("ack_timeout_seconds")),
-                                           Column("deliver_after"))}))
+             "delivery_count": When(_ORDERED, 0, Scheduled(1, 0)),
+             "next_delivery_at": _FIRST_DUE,
+             **_CONFIRM_ORDER}))
 CONFIRM = Transition(
     "confirm", frozenset({State.PENDING_SEND}), State.SENT, Event.CONFIRMED,
-    _frozen(_into(State.SENT, confirmed_at=Now(), next_check_at=None, **_FIRST_DELIVERY)),
+    _frozen(_into(State.SENT, confirmed_at=Now(), next_check_at=None, **_FIRST_DELIVERY,
+                  **_CONFIRM_ORDER)),
     already=frozenset({State.SENT, State.DONE}))
 CANCEL = Transition(
     "cancel", frozenset({State.PENDING_SEND}), State.DELETED, Event.CANCELLED,
@@ -134,7 +161,8 @@ ACK = Transition(
     already=frozenset({State.DONE}))
 RESEND = Transition(
     "resend", frozenset({State.SENT}), State.SENT, Event.RESENT,
-    _frozen({**_ALIVE, "delivery_base": Column("delivery_count"), **_NEXT_DELIVERY}))
+    _frozen({**_ALIVE, "delivery_base": Column("delivery_count"),
+             **_NEXT_DELIVERY_UNLESS_ORDERED}))
 RETRY_CHECK = Transition(
     "retry-check", frozenset({State.PENDING_SEND}), State.PENDING_SEND, None,
     _frozen({"claim_token": None, "next_check_at": Later(Given("delay"))}))
@@ -167,13 +195,21 @@ PUBLISH_REFUSED = Transition(
     _frozen({"delivery_count": Plus("delivery_count", -1), "claim_token": None,
              "next_delivery_at": Later(Given("retry"))}))
 
+# the sequencer claimed a run of a key's messages and stopped before publishing this one (an
+# earlier one of the run failed): its reserved number is given back, no publish was attempted
+RELEASE_DELIVERY = Transition(
+    "release-delivery", frozenset({State.SENT}), State.SENT, None,
+    _frozen({"delivery_count": Plus("delivery_count", -1), "claim_token": None,
+             "next_delivery_at": Now()}))
+
 TABLE: tuple[Transition, ...] = (
     PREPARE, SEND, CONFIRM, CANCEL, ACK, RESEND, RETRY_CHECK, CHECK_EXHAUSTED,
-    DELIVERY_EXHAUSTED, CLAIM_CHECK, CLAIM_DELIVERY, PUBLISH_ACCEPTED, PUBLISH_REFUSED)
+    DELIVERY_EXHAUSTED, CLAIM_CHECK, CLAIM_DELIVERY, PUBLISH_ACCEPTED, PUBLISH_REFUSED,
+    RELEASE_DELIVERY)
 
 
 def new_message(one_shot: bool) -> Transition:
     """A prepare stores ``pending-send``; a one-shot send stores ``sent`` (first delivery
-    reserved)."""
+    reserved, or for an ordered message a confirm sequence number and no delivery yet)."""
     return SEND if one_shot else PREPARE
 

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Select, and_, func, select, true, tuple_
+from sqlalchemy import Select, and_, func, select, text, true, tuple_
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.domain.errors import Invalid
@@ -57,6 +57,60 @@ class BlockedPublishes:
     reason: str
     messages: int
     oldest_confirmed_age_seconds: float | None
+
+
+@dataclass(frozen=True)
+class BlockedKey:
+    """An ordered key held back by ``message_id``: ``dead`` (until an operator resolves it),
+    ``publish-failed`` (waiting for its retry) or ``awaiting-redelivery`` (its ack deadline
+    passed); ``waiting``: the key's later messages not yet published."""
+
+    topic: str
+    key: str
+    app: str
+    message_id: str
+    reason: str
+    waiting: int
+
+
+# Per key, the first ordered unacknowledged message that is not "published and inside its ack
+# deadline" (index messages_ordered_keys); a key is blocked when that message is dead, or
+# failed its last publish or waits for its redelivery while later messages wait behind it.
+_BLOCKED_KEYS = text("""
+WITH heads AS (
+    SELECT DISTINCT ON (topic, key) topic, key, app, message_id, confirm_seq, dead,
+           delivery_count > delivery_base AS published, claim_token,
+           next_delivery_at <= now() AS due
+    FROM messages
+    WHERE ordered AND state = 'sent'
+      AND (dead OR delivery_count = delivery_base OR claim_token IS NOT NULL
+           OR next_delivery_at <= now())
+    ORDER BY topic, key, confirm_seq
+), classified AS (
+    SELECT h.*, CASE
+        WHEN h.dead THEN 'dead'
+        WHEN h.claim_token IS NOT NULL AND NOT h.due THEN NULL
+        WHEN h.published AND h.due THEN 'awaiting-redelivery'
+        WHEN NOT h.published AND (SELECT e.event FROM message_events e
+                                  WHERE e.message_id = h.message_id
+                                  ORDER BY e.id DESC LIMIT 1) = 'publish-failed'
+            THEN 'publish-failed'
+        END AS reason
+    FROM heads h
+)
+SELECT * FROM (
+    SELECT c.topic, c.key, c.app, c.message_id, c.reason,
+           (SELECT count(*) FROM messages w
+            WHERE w.ordered AND w.state = 'sent' AND w.topic = c.topic AND w.key = c.key
+              AND w.confirm_seq > c.confirm_seq AND w.delivery_count = w.delivery_base
+           ) AS waiting
+    FROM classified c
+    WHERE c.reason IS NOT NULL
+) AS blocked
+WHERE reason = 'dead' OR waiting > 0
+ORDER BY topic, key
+LIMIT :limit
+""")
 
 
 def encode_cursor(message: Message) -> str:
@@ -129,6 +183,13 @@ class AdminStore:
         async with self._engine.connect() as conn:
             rows = (await conn.execute(statement)).all()
         return [BlockedPublishes(row.app, row.topic, row.reason, row.n, row.age) for row in rows]
+
+    async def blocked_keys(self, limit: int = 100) -> list[BlockedKey]:
+        """Ordered keys held back by one of their messages, by topic and key."""
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(_BLOCKED_KEYS, {"limit": limit})).all()
+        return [BlockedKey(row.topic, row.key, row.app, row.message_id, row.reason,
+                           int(row.waiting)) for row in rows]
 
     async def oldest_ages(self) -> tuple[float | None, float | None]:
         """Ages of the oldest non-dead pending-send and unacked sent (cheap: partial indexes)."""

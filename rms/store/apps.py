@@ -38,6 +38,7 @@ class AppSpec:
     consume_topics: tuple[str, ...]
     check_url_prefixes: tuple[str, ...]
     default_check_url: str | None = None
+    ordered_topics: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,7 @@ class AppStore:
                 consume_topics=list(spec.consume_topics),
                 check_url_prefixes=list(spec.check_url_prefixes),
                 default_check_url=spec.default_check_url,
+                ordered_topics=list(spec.ordered_topics),
             )
             .on_conflict_do_nothing(index_elements=["name"])
             .returning(*apps.c)
@@ -115,6 +117,10 @@ class AppStore:
     async def set_check_url_prefixes(self, name: str, prefixes: tuple[str, ...]) -> App:
         """Replace the app's check-URL prefixes."""
         return await self._update(name, {"check_url_prefixes": list(prefixes)})
+
+    async def set_ordered_topics(self, name: str, patterns: tuple[str, ...]) -> App:
+        """Replace the app's ordered topics (messages prepared from now on follow them)."""
+        return await self._update(name, {"ordered_topics": list(patterns)})
 
     async def _update(self, name: str, values: dict[str, object]) -> App:
         statement = (update(apps).where(apps.c.name == name).values(**values)

@@ -29,7 +29,8 @@ _INPUT: tuple[tuple[str, str], ...] = (
     ("message_id", "text"), ("app", "text"), ("topic", "text"), ("key", "text"),
     ("payload", "text"), ("headers", "text"), ("check_url", "text"),
     ("check_after_seconds", "float8"), ("max_checks", "int"), ("ack_timeout_seconds", "float8"),
-    ("max_deliveries", "int"), ("traceparent", "text"), ("tracestate", "text"))
+    ("max_deliveries", "int"), ("traceparent", "text"), ("tracestate", "text"),
+    ("ordered", "bool"))
 # the delay as given (an absolute time or seconds from now), resolved on the database clock into
 # the stored ``deliver_after``
 _DELAY: tuple[tuple[str, str], ...] = (("deliver_at", "timestamptz"), ("delay_seconds", "float8"))
@@ -221,6 +222,8 @@ def _insert_arrays(items: Sequence[PrepareItem]) -> list[list[Any]]:
         [float(d.ack_timeout_seconds) for d in drafts], [d.max_deliveries for d in drafts],
         [d.trace.traceparent if d.trace else None for d in drafts],
         [d.trace.tracestate if d.trace else None for d in drafts],
+        [d.ordered for d in drafts],
+        # _DELAY
         [d.deliver_after for d in drafts],
         [None if d.delay_seconds is None else float(d.delay_seconds) for d in drafts],
     ]

@@ -58,14 +58,17 @@ class Round:
 
 
 def _due() -> list[ColumnElement[bool]]:
+    """Due for a publish. Ordered messages are the sequencer's (:mod:`rms.store.sequencing`):
+    the claim round leaves them alone."""
     return [
         messages.c.state == CLAIM_DELIVERY.source.value,
         ~messages.c.dead,
         messages.c.next_delivery_at <= func.now(),
+        ~messages.c.ordered,
     ]
 
 
-def _spent() -> ColumnElement[bool]:
+def spent_budget() -> ColumnElement[bool]:
     return (messages.c.delivery_count - messages.c.delivery_base) >= messages.c.max_deliveries
 
 
@@ -85,10 +88,17 @@ def round_statement(limit: int, token: str, lease_seconds: float, actor: str) ->
     (oldest deadline first); flag those with a spent budget dead (with a ``dead`` event) and
     reserve the next delivery number of the others under a lease. Returns the changed rows
     with ``flagged_dead`` telling the two apart."""
-    due = _locked(
-        select(messages.c.message_id, _spent().label("spent")).where(*_due())
+    return claim_statement(
+        select(messages.c.message_id, spent_budget().label("spent")).where(*_due())
         .order_by(messages.c.next_delivery_at).limit(limit),
-        "due")
+        token, lease_seconds, actor)
+
+
+def claim_statement(chosen: Select[Any], token: str, lease_seconds: float, actor: str) -> Any:
+    """Lock the due messages ``chosen`` selects (``message_id`` and ``spent``); flag the spent
+    ones dead and reserve the next delivery of the others under a lease (see
+    :func:`round_statement`)."""
+    due = _locked(chosen, "due")
     dead = (
         update(messages)
         .where(messages.c.message_id == due.c.message_id, due.c.spent)

@@ -46,6 +46,8 @@ def message_from(m: Any) -> Message:
         claim_token=m["claim_token"],
         deliver_after=m["deliver_after"],
         trace=stored(m["traceparent"], m["tracestate"]),
+        ordered=m["ordered"],
+        confirm_seq=m["confirm_seq"],
     )
 
 
@@ -66,6 +68,7 @@ def to_app(row: Row[Any]) -> App:
         created_at=m["created_at"],
         key_rotated_at=m["key_rotated_at"],
         previous_signing_secret_expires_at=m.get("previous_signing_secret_expires_at"),
+        ordered_topics=tuple(m.get("ordered_topics") or ()),
     )
 
 

@@ -15,6 +15,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    Sequence,
     Table,
     Text,
     func,
@@ -38,6 +39,8 @@ apps = Table(
     Column("default_check_url", Text, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("key_rotated_at", DateTime(timezone=True), nullable=True),
+    # topics (glob patterns) whose keyed messages are published in confirm order per key
+    Column("ordered_topics", ARRAY(Text), nullable=False, server_default="{}"),
 )
 
 messages = Table(
@@ -74,6 +77,10 @@ messages = Table(
     # the W3C trace context carried to the Kafka records, check-backs and spans (NULL: none)
     Column("traceparent", Text, nullable=True),
     Column("tracestate", Text, nullable=True),
+    # per-key ordering: decided at prepare; confirm_seq is the confirm order
+    # (messages_confirm_seq) and the recovery workers' sequencer publishes by it
+    Column("ordered", Boolean, nullable=False, server_default=text("false")),
+    Column("confirm_seq", BigInteger, nullable=True),
     CheckConstraint(
         "state IN ('pending-send', 'sent', 'done', 'deleted')", name="messages_state_check"
     ),
@@ -94,6 +101,28 @@ messages = Table(
     Index("messages_dead", "app", "topic", postgresql_where=text("dead")),
     Index("messages_created", "created_at", "message_id"),
     Index("messages_app_state", "app", "state"),
+    Index(
+        "messages_ordered_keys",
+        "topic", "key", "confirm_seq",
+        postgresql_where=text("ordered AND state = 'sent'"),
+    ),
+    Index(
+        "messages_ordered_due",
+        "next_delivery_at",
+        postgresql_where=text("ordered AND state = 'sent' AND NOT dead"),
+    ),
+)
+
+CONFIRM_SEQUENCE = Sequence("messages_confirm_seq", metadata=metadata)
+
+# the sequencer's per-key lease: one worker publishes a key at a time
+ordering_keys = Table(
+    "ordering_keys",
+    metadata,
+    Column("topic", Text, primary_key=True),
+    Column("key", Text, primary_key=True),
+    Column("lease_token", Text, nullable=True),
+    Column("lease_until", DateTime(timezone=True), nullable=True),
 )
 
 message_events = Table(

@@ -18,10 +18,12 @@ from rms.domain.transitions import (
     Effect,
     Given,
     Later,
+    NextInSequence,
     Now,
     Plus,
     Scheduled,
     Transition,
+    When,
 )
 from rms.store.schema import message_events, messages
 
@@ -54,6 +56,11 @@ def _core(effect: Effect, given: Mapping[str, Any]) -> Any:
         return messages.c[effect.name] + effect.by
     if isinstance(effect, Later):
         return func.now() + seconds(_core(effect.seconds, given))
+    if isinstance(effect, NextInSequence):
+        return func.nextval(effect.name)
+    if isinstance(effect, When):
+        return case((messages.c[effect.flag], _core(effect.then, given)),
+                    else_=_core(effect.otherwise, given))
     return effect
 
 
@@ -76,6 +83,11 @@ def sql_of(effect: Effect, row: str = "m.") -> str:
         return f"{row}{effect.name} + {effect.by}"
     if isinstance(effect, Later):
         return f"now() + make_interval(secs => {sql_of(effect.seconds, row)})"
+    if isinstance(effect, NextInSequence):
+        return f"nextval('{effect.name}')"
+    if isinstance(effect, When):
+        return (f"CASE WHEN {row}{effect.flag} THEN {sql_of(effect.then, row)} "
+                f"ELSE {sql_of(effect.otherwise, row)} END")
     return _literal(effect)
 
 
@@ -116,5 +128,8 @@ def with_event(changed: CTE, event: Event, actor: str, detail: Detail) -> Select
 
 
 def delivery_detail(changed: CTE) -> ColumnElement[Any]:
-    """``{"delivery": n}`` from the changed row (the number a resend reserved)."""
-    return func.jsonb_build_object("delivery", changed.c.delivery_count)
+    """``{"delivery": n}`` from the changed row: the number a resend reserved, or for an
+    ordered message (which the sequencer publishes later) the number it will publish."""
+    upcoming = case((changed.c.ordered, changed.c.delivery_count + 1),
+                    else_=changed.c.delivery_count)
+    return func.jsonb_build_object("delivery", upcoming)

@@ -83,6 +83,7 @@ class Drafts:
             max_deliveries=_pick(request.max_deliveries, policy.max_deliveries),
             deliver_after=request.deliver_after,
             delay_seconds=request.delay_seconds,
+            ordered=is_ordered(app, request.topic, request.key),
         )
 
     async def draft_item(self, app: App, index: int, request: PrepareInput) -> NewMessage:
@@ -142,6 +143,12 @@ class Drafts:
 _ENCODED_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
 _NUL = ("the NUL character (\\u0000) cannot be stored (PostgreSQL text and jsonb refuse it); "
         "payload, key, headers and check_url must not contain it")
+
+
+def is_ordered(app: App, topic: str, key: str | None) -> bool:
+    """Whether a message is published in confirm order per key: it has a key and its topic
+    matches one of the app's ``ordered_topics`` (decided once, when it is prepared)."""
+    return key is not None and topic_allowed(topic, app.ordered_topics)
 
 
 def _pick(override: T | None, default: T) -> T:

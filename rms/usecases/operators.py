@@ -10,7 +10,13 @@ from rms.callback_urls import validate_prefix
 from rms.config import Settings
 from rms.domain.models import App, Message
 from rms.domain.states import State
-from rms.store.admin import AdminStore, BlockedPublishes, GroupCounts, MessageFilter
+from rms.store.admin import (
+    AdminStore,
+    BlockedKey,
+    BlockedPublishes,
+    GroupCounts,
+    MessageFilter,
+)
 from rms.store.apps import AppSpec, AppStore, Credentials
 
 
@@ -24,6 +30,7 @@ class Stats:
     oldest_unacked_age_seconds: float | None
     groups: list[GroupCounts]
     publish_blocked: list[BlockedPublishes]
+    blocked_keys: list[BlockedKey]
 
 
 @dataclass
@@ -38,13 +45,19 @@ class Operators:
         default = (None if spec.default_check_url is None
                    else validate_prefix(spec.default_check_url))
         return await self.apps.create(AppSpec(spec.name, spec.produce_topics,
-                                              spec.consume_topics, prefixes, default))
+                                              spec.consume_topics, prefixes, default,
+                                              spec.ordered_topics))
 
     async def list_apps(self) -> list[App]:
         return await self.apps.list()
 
     async def app(self, name: str) -> App:
         return await self.apps.get(name)
+
+    async def set_ordered_topics(self, name: str, patterns: tuple[str, ...]) -> App:
+        """Which of the app's topics are published in confirm order per key (glob patterns);
+        messages already prepared keep the ordering they were prepared with."""
+        return await self.apps.set_ordered_topics(name, patterns)
 
     async def search(self, where: MessageFilter, limit: int, cursor: str | None
                      ) -> tuple[list[Message], str | None]:
@@ -76,6 +89,7 @@ class Operators:
             oldest_unacked_age_seconds=_oldest(g.oldest_unacked_age_seconds for g in groups),
             groups=groups,
             publish_blocked=await self.admin.blocked_publishes(),
+            blocked_keys=await self.admin.blocked_keys(),
         )
 
 

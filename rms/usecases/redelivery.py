@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from dataclasses import InitVar, dataclass, field
+from dataclasses import InitVar, astuple, dataclass, field
 from typing import Any, Protocol
 
 import structlog
@@ -43,6 +43,8 @@ from rms.domain.models import Message, PublishOutcome
 from rms.kafka.publisher import Publisher
 from rms.store.admin import AdminStore
 from rms.store.redeliveries import RedeliveryStore, Round
+from rms.store.sequencing import SequencingStore
+from rms.usecases.sequencer import Sequencer, SequenceReport
 
 log = structlog.get_logger(__name__)
 
@@ -71,11 +73,14 @@ class TickReport:
     published: int = 0
     failed: int = 0
     dead: int = 0
+    ordered: SequenceReport = field(default_factory=SequenceReport)
 
     def merged(self, other: TickReport) -> TickReport:
+        ordered = SequenceReport(*(a + b for a, b in zip(astuple(self.ordered),
+                                                          astuple(other.ordered), strict=True)))
         return TickReport(self.rounds + other.rounds, self.claimed + other.claimed,
                           self.published + other.published, self.failed + other.failed,
-                          self.dead + other.dead)
+                          self.dead + other.dead, ordered)
 
     def add(self, claimed: int, published: int, failed: int, dead: int) -> None:
         self.rounds += 1
@@ -97,6 +102,7 @@ class RecoveryWorker:
     given_dispatcher: InitVar[Dispatcher | None] = None
     dispatcher: Dispatcher = field(init=False)
     store: RedeliveryStore = field(init=False)
+    sequencer: Sequencer = field(init=False)
     probing: bool = field(default=False, init=False)
     _gauge_refreshed: float = field(default=0.0, init=False)
 
@@ -109,6 +115,8 @@ class RecoveryWorker:
         self.dispatcher = given_dispatcher or dispatcher_for(self.publisher, self.engine,
                                                              self.settings)
         self.store = RedeliveryStore(self.engine)
+        self.sequencer = Sequencer(self.settings, SequencingStore(self.engine), self.dispatcher,
+                                   self.worker_id)
 
     @classmethod
     def from_context(cls, context: Context) -> RecoveryWorker:
@@ -131,7 +139,7 @@ class RecoveryWorker:
 
     async def drain(self) -> TickReport:
         """Rounds until one claims less than a full batch (the backlog is drained) or a publish
-        fails.
+        fails, then the sequencer's rounds (ordered messages, :mod:`rms.usecases.sequencer`).
 
         The rounds are pipelined for throughput: while a batch is being published the next one
         is already being claimed (only after a full batch), and a batch's outcomes are written
@@ -155,6 +163,8 @@ class RecoveryWorker:
             await _finish(writing)
         finally:
             await _abandon(claim, writing)
+        if self.publisher.ready:
+            report.ordered = await self.sequencer.tick()
         if report.claimed or report.dead:
             log.info("recovery.tick", worker=self.worker_id, rounds=report.rounds,
                      claimed=report.claimed, published=report.published, failed=report.failed,

@@ -2,9 +2,10 @@
 
 A resend is the RESEND transition (clears ``dead``, restarts the delivery budget, reserves the
 next delivery number, records ``resent`` with the actor) followed by a publish through the one
-publish path, :meth:`rms.delivery.Dispatcher.deliver`. In bulk only dead ``sent`` messages are
-resent; a dead ``pending-send`` has an unknown outcome and is resolved with admin confirm or
-cancel instead.
+publish path, :meth:`rms.delivery.Dispatcher.deliver`. An ordered message is instead made due
+at once, and the sequencer publishes it ahead of the later messages of its key. In bulk only
+dead ``sent`` messages are resent; a dead ``pending-send`` has an unknown outcome and is
+resolved with admin confirm or cancel instead.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 import structlog
 
 from rms import metrics
-from rms.delivery import Dispatcher
+from rms.delivery import Dispatcher, sequenced
 from rms.domain.models import Message
 from rms.store.admin import AdminStore, MessageFilter
 from rms.store.messages import RESEND, MessageStore
@@ -41,7 +42,9 @@ class Resends:
         message, _ = await self.messages.transition(message_id, RESEND, app=None, actor=actor,
                                                     detail=delivery_detail)
         metrics.TRANSITIONS.labels("resent").inc()
-        await self.dispatcher.deliver(message, actor=actor, reschedule=True, span="rms.resend")
+        if not sequenced(message):
+            await self.dispatcher.deliver(message, actor=actor, reschedule=True,
+                                          span="rms.resend")
         return await self.messages.get(message_id)
 
     async def resend_dead(self, where: MessageFilter, limit: int, *, actor: str,
@@ -66,7 +69,7 @@ class Resends:
                 await self.dispatcher.deliver(message, actor=actor, reschedule=True,
                                               span="rms.resend")
 
-        await asyncio.gather(*(one(message) for message in resent))
+        await asyncio.gather(*(one(message) for message in resent if not sequenced(message)))
 
     async def _current(self, resent: Sequence[Message]) -> list[Message]:
         """The messages as they are after their publish (delivery count, next deadline)."""

@@ -20,6 +20,7 @@ DESIGN_PATHS = [
     "/v1/admin/apps",
     "/v1/admin/apps/{name}",
     "/v1/admin/apps/{name}/rotate-key",
+    "/v1/admin/apps/{name}/ordered-topics",
     "/v1/admin/messages",
     "/v1/admin/messages/{message_id}/resend",
     "/v1/admin/messages/{message_id}/confirm",
@@ -40,6 +41,11 @@ async def test_openapi_lists_every_path(api: Api) -> None:
     assert missing == []
     prepare = document["paths"]["/v1/messages"]["post"]
     assert {"201", "401", "403", "409", "413", "422"} <= set(prepare["responses"])
+    schemas = document["components"]["schemas"]
+    assert "ordered_topics" in schemas["AppCreate"]["properties"]
+    assert "ordered_topics" in schemas["AppOut"]["properties"]
+    assert "ordered" in schemas["MessageOut"]["properties"]
+    assert "blocked_keys" in schemas["StatsOut"]["properties"]
 
 
 async def test_health_readiness_and_metrics(api: Api, topic: str) -> None:

@@ -29,10 +29,21 @@ ROUTE = {State.PENDING_SEND: [], State.SENT: [table.CONFIRM], State.DONE: [table
 STORED = [t for t in table.TABLE if t.sources]
 
 
-def _draft(message_id: str, topic: str) -> NewMessage:
-    return NewMessage(message_id=message_id, topic=topic, key=None, payload={"n": 1}, headers={},
-                      check_url=CHECK_PREFIX + "check", check_after_seconds=10.0, max_checks=3,
-                      ack_timeout_seconds=60.0, max_deliveries=3)
+def _draft(message_id: str, topic: str, ordered: bool = False) -> NewMessage:
+    return NewMessage(message_id=message_id, topic=topic, key="k" if ordered else None,
+                      payload={"n": 1}, headers={}, check_url=CHECK_PREFIX + "check",
+                      check_after_seconds=10.0, max_checks=3, ack_timeout_seconds=60.0,
+                      max_deliveries=3, ordered=ordered)
+
+
+class _Drawn:
+    """Any value a sequence hands out (a positive integer)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, int) and other > 0
+
+    def __hash__(self) -> int:
+        return 0
 
 
 def _engine(api: Api) -> AsyncEngine:
@@ -78,6 +89,10 @@ def _expect(effect: table.Effect, before: dict[str, Any], window: tuple[datetime
     """The (lowest, highest) value a column may hold after ``effect``."""
     if isinstance(effect, table.Scheduled):  # these messages have no delay: the due branch
         return _expect(effect.due, before, window)
+    if isinstance(effect, table.When):
+        return _expect(effect.then if before[effect.flag] else effect.otherwise, before, window)
+    if isinstance(effect, table.NextInSequence):
+        return _Drawn(), _Drawn()
     if isinstance(effect, table.Now):
         return window
     if isinstance(effect, table.Column):
@@ -94,20 +109,23 @@ def _expect(effect: table.Effect, before: dict[str, Any], window: tuple[datetime
     return effect, effect
 
 
-async def _prepared_in(api: Api, topic: str, message_id: str, state: State) -> None:
+async def _prepared_in(api: Api, topic: str, message_id: str, state: State,
+                       ordered: bool = False) -> None:
     if "producer" not in api.apps:
         await api.create_app("producer")
     engine = _engine(api)
-    await MessageStore(engine).prepare("producer", _draft(message_id, topic), one_shot=False)
+    await MessageStore(engine).prepare("producer", _draft(message_id, topic, ordered),
+                                       one_shot=False)
     for step in ROUTE[state]:
         assert await _apply(engine, message_id, step)
 
 
+@pytest.mark.parametrize("ordered", [False, True], ids=["unordered", "ordered"])
 @pytest.mark.parametrize("change", STORED, ids=[t.action for t in STORED])
 async def test_each_row_has_exactly_its_effects(api: Api, topic: str,
-                                                change: table.Transition) -> None:
+                                                change: table.Transition, ordered: bool) -> None:
     engine = _engine(api)
-    await _prepared_in(api, topic, "m", change.source)
+    await _prepared_in(api, topic, "m", change.source, ordered)
     before, history = await _row(engine, "m"), await _events(engine, "m")
     start = await _now(engine)
     assert await _apply(engine, "m", change)
@@ -169,14 +187,16 @@ async def test_a_repeat_in_an_already_state_answers_unchanged(
         assert await _row(engine, message_id) == before
 
 
+@pytest.mark.parametrize("ordered", [False, True], ids=["unordered", "ordered"])
 @pytest.mark.parametrize("one_shot", [False, True], ids=["prepare", "send"])
 async def test_new_rows_have_the_effects_of_their_row(api: Api, topic: str,
-                                                      one_shot: bool) -> None:
+                                                      one_shot: bool, ordered: bool) -> None:
     engine = _engine(api)
     change = table.new_message(one_shot)
     app = await api.create_app("producer")
     start = await _now(engine)
-    await MessageStore(engine).prepare(app.name, _draft("new", topic), one_shot=one_shot)
+    await MessageStore(engine).prepare(app.name, _draft("new", topic, ordered),
+                                       one_shot=one_shot)
     after, window = await _row(engine, "new"), (start, await _now(engine))
     assert after["state"] == change.target.value
     for column, effect in change.effects.items():

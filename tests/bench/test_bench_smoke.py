@@ -18,6 +18,7 @@ STAGES = {
     "checkback": {"resolve", "record", "done"},
     "redelivery": {"resolve", "record", "done"},
     "delayed": {"resolve", "record", "done"},
+    "ordered": {"prepare", "confirm", "record", "done"},
 }
 
 
@@ -36,6 +37,8 @@ def test_tiny_bench_runs_every_path_and_verifies(tmp_path: Path) -> None:
     assert {path for path, _ in runs} == set(STAGES)
     assert {("happy", "closed"), ("happy", "open"), ("bare", "closed"), ("bare", "open"),
             ("oneshot", "open")} <= set(runs)
+    ordered = [run for run in result["runs"] if run["path"] == "ordered"]
+    assert sorted(run["keys"] for run in ordered) == [4, 10_000]
     for (path, _), run in runs.items():
         assert set(run["stages"]) == STAGES[path], path
         assert run["verification"]["passed"], run["verification"]

@@ -175,6 +175,15 @@
     ));
     $("blocked-table").tBodies[0].replaceChildren(...blocked);
     $("blocked").hidden = blocked.length === 0;
+    const heldKeys = (stats.blocked_keys || []).map((held) => el("tr",
+      { "data-topic": held.topic, "data-key": held.key, "data-reason": held.reason },
+      el("td", { class: "k" }, held.topic), el("td", { class: "k" }, held.key),
+      el("td", { class: "k" }, held.message_id),
+      el("td", { class: "k hot" }, held.reason.replaceAll("-", " ")),
+      countCell(held.waiting, true),
+    ));
+    $("blocked-keys-table").tBodies[0].replaceChildren(...heldKeys);
+    $("blocked-keys").hidden = heldKeys.length === 0;
     const now = new Date().toLocaleTimeString();
     $("live-updated").textContent = "updated " + now + " · every " + LIVE_INTERVAL_MS / 1000 + " s";
     setStatus("live · " + now);

@@ -1,0 +1,59 @@
+"""The sequencer's rules (rms.domain.ordering) on a key's queue, message by message."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from rms.domain.models import Message
+from rms.domain.ordering import run_of
+from rms.domain.states import DeadReason, State
+
+NOW = datetime(2026, 11, 25, tzinfo=UTC)
+
+
+def _message(n: int, *, deliveries: int = 0, dead: bool = False, claimed: bool = False
+             ) -> Message:
+    return Message(
+        message_id=f"m{n}", app="ledger", topic="ledger.entries", key="a", payload={},
+        headers={}, check_url=None, state=State.SENT, dead=dead,
+        dead_reason=DeadReason.DELIVERY_EXHAUSTED if dead else None, check_count=0,
+        delivery_count=deliveries, delivery_base=0, check_after_seconds=10.0, max_checks=15,
+        ack_timeout_seconds=60.0, max_deliveries=6, created_at=NOW, confirmed_at=NOW,
+        done_at=None, deleted_at=None, next_check_at=None, next_delivery_at=NOW,
+        claim_token="t" if claimed else None, ordered=True, confirm_seq=n)
+
+
+def _ids(found: tuple[list[Message], Message | None]) -> tuple[list[str], str | None]:
+    run, blocking = found
+    return [m.message_id for m in run], None if blocking is None else blocking.message_id
+
+
+def test_due_messages_go_in_order_past_published_ones() -> None:
+    queue = [(_message(1, deliveries=1), False), (_message(2), True), (_message(3), True)]
+    assert _ids(run_of(queue)) == (["m2", "m3"], None)
+
+
+def test_a_failed_publish_waiting_for_its_retry_holds_the_key() -> None:
+    queue = [(_message(1), False), (_message(2), True)]
+    assert _ids(run_of(queue)) == ([], "m1")
+
+
+def test_an_overdue_message_is_redelivered_before_later_ones() -> None:
+    queue = [(_message(1, deliveries=1), True), (_message(2), True)]
+    assert _ids(run_of(queue)) == (["m1", "m2"], None)
+
+
+def test_a_dead_message_holds_the_key_and_a_claim_in_flight_too() -> None:
+    dead = [(_message(1, deliveries=6, dead=True), False), (_message(2), True)]
+    assert _ids(run_of(dead)) == ([], "m1")
+    in_flight = [(_message(1, deliveries=1, claimed=True), False), (_message(2), True)]
+    assert _ids(run_of(in_flight)) == ([], "m1")
+    expired = [(_message(1, deliveries=1, claimed=True), True), (_message(2), True)]
+    assert _ids(run_of(expired)) == (["m1", "m2"], None)
+
+
+def test_messages_held_back_go_right_after_the_one_before_them() -> None:
+    resent = replace(_message(1, deliveries=6), delivery_base=6)
+    queue = [(resent, True), (_message(2), False), (_message(3), False)]
+    assert _ids(run_of(queue)) == (["m1", "m2", "m3"], None)
