@@ -93,7 +93,22 @@ DELETE FROM message_events AS e
 WHERE e.message_id = ANY($1::text[]) AND NOT (e.id = ANY($2::bigint[]))
 RETURNING {select_list(EVENT_COLUMNS, "e")}
 """
-_DELETE_EVENTS = "DELETE FROM message_events WHERE message_id = ANY($1::text[])"
+# the events of the deleted messages, and journaled orphans (events whose message is gone)
+_DELETE_EVENTS = """
+DELETE FROM message_events AS e
+WHERE e.message_id = ANY($1::text[])
+   OR (e.id = ANY($2::bigint[])
+       AND NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.message_id = e.message_id))
+"""
+# events older than the cutoff whose message is gone (a publish outcome recorded after its
+# message was removed)
+_ORPHANS = f"""
+SELECT {select_list(EVENT_COLUMNS, "e")} FROM message_events AS e
+WHERE e.at < $1 AND e.id > $2
+  AND NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.message_id = e.message_id)
+ORDER BY e.id
+LIMIT $3
+"""
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -126,6 +141,7 @@ class RetentionResult:
     events: int = 0
     batches: int = 0
     late_events: int = 0
+    orphan_events: int = 0  # events past the cutoff whose message was already gone
     resumed: int = 0  # messages of a journaled batch finished by this run
     days: list[str] = field(default_factory=list)  # archive days written
 
@@ -193,9 +209,40 @@ class Retention:
             after = batch.last_key
             if len(batch.messages) < self._request.batch_size:
                 break
-            if self._request.pause_seconds:
-                await asyncio.sleep(self._request.pause_seconds)
+            await self._pause()
+        await self.remove_orphans()
         return self.result
+
+    async def _pause(self) -> None:
+        if self._request.pause_seconds:
+            await asyncio.sleep(self._request.pause_seconds)
+
+    async def remove_orphans(self) -> None:
+        """Events past the cutoff whose message is gone: archived to the day of the event
+        (``part-<batch>-orphans``), then deleted, with the same journal as a batch."""
+        last = 0
+        while events := await self._conn.fetch(_ORPHANS, self.result.cutoff, last,
+                                               self._request.batch_size):
+            ids = [int(row["id"]) for row in events]
+            if self._archive is None:
+                await self.delete([], ids, [])
+            else:
+                name = f"{self._stamp}-{self.result.batches:05d}-orphans"
+                rows: dict[str, list[Any]] = defaultdict(list)
+                for row in events:
+                    at: datetime = row["at"]
+                    rows[f"{day_dir(Path(), at.date())}/events/part-{name}.parquet"].append(row)
+                journal = Journal(name, [], ids, sorted(rows), [])
+                write_journal(self._archive, journal)
+                for file, file_rows in rows.items():
+                    write_parquet(self._archive / file, "events", file_rows)
+                await self.finish(journal)
+            self.result.batches += 1
+            self.result.orphan_events += len(ids)
+            last = ids[-1]
+            if len(events) < self._request.batch_size:
+                break
+            await self._pause()
 
     async def read_batch(self, after: tuple[Any, str]) -> Batch | None:
         name = f"{self._stamp}-{self.result.batches:05d}"
@@ -247,7 +294,7 @@ class Retention:
                 self._write_late(late, late_files)
                 self.result.late_events += len(late)
                 self.result.events += len(late)
-            status: str = await self._conn.execute(_DELETE_EVENTS, gone)
+            status: str = await self._conn.execute(_DELETE_EVENTS, gone, event_ids)
             self.result.events += int(status.split()[-1])
             self.result.messages += len(gone)
 

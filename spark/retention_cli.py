@@ -76,6 +76,8 @@ def _summary(request: RetentionRequest, result: RetentionResult) -> str:
     archived = (f", archived to {request.archive} ({len(result.days)} days)"
                 if request.archive else "")
     resumed = f"; {result.resumed} of them finish an interrupted run" if result.resumed else ""
+    if result.orphan_events:
+        resumed += f"; {result.orphan_events} events of messages already gone"
     return (f"{PROG}: {result.messages} messages and {result.events} events finished before "
             f"{cutoff} removed in {result.batches} batches{archived}{resumed}")
 

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,24 @@ def test_events_written_after_the_batch_was_read_are_archived_too(
     late = [r for r in archived(archive, "events") if json.loads(r["detail"]) == {"late": True}]
     assert len(late) == 1
     assert len(list(archive.glob("day=*/events/part-*-late.parquet"))) == 1
+
+
+def test_old_events_of_vanished_messages_are_archived_and_removed(
+        database_url: str, tmp_path: Path) -> None:
+    seed(database_url, finished=3)
+    add = ("INSERT INTO message_events (message_id, at, event, actor, detail) "
+           "VALUES ($1, now() - $2::interval, 'published', 'worker:x', '{}')")
+    fetch(database_url, add + " RETURNING id", "vanished", timedelta(days=45))
+    fetch(database_url, add + " RETURNING id", "vanished-recently", timedelta(days=1))
+    archive = tmp_path / "archive"
+    result = run_retention(request(database_url, archive, batch_size=2))
+    assert result.orphan_events == 1
+    left = fetch(database_url, "SELECT DISTINCT message_id FROM message_events "
+                 "WHERE message_id LIKE 'vanished%'")
+    assert left == [{"message_id": "vanished-recently"}]
+    orphans = [r for r in archived(archive, "events") if r["message_id"] == "vanished"]
+    assert len(orphans) == 1
+    assert len(list(archive.glob("day=*/events/part-*-orphans.parquet"))) == 1
 
 
 def test_dry_run_counts_and_changes_nothing(database_url: str, tmp_path: Path) -> None:
