@@ -4,12 +4,15 @@ once."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 
+from rms.cli import main
 from rms.embedded import EmbeddedPostgres
 from spark.inputs import ArchiveSource, JdbcSource, archive_days
 from spark.options import parse_instant, parse_window
@@ -96,3 +99,19 @@ def test_only_the_days_of_the_window_are_read(tmp_path: Path) -> None:
     days = archive_days(tmp_path, parse_window("2026-03-01T12:00:00Z", "2026-03-03T00:00:00Z"))
     assert [d.name for d in days] == ["day=2026-03-01", "day=2026-03-02", "day=2026-03-03"]
     assert len(archive_days(tmp_path, parse_window(None, None))) == 5
+
+
+def test_report_refuses_a_missing_archive(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                          ) -> None:
+    (tmp_path / "export" / "messages").mkdir(parents=True)
+    (tmp_path / "export" / "events").mkdir()
+    code = main(["report", "--out", str(tmp_path / "out"), "--input", str(tmp_path / "export"),
+                 "--archive", str(tmp_path / "nowhere")])
+    assert code == 2
+    assert "--archive" in capsys.readouterr().err
+
+
+def test_retention_command_imports_neither_spark_nor_pyarrow() -> None:
+    code = ("import sys, spark.retention_cli; "
+            "sys.exit('pyspark' in sys.modules or 'pyarrow' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
