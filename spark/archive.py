@@ -157,5 +157,8 @@ def clear_journal(archive: Path) -> None:
 
 
 def remove_files(archive: Path, files: Iterable[str]) -> None:
+    """The files and any hidden half-written copy of them (a crash inside a write)."""
     for name in files:
-        (archive / name).unlink(missing_ok=True)
+        path = archive / name
+        path.unlink(missing_ok=True)
+        (path.parent / f".{path.name}.tmp").unlink(missing_ok=True)

@@ -175,7 +175,17 @@ def crash_now():
     calls[0] += 1
     if calls[0] == nth:
         os._exit(9)
-if point == "delete":
+if point == "write_table":  # dies inside a Parquet write: a hidden partial file is left
+    import pyarrow.parquet as pq
+    original_write = pq.write_table
+    def replaced_write(table, where, *a, **k):
+        calls[0] += 1
+        if calls[0] == nth:
+            open(where, "wb").write(b"PAR1 half")
+            os._exit(9)
+        return original_write(table, where, *a, **k)
+    pq.write_table = replaced_write
+elif point == "delete":
     original = r.Retention.delete
     async def replaced(self, *a):
         crash_now()
@@ -194,6 +204,7 @@ sys.exit(main(args))
 @pytest.mark.parametrize(("point", "nth"), [
     ("delete", 2),  # the second batch archived and journaled, its delete never ran
     ("write_parquet", 5),  # inside the archive of a batch: some of its files written
+    ("write_table", 5),  # inside the write of one file: a hidden half-written file left
     ("clear_journal", 2),  # the second batch deleted, its journal still there
 ])
 def test_a_run_killed_anywhere_resumes_without_loss_or_duplicates(
@@ -207,6 +218,8 @@ def test_a_run_killed_anywhere_resumes_without_loss_or_duplicates(
                              capture_output=True, text=True, timeout=60, check=False)
     assert crashed.returncode == 9, crashed.stderr
     assert (archive / JOURNAL).is_file()  # it died with a batch in flight
+    if point == "write_table":
+        assert list(archive.glob("day=*/*/.part-*.tmp"))
     assert seeded.doomed & stored_ids(database_url)  # and with work left
 
     resumed = subprocess.run([sys.executable, "-m", "rms.cli", *args], capture_output=True,
