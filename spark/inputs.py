@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from spark.archive import archived_days, day_dir
 from spark.dburl import jdbc_target
 from spark.facts import DETAIL_EVENTS
 from spark.options import ReportError, Window
@@ -152,15 +153,8 @@ def archive_days(path: Path, window: Window) -> list[Path]:
     """The archive's day directories whose creation day the window touches."""
     first = window.since.astimezone(UTC).date() if window.since else None
     last = window.until.astimezone(UTC).date() if window.until else None
-    days = []
-    for directory in sorted(path.glob("day=*")):
-        try:
-            day = date.fromisoformat(directory.name.removeprefix("day="))
-        except ValueError:
-            continue
-        if (first is None or day >= first) and (last is None or day <= last):
-            days.append(directory)
-    return days
+    return [day_dir(path, day) for day in archived_days(path)
+            if (first is None or day >= first) and (last is None or day <= last)]
 
 
 def _archive_table(spark: Any, days: list[Path], table: str, ddl: str) -> Any:

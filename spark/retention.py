@@ -43,7 +43,6 @@ from typing import Any
 
 from spark.archive import (
     Journal,
-    archived_days,
     clear_journal,
     day_dir,
     read_journal,
@@ -385,5 +384,3 @@ def run_retention(request: RetentionRequest) -> RetentionResult:
         request.archive.mkdir(parents=True, exist_ok=True)
     return asyncio.run(_run(request))
 
-
-__all__ = ["RetentionRequest", "RetentionResult", "archived_days", "parse_age", "run_retention"]
