@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "topics": ("rms.commands.topics", "create the ack topic and the apps' topics on Kafka"),
     "export": ("spark.export_cli", "export message history to Parquet"),
     "report": ("spark.cli", "build the SLA report with Spark"),
+    "retention": ("spark.retention_cli", "archive and delete finished messages past their age"),
     "bench": ("bench.cli", "run the benchmark suite"),
 }
 

@@ -84,9 +84,22 @@ class WorkerSettings(BaseSettings):
         )
 
 
-class Settings(WorkerSettings):
+class RetentionSettings(BaseSettings):
+    """What ``rms retention run`` reads when no option overrides it: finished messages older
+    than ``retention_older_than`` (``30d``, ``12h``, ...) leave the hot tables in batches of
+    ``retention_batch_size``, archived first to ``retention_archive_dir`` when it is set."""
+
+    model_config = SettingsConfigDict(env_prefix="RMS_", extra="ignore", frozen=True)
+
+    retention_older_than: str = Field(default="30d", pattern=r"^\s*\d+(\.\d+)?\s*[smhd]\s*$")
+    retention_batch_size: int = Field(default=5000, ge=1)
+    retention_pause_seconds: float = Field(default=0.0, ge=0)
+    retention_archive_dir: str | None = None
+
+
+class Settings(WorkerSettings, RetentionSettings):
     """All RMS settings: the workers' plus what the API reads (the ack consumer, the limits,
-    the HTTP server, the report folder)."""
+    the HTTP server, the report folder) and the retention job's."""
 
     # Security: the API refuses to start without the admin token outside dev mode (the
     # workers serve no admin endpoint and do not read it)

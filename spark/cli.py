@@ -30,6 +30,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--source", choices=("jdbc", "parquet"),
                         help="jdbc (default) or parquet (default when --input is given)")
     source.add_argument("--input", type=Path, help="an `rms export` directory (parquet)")
+    source.add_argument("--archive", type=Path,
+                        help="also read this retention archive (`rms retention run --archive`)"
+                        " for the messages gone from the live source")
     source.add_argument("--database-url", help="overrides RMS_DATABASE_URL (jdbc)")
     source.add_argument("--jdbc-jar", help="PostgreSQL JDBC driver jar; default RMS_JDBC_JAR, "
                         "else /usr/share/java/postgresql.jar")
@@ -59,6 +62,17 @@ def _under_spark_submit() -> bool:
 
 
 def _source(args: argparse.Namespace) -> Any:
+    from spark.inputs import ArchiveSource
+
+    live = _live_source(args)
+    if args.archive is None:
+        return live
+    if not args.archive.is_dir():
+        raise UsageError(f"--archive {args.archive} is not a directory")
+    return ArchiveSource(args.archive, live)
+
+
+def _live_source(args: argparse.Namespace) -> Any:
     from spark.inputs import JdbcSource, ParquetSource
 
     kind = args.source or ("parquet" if args.input else "jdbc")
@@ -77,7 +91,7 @@ def _source(args: argparse.Namespace) -> Any:
 
 def _jar(args: argparse.Namespace, source: Any) -> Path | None:
     jar = jdbc_jar(args.jdbc_jar)
-    if source.name == "jdbc" and jar is None and not _under_spark_submit():
+    if source.name.startswith("jdbc") and jar is None and not _under_spark_submit():
         raise UsageError(
             "no PostgreSQL JDBC driver: pass --jdbc-jar or set RMS_JDBC_JAR (Debian: apt-get "
             "install libpostgresql-jdbc-java), or read an `rms export` with --input DIR")

@@ -98,7 +98,7 @@ class PartWriter:
         self.files.append(name)
 
 
-def _select_list(columns: tuple[tuple[str, str], ...], alias: str) -> str:
+def select_list(columns: tuple[tuple[str, str], ...], alias: str) -> str:
     return ", ".join(
         f"{alias}.{name}::text AS {name}" if name in JSON_COLUMNS else f"{alias}.{name}"
         for name, _ in columns
@@ -120,11 +120,11 @@ def queries(window: Window) -> dict[str, tuple[str, list[datetime]]]:
     """The SQL of each exported table, with its arguments."""
     where, args = _window_filter(window)
     open_where, open_args = _window_filter(Window(until=window.until))
-    messages = _select_list(MESSAGE_COLUMNS, "m")
+    messages = select_list(MESSAGE_COLUMNS, "m")
     return {
         "messages": (f"SELECT {messages} FROM messages AS m WHERE {where}", args),
         "events": (
-            f"SELECT {_select_list(EVENT_COLUMNS, 'e')} FROM message_events AS e "
+            f"SELECT {select_list(EVENT_COLUMNS, 'e')} FROM message_events AS e "
             f"JOIN messages AS m ON m.message_id = e.message_id WHERE {where}",
             args,
         ),
@@ -163,7 +163,7 @@ async def _export_into(request: ExportRequest, directory: Path) -> ExportResult:
     return result
 
 
-def _iso(value: datetime | None) -> str | None:
+def iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
 
 
@@ -171,9 +171,9 @@ def _write_manifest(request: ExportRequest, result: ExportResult, directory: Pat
     manifest = {
         "format": FORMAT,
         "version": FORMAT_VERSION,
-        "exported_at": _iso(result.exported_at),
-        "since": _iso(request.window.since),
-        "until": _iso(request.window.until),
+        "exported_at": iso(result.exported_at),
+        "since": iso(request.window.since),
+        "until": iso(request.window.until),
         "tables": {
             name: {"rows": result.rows[name], "files": result.files[name]}
             for name in result.rows

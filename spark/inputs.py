@@ -20,6 +20,13 @@ Parquet: the ``rms export`` layout (``messages/``, ``events/``, ``open/``, ``_ex
 the window filters it again, so one large export serves many report windows. Without
 ``open/`` (a foreign export) the stuck list comes from the window's messages. The source's
 clock ("now" for what is stuck) is the manifest's ``exported_at``.
+
+Archive: the retention archive (``spark.archive``: one ``rms export`` directory per creation
+day) read next to a live source, so a report reaches back past the retention age. Only the
+days the window touches are read. A message present in both (a retention run that died
+between its archive and its delete, before the next run finished it) counts once, from the
+live source, with the live source's events; the stuck list and the clock are the live
+source's (the archive holds finished messages only).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from spark.archive import archived_days, day_dir
 from spark.dburl import jdbc_target
 from spark.facts import DETAIL_EVENTS
 from spark.options import ReportError, Window
@@ -61,6 +69,18 @@ class ParquetSource:
 
 
 @dataclass(frozen=True)
+class ArchiveSource:
+    """A retention archive (``rms retention run --archive``) together with the live source."""
+
+    path: Path
+    live: JdbcSource | ParquetSource
+
+    @property
+    def name(self) -> str:
+        return f"{self.live.name}+archive"
+
+
+@dataclass(frozen=True)
 class History:
     messages: Any  # DataFrame
     events: Any
@@ -68,7 +88,10 @@ class History:
     clock: datetime | None  # the source's "now": database clock or export snapshot
 
 
-def load_history(spark: Any, source: JdbcSource | ParquetSource, window: Window) -> History:
+def load_history(spark: Any, source: JdbcSource | ParquetSource | ArchiveSource,
+                 window: Window) -> History:
+    if isinstance(source, ArchiveSource):
+        return _with_archive(spark, source, window)
     if isinstance(source, JdbcSource):
         return _load_jdbc(spark, source, window)
     return _load_parquet(spark, source.path, window)
@@ -121,6 +144,35 @@ def _load_parquet(spark: Any, path: Path, window: Window) -> History:
     else:
         opened = messages
     return History(messages, events, opened, export_clock(path))
+
+
+# --- archive ------------------------------------------------------------------------------
+
+
+def archive_days(path: Path, window: Window) -> list[Path]:
+    """The archive's day directories whose creation day the window touches."""
+    first = window.since.astimezone(UTC).date() if window.since else None
+    last = window.until.astimezone(UTC).date() if window.until else None
+    return [day_dir(path, day) for day in archived_days(path)
+            if (first is None or day >= first) and (last is None or day <= last)]
+
+
+def _archive_table(spark: Any, days: list[Path], table: str, ddl: str) -> Any:
+    paths = [str(day / table) for day in days if any((day / table).glob("part-*.parquet"))]
+    if not paths:
+        return spark.createDataFrame([], ddl)
+    return _normalise(spark.read.schema(ddl).parquet(*paths), ddl)
+
+
+def _with_archive(spark: Any, source: ArchiveSource, window: Window) -> History:
+    live = load_history(spark, source.live, window)
+    days = archive_days(source.path, window)
+    archived = _window_filter(_archive_table(spark, days, "messages", MESSAGES_DDL), window)
+    only_archived = archived.join(live.messages.select("message_id"), "message_id", "left_anti")
+    events = _archive_table(spark, days, "events", EVENTS_DDL).join(
+        only_archived.select("message_id"), "message_id", "left_semi")
+    return History(live.messages.unionByName(only_archived), live.events.unionByName(events),
+                   live.open, live.clock)
 
 
 # --- JDBC ---------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from typing import Any
 from spark.facts import message_facts, with_sla
 from spark.grains import GRAINS
 from spark.htmlreport import render
-from spark.inputs import History, JdbcSource, ParquetSource, load_history
+from spark.inputs import ArchiveSource, History, JdbcSource, ParquetSource, load_history
 from spark.metrics import aggregate_grains
 from spark.options import Window
 from spark.stuck import DEFAULT_GRACE_SECONDS, stuck_messages
@@ -37,7 +37,7 @@ from spark.targets import SlaTargets
 @dataclass(frozen=True)
 class ReportConfig:
     out: Path
-    source: JdbcSource | ParquetSource
+    source: JdbcSource | ParquetSource | ArchiveSource
     window: Window = field(default_factory=Window)
     as_of: datetime | None = None  # "now" for what is stuck and SLA pending; default: source
     grace_seconds: float = DEFAULT_GRACE_SECONDS

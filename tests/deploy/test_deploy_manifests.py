@@ -324,7 +324,7 @@ def test_patches_in_the_guide_apply_to_production(k8s_tree: Path,
     report = containers(objects["CronJob", "rms-report"])[0]
     assert "--master" in report["args"]
     retention = containers(objects["CronJob", "rms-retention"])[0]
-    assert {"name": "RETENTION_ARCHIVE_DIR", "value": "/var/lib/rms/archive"} in retention["env"]
+    assert {"name": "RMS_RETENTION_ARCHIVE_DIR", "value": "/var/lib/rms/archive"} in retention["env"]
 
 
 def test_prometheus_operator_component_carries_the_same_rules(rendered: dict[str, list[Obj]]
@@ -856,13 +856,14 @@ def seeded(postgres: EmbeddedPostgres, database_url: str) -> tuple[EmbeddedPostg
     return postgres, name
 
 
-def run_retention(database_url: str, bin_dir: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    from rms.embedded import pg_binary
-
-    path = f"{bin_dir}:{pg_binary('psql').parent}:{os.environ['PATH']}"
-    environment = {**os.environ, "PATH": path, "RMS_DATABASE_URL": database_url,
-                   "RETENTION_DAYS": "30", "RETENTION_BATCH_SIZE": "2", **env}
-    return subprocess.run([str(SCRIPTS / "rms-retention")], env=environment,
+def run_retention(database_url: str, k8s_objects: list[Obj], **env: str
+                  ) -> subprocess.CompletedProcess[str]:
+    """The CronJob's command line, with the rms-retention ConfigMap, for real."""
+    cronjob = next(c for c in by_kind(k8s_objects, "CronJob") if component(c) == "retention")
+    args = containers(cronjob)[0]["args"]
+    environment = {**os.environ, **env_file(K8S / "base" / "retention.env"),
+                   "RMS_DATABASE_URL": database_url, "RMS_RETENTION_BATCH_SIZE": "2", **env}
+    return subprocess.run([sys.executable, "-m", "rms.cli", *args], env=environment,
                           capture_output=True, text=True, check=False, timeout=60)
 
 
@@ -870,35 +871,30 @@ def rows(server: EmbeddedPostgres, name: str, sql: str) -> list[str]:
     return server.psql(sql, name).split()
 
 
-def test_retention_deletes_only_finished_messages_past_the_age(
-        seeded: tuple[EmbeddedPostgres, str], database_url: str, tmp_path: Path) -> None:
+def test_retention_removes_only_finished_messages_past_the_age(
+        seeded: tuple[EmbeddedPostgres, str], database_url: str, k8s_objects: list[Obj]) -> None:
     server, name = seeded
-    result = run_retention(database_url, tmp_path)
+    result = run_retention(database_url, k8s_objects)
     assert result.returncode == 0, result.stderr
     assert rows(server, name, "SELECT message_id FROM messages ORDER BY 1") == KEPT
     events = rows(server, name, "SELECT DISTINCT message_id FROM message_events ORDER BY 1")
     assert events == sorted([*KEPT, "vanished-recently"])
-    assert "4 messages" in result.stderr and "1 orphaned events" in result.stderr
+    assert "4 messages and 5 events" in result.stdout
+    assert "1 events of messages already gone" in result.stdout
 
 
-def test_retention_archives_first_and_keeps_everything_if_the_archive_fails(
-        seeded: tuple[EmbeddedPostgres, str], database_url: str, tmp_path: Path) -> None:
+def test_retention_archives_with_the_documented_setting(
+        seeded: tuple[EmbeddedPostgres, str], database_url: str, k8s_objects: list[Obj],
+        tmp_path: Path) -> None:
     server, name = seeded
-    recorded = stub_rms(tmp_path / "failing", exit_code=1)
-    failed = run_retention(database_url, tmp_path / "failing", RETENTION_ARCHIVE_DIR="/archive")
-    assert failed.returncode != 0 and "nothing deleted" in failed.stderr
-    assert len(rows(server, name, "SELECT message_id FROM messages")) == 8
-    args = recorded.read_text().splitlines()
-    assert args[:2] == ["export", "--until"] and args[3] == "--out"
-    assert args[4] == "/archive/until=" + args[2].replace(":", "")
-    parse_cli(args[0], args[1:])
-
-    stub_rms(tmp_path / "working")
-    done = run_retention(database_url, tmp_path / "working", RETENTION_ARCHIVE_DIR="/archive")
+    archive = tmp_path / "archive"
+    done = run_retention(database_url, k8s_objects, RMS_RETENTION_ARCHIVE_DIR=str(archive))
     assert done.returncode == 0, done.stderr
     assert rows(server, name, "SELECT message_id FROM messages ORDER BY 1") == KEPT
+    assert len(list(archive.glob("day=*/_export.json"))) == 3  # 40, 50 days ago; the orphan
 
 
-def test_retention_refuses_bad_settings(tmp_path: Path) -> None:
-    result = run_retention("postgresql://nobody@db.invalid/rms", tmp_path, RETENTION_DAYS="0")
-    assert result.returncode == 2 and "RETENTION_DAYS" in result.stderr
+def test_retention_refuses_bad_settings(k8s_objects: list[Obj]) -> None:
+    result = run_retention("postgresql://nobody@db.invalid/rms", k8s_objects,
+                           RMS_RETENTION_OLDER_THAN="0")
+    assert result.returncode == 2 and "RMS_RETENTION_OLDER_THAN" in result.stderr
