@@ -18,6 +18,7 @@ from rms.usecases.health import Health
 from rms.usecases.messages import MessageService
 from rms.usecases.operators import Operators
 from rms.usecases.resends import Resends
+from rms.usecases.transactions import Transactions
 
 
 @dataclass
@@ -32,6 +33,7 @@ class Services:
     resends: Resends
     health: Health
     authentication: Authentication
+    transactions: Transactions
 
 
 async def services(request: Request) -> Services:

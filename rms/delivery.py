@@ -26,6 +26,8 @@ from rms.kafka.records import build_record
 from rms.store.deliveries import DeliveryStore, Recorded
 
 log = structlog.get_logger(__name__)
+# the failure reason of a transaction's message held back behind an earlier unpublished one
+HELD_FOR_ORDER = "held-for-order"
 
 
 def dispatcher_for(publisher: Publisher, engine: AsyncEngine, settings: WorkerSettings
@@ -65,6 +67,27 @@ class Dispatcher:
         recorded = self.recorded(message, outcome, actor=actor, reschedule=reschedule)
         await self._writer.submit(recorded)
         return outcome
+
+    async def deliver_in_order(self, batch: Sequence[Message], *, actor: str
+                               ) -> list[PublishOutcome]:
+        """Publish the confirmed messages of a transaction one after another, in their order,
+        each after the broker accepted the one before. When one fails, the later ones are
+        not published now: they are recorded as held back (reason ``held-for-order``; their
+        reserved numbers given back like a failed publish's), and the recovery worker
+        publishes the rest in order (:mod:`rms.store.redeliveries`)."""
+        outcomes: list[PublishOutcome] = []
+        for index, message in enumerate(batch):
+            outcome = await self.deliver(message, actor=actor, reschedule=False)
+            outcomes.append(outcome)
+            if not outcome.ok:
+                held = [PublishOutcome(m.message_id, m.delivery_count, ok=False,
+                                       error=f"not published: message {message.message_id!r} "
+                                             "before it in its transaction was not",
+                                       reason=HELD_FOR_ORDER)
+                        for m in batch[index + 1:]]
+                await self.record(batch[index + 1:], held, actor=actor, reschedule=False)
+                return outcomes + held
+        return outcomes
 
     async def publish_many(self, batch: Sequence[Message]) -> list[PublishOutcome]:
         """Publish every message (concurrently) without recording anything yet: the caller

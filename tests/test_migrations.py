@@ -40,7 +40,7 @@ def test_upgrade_from_empty_matches_models(postgres: EmbeddedPostgres) -> None:
     assert _diff(postgres.url(name)) == []
     tables = postgres.psql("SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables "
                            "WHERE schemaname = 'public'", name).strip()
-    assert tables == "alembic_version,apps,message_events,messages"
+    assert tables == "alembic_version,apps,message_events,messages,transactions"
 
 
 def test_due_work_uses_partial_indexes(postgres: EmbeddedPostgres) -> None:

@@ -75,6 +75,7 @@ class Message:
     next_check_at: datetime | None
     next_delivery_at: datetime | None
     claim_token: str | None = field(default=None, repr=False)
+    transaction_id: str | None = None  # the transaction it is confirmed or cancelled with
 
     @property
     def deliveries_in_budget(self) -> int:

@@ -43,6 +43,7 @@ def message_from(m: Any) -> Message:
         next_check_at=m["next_check_at"],
         next_delivery_at=m["next_delivery_at"],
         claim_token=m["claim_token"],
+        transaction_id=m.get("transaction_id"),
     )
 
 

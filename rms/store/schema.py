@@ -69,6 +69,9 @@ messages = Table(
     Column("next_delivery_at", DateTime(timezone=True), nullable=True),
     # a worker's claim: set when claimed, checked by the worker's guarded result update
     Column("claim_token", Text, nullable=True),
+    # the transaction the message belongs to (NULL: none) and its place there, from 0
+    Column("transaction_id", Text, nullable=True),
+    Column("transaction_position", Integer, nullable=True),
     CheckConstraint(
         "state IN ('pending-send', 'sent', 'done', 'deleted')", name="messages_state_check"
     ),
@@ -89,6 +92,46 @@ messages = Table(
     Index("messages_dead", "app", "topic", postgresql_where=text("dead")),
     Index("messages_created", "created_at", "message_id"),
     Index("messages_app_state", "app", "state"),
+    Index(
+        "messages_transaction",
+        "transaction_id",
+        "transaction_position",
+        postgresql_where=text("transaction_id IS NOT NULL"),
+    ),
+)
+
+# a transaction of several messages: confirmed or cancelled as one, checked back as one
+transactions = Table(
+    "transactions",
+    metadata,
+    Column("transaction_id", Text, primary_key=True),
+    Column("app", Text, ForeignKey("apps.name"), nullable=False),
+    Column("check_url", Text, nullable=False),
+    Column("message_ids", ARRAY(Text), nullable=False),  # in publish order
+    Column("state", Text, nullable=False),
+    Column("dead", Boolean, nullable=False, server_default=text("false")),
+    Column("dead_reason", Text, nullable=True),
+    Column("check_count", Integer, nullable=False, server_default=text("0")),
+    Column("check_after_seconds", Float, nullable=False),
+    Column("max_checks", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("confirmed_at", DateTime(timezone=True), nullable=True),
+    Column("cancelled_at", DateTime(timezone=True), nullable=True),
+    Column("next_check_at", DateTime(timezone=True), nullable=True),
+    Column("claim_token", Text, nullable=True),
+    CheckConstraint(
+        "state IN ('pending', 'confirmed', 'cancelled')", name="transactions_state_check"
+    ),
+    CheckConstraint(
+        "dead_reason IS NULL OR dead_reason = 'check-exhausted'",
+        name="transactions_dead_reason_check",
+    ),
+    Index(
+        "transactions_due_checks",
+        "next_check_at",
+        postgresql_where=text("state = 'pending' AND NOT dead"),
+    ),
+    Index("transactions_app_state", "app", "state"),
 )
 
 message_events = Table(

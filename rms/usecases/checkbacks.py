@@ -71,9 +71,15 @@ class CheckSettings:
                    settings.worker_concurrency, settings.check_backoff_cap_seconds)
 
 
+class Ticker(Protocol):
+    async def tick(self) -> int: ...
+
+
 class ConfirmWorker:
     def __init__(self, settings: CheckSettings, store: CheckStore, caller: Caller,
-                 dispatcher: Dispatcher, actor: str) -> None:
+                 dispatcher: Dispatcher, actor: str, *, transactions: Ticker | None = None
+                 ) -> None:
+        self._transactions = transactions  # the check-back of transactions, one per tick
         self._settings = settings
         self._store = store
         self._caller = caller
@@ -86,7 +92,8 @@ class ConfirmWorker:
                                                                     name="answers")
 
     async def tick(self) -> int:
-        """Check everything due now; returns how many messages were claimed.
+        """Check everything due now (messages, then transactions); returns how many were
+        claimed.
 
         Batches overlap: the next batch is claimed as soon as every call of the current one
         has started (holds a concurrency slot), so the slots stay busy while the last calls of
@@ -102,6 +109,8 @@ class ConfirmWorker:
                 await self._all_started.wait()
         finally:
             await asyncio.gather(*checks)
+        if self._transactions is not None:
+            total += await self._transactions.tick()
         return total
 
     async def start_batch(self, checks: set[asyncio.Task[None]]) -> int:
