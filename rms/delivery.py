@@ -71,13 +71,14 @@ class Dispatcher:
     async def deliver_in_order(self, batch: Sequence[Message], *, actor: str
                                ) -> list[PublishOutcome]:
         """Publish the confirmed messages of a transaction one after another, in their order,
-        each after the broker accepted the one before. When one fails, the later ones are
+        each after the broker accepted the one before (each stays claimed until its accepted
+        publish is recorded, which sets its ack deadline). When one fails, the later ones are
         not published now: they are recorded as held back (reason ``held-for-order``; their
         reserved numbers given back like a failed publish's), and the recovery worker
         publishes the rest in order (:mod:`rms.store.redeliveries`)."""
         outcomes: list[PublishOutcome] = []
         for index, message in enumerate(batch):
-            outcome = await self.deliver(message, actor=actor, reschedule=False)
+            outcome = await self.deliver(message, actor=actor, reschedule=True)
             outcomes.append(outcome)
             if not outcome.ok:
                 held = [PublishOutcome(m.message_id, m.delivery_count, ok=False,

@@ -31,7 +31,6 @@ from sqlalchemy import (
     CTE,
     ColumnElement,
     Select,
-    and_,
     bindparam,
     exists,
     func,
@@ -73,11 +72,11 @@ def _due() -> list[ColumnElement[bool]]:
 
 def _behind_unpublished() -> ColumnElement[bool]:
     """A message of a transaction waits while an earlier message of its transaction is ``sent``
-    without an accepted publish (none reserved, or one reserved by a claim still in flight):
+    and either has no delivery reserved (its publish failed or was held back) or is claimed
+    (a publish in flight, or one whose process died before recording the broker's answer):
     the messages of a transaction reach the broker for the first time in their order."""
     earlier = messages.alias("earlier")
-    unpublished = or_(earlier.c.delivery_count == 0,
-                      and_(earlier.c.delivery_count == 1, earlier.c.claim_token.is_not(None)))
+    unpublished = or_(earlier.c.delivery_count == 0, earlier.c.claim_token.is_not(None))
     return exists().where(
         earlier.c.transaction_id == messages.c.transaction_id,
         earlier.c.transaction_position < messages.c.transaction_position,

@@ -165,7 +165,9 @@ class TransactionStore:
                 update(messages)
                 .where(messages.c.transaction_id == transaction_id,
                        messages.c.state == change.message.source.value)
-                .values(**core_values(change.message))
+                .values(core_values(change.message)
+                        | ({"claim_token": f"publishing:{transaction_id}"}
+                           if change.publishing else {}))
                 .returning(*messages.c).cte("moved"))
             await conn.execute(with_event(moved, event_of(change.message), actor,
                                           {"by": by.value, "transaction_id": transaction_id}))

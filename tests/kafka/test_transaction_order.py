@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
+from aiokafka import ConsumerRecord
 
 from rms.config import Settings
 from rms.kafka.records import header
@@ -46,8 +47,16 @@ async def strict_api(settings: Settings, strict_broker: EmbeddedKafka) -> AsyncI
 
 
 def published_at(history: list[dict[str, str]]) -> str:
-    [found] = [e["at"] for e in history if e["event"] == "published"]
-    return found
+    """When the first accepted publish of the message was recorded."""
+    return next(e["at"] for e in history if e["event"] == "published")
+
+
+def firsts(records: list[ConsumerRecord[bytes, bytes]]) -> list[ConsumerRecord[bytes, bytes]]:
+    """The first record of each message (later ones are redeliveries: nobody acks here)."""
+    seen: dict[str | None, ConsumerRecord[bytes, bytes]] = {}
+    for record in records:
+        seen.setdefault(header(list(record.headers), "rms-message-id"), record)
+    return list(seen.values())
 
 
 @pytest.mark.timeout(120)
@@ -104,3 +113,52 @@ async def test_a_failed_publish_in_the_middle_holds_the_rest_in_order(
     assert [header(list(r.headers), "rms-delivery") for r in third_record] == ["1"]
     assert second_record[0].timestamp <= third_record[0].timestamp
     assert published_at(await events(api, ids[1])) < published_at(await events(api, ids[2]))
+
+
+@pytest.mark.timeout(120)
+async def test_a_crash_between_confirm_and_publish_keeps_the_first_deliveries_in_order(
+        api: Api, unique: str) -> None:
+    """The API process stops right after the confirming statement, before any publish: the
+    recovery worker publishes the messages once their ack deadline passed, one claim round
+    each, in their order."""
+    from rms.domain.models import Actor
+    from rms.domain.transactions import CONFIRM
+    from rms.store.database import create_engine
+    from rms.store.transactions import TransactionStore
+
+    topics = [f"orders.{unique}", f"billing.{unique}", f"orders.{unique}"]
+    orders = await api.create_app("orders")
+    ids = [f"m{n}-{unique}" for n in range(3)]
+    body = {"transaction_id": f"tx-{unique}", "check_url": CHECK_PREFIX + "check",
+            "messages": [{"message_id": i, "topic": t, "payload": {"n": n},
+                          "ack_timeout_seconds": 1.0}
+                         for n, (i, t) in enumerate(zip(ids, topics, strict=True))]}
+    assert (await api.post(orders, "/v1/transactions", json=body)).status_code == 201
+    engine = create_engine(api.settings)
+    try:  # the confirm's database transaction commits, then the process "dies"
+        _, changed = await TransactionStore(engine).change(
+            f"tx-{unique}", CONFIRM, app="orders", actor="app:orders", by=Actor.PRODUCER)
+    finally:
+        await engine.dispose()
+    assert changed
+
+    async with worker_context(api.settings, "recovery-worker") as context:
+        worker = RecoveryWorker.from_context(context)
+
+        async def all_published() -> bool:
+            return all([any(e["event"] == "published" for e in await events(api, i))
+                        for i in ids])
+
+        reports = await tick_until(worker, all_published, timeout=30, interval=0.2)
+
+    # one first publish of the transaction per claim round: each waits for the one before
+    assert [r.claimed for r in reports if r.claimed][:3] == [1, 1, 1]
+    published = [published_at(await events(api, i)) for i in ids]
+    assert published == sorted(published)
+    servers = api.settings.kafka_bootstrap_servers
+    first = firsts(await read_topic(servers, topics[0], expect=2, settle=0.3))
+    second = firsts(await read_topic(servers, topics[1], expect=1, settle=0.3))
+    assert [header(list(r.headers), "rms-message-id") for r in first] == [ids[0], ids[2]]
+    assert first[0].timestamp <= second[0].timestamp <= first[1].timestamp
+    # the reserved first delivery's outcome was unknown, so it stays counted: delivery 2
+    assert {header(list(r.headers), "rms-delivery") for r in first + second} == {"2"}
