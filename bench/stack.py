@@ -28,7 +28,8 @@ from rms.store.migrate import upgrade
 
 ADMIN_TOKEN = "bench-admin-token"
 TOPICS = {path: f"bench.{path}" for path in
-          ("happy", "oneshot", "bulk", "checkback", "redelivery", "bare", "soak")}
+          ("happy", "oneshot", "bulk", "transaction", "checkback", "redelivery", "bare",
+           "soak")}
 BARE_ACK_TOPIC = "bench.bare-acks"
 STOP_SECONDS = 15
 

@@ -56,14 +56,7 @@ class Dispatcher:
         ``reschedule``: set the ack deadline after an accepted publish (recovery, resend); the
         confirm path set it already in the confirming statement.
         """
-        delivery = message.delivery_count
-        try:
-            await self._publisher.publish(build_record(message, delivery))
-        except PublishError as exc:
-            outcome = PublishOutcome(message.message_id, delivery, ok=False,
-                                     error=exc.failure.error, reason=exc.failure.reason)
-        else:
-            outcome = PublishOutcome(message.message_id, delivery, ok=True)
+        outcome = await self._publish(message)
         recorded = self.recorded(message, outcome, actor=actor, reschedule=reschedule)
         await self._writer.submit(recorded)
         return outcome
@@ -71,24 +64,35 @@ class Dispatcher:
     async def deliver_in_order(self, batch: Sequence[Message], *, actor: str
                                ) -> list[PublishOutcome]:
         """Publish the confirmed messages of a transaction one after another, in their order,
-        each after the broker accepted the one before (each stays claimed until its accepted
-        publish is recorded, which sets its ack deadline). When one fails, the later ones are
-        not published now: they are recorded as held back (reason ``held-for-order``; their
-        reserved numbers given back like a failed publish's), and the recovery worker
-        publishes the rest in order (:mod:`rms.store.redeliveries`)."""
+        each once the broker accepted the one before, then record every outcome in one write
+        (each message stays claimed until its accepted publish is recorded, which sets its
+        ack deadline). When one fails, the later ones are not published now: they are
+        recorded as held back (reason ``held-for-order``; their reserved numbers given back
+        like a failed publish's), and the recovery worker publishes the rest in order
+        (:mod:`rms.store.redeliveries`)."""
         outcomes: list[PublishOutcome] = []
-        for index, message in enumerate(batch):
-            outcome = await self.deliver(message, actor=actor, reschedule=True)
+        for message in batch:
+            outcome = await self._publish(message)
             outcomes.append(outcome)
             if not outcome.ok:
-                held = [PublishOutcome(m.message_id, m.delivery_count, ok=False,
-                                       error=f"not published: message {message.message_id!r} "
-                                             "before it in its transaction was not",
-                                       reason=HELD_FOR_ORDER)
-                        for m in batch[index + 1:]]
-                await self.record(batch[index + 1:], held, actor=actor, reschedule=False)
-                return outcomes + held
+                break
+        failed = outcomes[-1] if outcomes and not outcomes[-1].ok else None
+        outcomes += [PublishOutcome(m.message_id, m.delivery_count, ok=False,
+                                    error=f"not published: message {failed.message_id!r} "
+                                          "before it in its transaction was not",
+                                    reason=HELD_FOR_ORDER)
+                     for m in batch[len(outcomes):] if failed is not None]
+        await self.record(batch, outcomes, actor=actor, reschedule=True)
         return outcomes
+
+    async def _publish(self, message: Message) -> PublishOutcome:
+        delivery = message.delivery_count
+        try:
+            await self._publisher.publish(build_record(message, delivery))
+        except PublishError as exc:
+            return PublishOutcome(message.message_id, delivery, ok=False,
+                                  error=exc.failure.error, reason=exc.failure.reason)
+        return PublishOutcome(message.message_id, delivery, ok=True)
 
     async def publish_many(self, batch: Sequence[Message]) -> list[PublishOutcome]:
         """Publish every message (concurrently) without recording anything yet: the caller

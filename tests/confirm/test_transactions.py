@@ -181,13 +181,20 @@ async def test_unknown_until_exhausted_flags_all_dead_then_admin_confirms(
     assert (found["state"], found["dead_reason"], found["check_count"]) == (
         "pending", "check-exhausted", 2)
     assert all(m["dead"] and m["dead_reason"] == "check-exhausted" for m in found["messages"])
-    assert len(server.calls) == 2  # twice for the transaction, never per message
-    first = server.calls[0]
-    assert first.json == {"transaction_id": f"tx-{unique}", "app": keys.name,
-                          "message_ids": [f"m{n}-{unique}" for n in range(3)],
-                          "created_at": first.json["created_at"], "check_count": 1}
-    assert first.headers["webhook-id"] == f"txn_tx-{unique}_1"
-    Verifier([keys.signing_secret]).verify(first.headers, first.body)
+    # asked twice for the transaction, never per message (a call the loaded machine let time
+    # out before the server read it counts as an unknown answer too)
+    for member in found["messages"]:
+        events = (await api.client.get(f"/v1/messages/{member['message_id']}/events",
+                                       headers=keys.headers)).json()["events"]
+        assert [e["detail"]["attempt"] for e in events if e["event"] == "checked"] == [1, 2]
+    assert 1 <= len(server.calls) <= 2
+    for call in server.calls:
+        count = call.check_count
+        assert call.json == {"transaction_id": f"tx-{unique}", "app": keys.name,
+                             "message_ids": [f"m{n}-{unique}" for n in range(3)],
+                             "created_at": call.json["created_at"], "check_count": count}
+        assert call.headers["webhook-id"] == f"txn_tx-{unique}_{count}"
+        Verifier([keys.signing_secret]).verify(call.headers, call.body)
 
     confirmed = await api.client.post(f"/v1/admin/transactions/tx-{unique}/confirm",
                                       headers=api.admin)
