@@ -147,26 +147,23 @@ async def _resolve_transaction(resolve: TransactionResolver | None,
     if resolve is None:
         log.warning("checkback.no_transaction_resolver", transaction_id=check.transaction_id)
         return "unknown"
-    try:
-        status = await resolve(check)
-    except Exception:
-        log.exception("checkback.resolver_failed", transaction_id=check.transaction_id,
-                      attempt=check.check_count)
-        return "unknown"
-    log.info("checkback.answered", transaction_id=check.transaction_id,
-             attempt=check.check_count, outcome=status)
-    return status
+    return await _answered(resolve(check), check.check_count,
+                           transaction_id=check.transaction_id)
 
 
 async def _resolve(resolve: Resolver, check: CheckRequest) -> CheckStatus:
+    return await _answered(resolve(check), check.check_count, message_id=check.message_id)
+
+
+async def _answered(resolving: Awaitable[CheckStatus], attempt: int, **names: str
+                    ) -> CheckStatus:
+    """The resolver's answer, logged; ``unknown`` when it raised."""
     try:
-        status = await resolve(check)
+        status = await resolving
     except Exception:
-        log.exception("checkback.resolver_failed", message_id=check.message_id,
-                      attempt=check.check_count)
+        log.exception("checkback.resolver_failed", **names, attempt=attempt)
         return "unknown"
-    log.info("checkback.answered", message_id=check.message_id, attempt=check.check_count,
-             outcome=status)
+    log.info("checkback.answered", **names, attempt=attempt, outcome=status)
     return status
 
 

@@ -50,6 +50,15 @@ class CheckResult:
     called: bool = True  # False when the guard refused before any connection
 
 
+def count_answer(result: CheckResult, elapsed: float, *, attempt: int, **names: str) -> None:
+    """The metrics and the log line of one check-back answer (``names``: what was asked)."""
+    metrics.CHECKS.labels(result.outcome.value).inc()
+    if result.called:
+        metrics.CHECK_SECONDS.observe(elapsed)
+    log.info("check.answered", **names, attempt=attempt, outcome=result.outcome.value,
+             error=result.error, seconds=round(elapsed, 4))
+
+
 class Caller(Protocol):
     """Asks a message's producer about it; never raises for what the producer does."""
 
@@ -139,13 +148,8 @@ class ConfirmWorker:
                 self._all_started.set()
             started = time.perf_counter()
             result = await self._caller.check(message, app)
-            elapsed = time.perf_counter() - started
-            metrics.CHECKS.labels(result.outcome.value).inc()
-            if result.called:
-                metrics.CHECK_SECONDS.observe(elapsed)
-            log.info("check.answered", message_id=message.message_id, app=message.app,
-                     attempt=message.check_count, outcome=result.outcome.value,
-                     error=result.error, seconds=round(elapsed, 4))
+            count_answer(result, time.perf_counter() - started, attempt=message.check_count,
+                         message_id=message.message_id, app=message.app)
             try:
                 await self._apply(claim.token, message, result)
             except Exception:  # the claim expires and the message is checked again

@@ -32,42 +32,19 @@ from rms.domain.transactions import (
     TransactionView,
 )
 from rms.store.transactions import ClaimLost, TransactionStore
-from rms.usecases.checkbacks import CheckResult, CheckSettings, Outcome
-from rms.usecases.drafts import Drafts, first_duplicate
+from rms.usecases.checkbacks import CheckResult, CheckSettings, Outcome, count_answer
+from rms.usecases.drafts import CheckBackInput, ContentInput, Drafts, first_duplicate
 
 log = structlog.get_logger(__name__)
 
 
-class MemberInput(Protocol):
-    """One message of a transaction request: a prepare without its own check-back fields."""
+class TransactionInput(CheckBackInput, Protocol):
+    """What a transaction request carries: its id, its check-back fields and its messages."""
 
-    @property
-    def message_id(self) -> str | None: ...
-    @property
-    def topic(self) -> str: ...
-    @property
-    def key(self) -> str | None: ...
-    @property
-    def payload(self) -> Any: ...
-    @property
-    def headers(self) -> dict[str, str]: ...
-    @property
-    def ack_timeout_seconds(self) -> float | None: ...
-    @property
-    def max_deliveries(self) -> int | None: ...
-
-
-class TransactionInput(Protocol):
     @property
     def transaction_id(self) -> str | None: ...
     @property
-    def check_url(self) -> str | None: ...
-    @property
-    def check_after_seconds(self) -> float | None: ...
-    @property
-    def max_checks(self) -> int | None: ...
-    @property
-    def messages(self) -> Sequence[MemberInput]: ...
+    def messages(self) -> Sequence[ContentInput]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,13 +201,8 @@ class TransactionChecks:
         async with self._slots:
             started = time.perf_counter()
             result = await self._caller.check_transaction(transaction, app)
-            elapsed = time.perf_counter() - started
-        metrics.CHECKS.labels(result.outcome.value).inc()
-        if result.called:
-            metrics.CHECK_SECONDS.observe(elapsed)
-        log.info("check.answered", transaction_id=transaction.transaction_id, app=app.name,
-                 attempt=transaction.check_count, outcome=result.outcome.value,
-                 error=result.error, seconds=round(elapsed, 4))
+        count_answer(result, time.perf_counter() - started, attempt=transaction.check_count,
+                     transaction_id=transaction.transaction_id, app=app.name)
         try:
             await self._apply(token, transaction, result)
         except Exception:  # the claim expires and the transaction is checked again
