@@ -122,14 +122,24 @@ class TransactionStore:
         return view
 
     async def _view(self, conn: AsyncConnection, transaction_id: str) -> TransactionView | None:
-        row = (await conn.execute(select(transactions).where(
-            transactions.c.transaction_id == transaction_id))).first()
-        if row is None:
-            return None
+        return (await self._views(conn, [transaction_id])).get(transaction_id)
+
+    async def _views(self, conn: AsyncConnection, ids: list[str]) -> dict[str, TransactionView]:
+        """The transactions of ``ids`` that exist, each with its messages in order (two
+        statements whatever the number)."""
+        if not ids:
+            return {}
+        rows = await conn.execute(select(transactions).where(
+            transactions.c.transaction_id.in_(ids)))
         found = await conn.execute(
-            select(messages).where(messages.c.transaction_id == transaction_id)
-            .order_by(messages.c.transaction_position))
-        return TransactionView(to_transaction(row), tuple(to_message(r) for r in found))
+            select(messages).where(messages.c.transaction_id.in_(ids))
+            .order_by(messages.c.transaction_id, messages.c.transaction_position))
+        members: dict[str, list[Message]] = {}
+        for row in found:
+            members.setdefault(row.transaction_id, []).append(to_message(row))
+        return {row.transaction_id: TransactionView(
+            to_transaction(row), tuple(members.get(row.transaction_id, ())))
+            for row in rows}
 
     # ---- confirm and cancel ------------------------------------------------------------
 
@@ -200,10 +210,8 @@ class TransactionStore:
                             claim_token=token, check_count=transactions.c.check_count + 1))
             for transaction_id in spent:
                 await self._exhaust(conn, transaction_id, actor)
-            claimed = [await self._view(conn, t) for t in fresh]
-            exhausted = [await self._view(conn, t) for t in spent]
-        return TransactionClaim(token, [v for v in claimed if v is not None],
-                                [v for v in exhausted if v is not None])
+            views = await self._views(conn, fresh + spent)
+        return TransactionClaim(token, [views[t] for t in fresh], [views[t] for t in spent])
 
     async def retry(self, transaction_id: str, token: str, delay_seconds: float, actor: str,
                     checked: Mapping[str, Any]) -> bool:

@@ -4,7 +4,9 @@ the worker's own tick. One call per transaction, never per message."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -238,3 +240,36 @@ async def test_a_producer_confirm_after_the_claim_wins_and_the_answer_is_stale(
     assert checked and checked[0]["detail"]["stale"] is True
     assert await read_topic(api.settings.kafka_bootstrap_servers, topic, expect=1,
                             timeout=1.5) == []
+
+
+async def test_two_workers_never_ask_about_one_transaction_in_the_same_round(
+        api: Api, server: CallbackServer, worker_settings: Settings, unique: str) -> None:
+    keys = await api.create_app(f"shop-{unique}", prefixes=[server.url])
+    topic = f"orders.{unique}"
+    ids = [f"tx{n}-{unique}" for n in range(20)]
+    for transaction_id in ids:
+        body = {"transaction_id": transaction_id, "check_url": server.url + "check",
+                "check_after_seconds": 0.05,
+                "messages": [{"topic": topic, "payload": {"n": n}} for n in range(2)]}
+        assert (await api.post(keys, "/v1/transactions", json=body)).status_code == 201
+
+    async def committed(_call: Any) -> Reply:
+        return Reply.answer("committed", delay=0.05)
+    server.behaviour = committed
+    patient = worker_settings.model_copy(update={"callback_timeout_seconds": 10.0,
+                                                 "worker_batch_size": 4})
+
+    async with confirm_worker(patient) as first, confirm_worker(patient) as second:
+        async def all_confirmed() -> bool:
+            views = [await view(api, keys, t) for t in ids]
+            return all(v["state"] == "confirmed" for v in views)
+
+        await asyncio.sleep(0.1)  # all due
+        await asyncio.gather(first.tick(), second.tick())
+        await drive(first, all_confirmed)
+
+    asked = Counter(call.json["transaction_id"] for call in server.calls)
+    assert asked == dict.fromkeys(ids, 1)
+    records = await read_topic(api.settings.kafka_bootstrap_servers, topic, expect=40,
+                               settle=0.3)
+    assert len(records) == 40
