@@ -217,7 +217,8 @@ class BlockedPublishStats(BaseModel):
     topic: str
     reason: str = Field(description="why the last publish failed: topic-missing, timeout, "
                         "broker-unavailable, not-enough-replicas, too-large, not-authorized, producer-reset, "
-                        "refused")
+                        "refused; held-for-order: a message of a transaction waiting behind an "
+                        "earlier one)")
     messages: int
     oldest_confirmed_age_seconds: float | None
 

@@ -111,6 +111,10 @@ class Dispatcher:
     def recorded(self, message: Message, outcome: PublishOutcome, *, actor: str,
                  reschedule: bool) -> Recorded:
         """What to write for ``outcome`` (and its metrics and log line)."""
+        if not outcome.ok and outcome.reason == HELD_FOR_ORDER:  # no publish was attempted
+            log.info("publish.held", message_id=message.message_id, app=message.app,
+                     topic=message.topic, attempt=outcome.delivery, error=outcome.error)
+            return Recorded(outcome, actor, retry_seconds=self._retry_seconds)
         if not outcome.ok:
             metrics.PUBLISH_FAILURES.labels(reason=outcome.reason or "refused").inc()
             log.warning("publish.failed", message_id=message.message_id, app=message.app,

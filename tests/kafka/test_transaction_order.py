@@ -9,6 +9,7 @@ import asyncio
 
 import pytest
 from aiokafka import ConsumerRecord
+from prometheus_client import REGISTRY
 
 from rms.kafka.records import header
 from rms.kafka.topics import create_topics
@@ -16,6 +17,10 @@ from rms.usecases.redelivery import RecoveryWorker
 from rms.worker import worker_context
 from tests.recovery.helpers import events, message, tick_until
 from tests.support import CHECK_PREFIX, Api, read_topic
+
+
+def _failures(reason: str) -> float:
+    return REGISTRY.get_sample_value("rms_publish_failures_total", {"reason": reason}) or 0.0
 
 
 def published_at(history: list[dict[str, str]]) -> str:
@@ -46,9 +51,13 @@ async def test_a_failed_publish_in_the_middle_holds_the_rest_in_order(
                                                         strict=True))]}
     assert (await api.post(orders, "/v1/transactions", json=body)).status_code == 201
 
+    missing_before = _failures("topic-missing")
     confirmed = await api.post(orders, f"/v1/transactions/tx-{unique}/confirm")
 
     assert confirmed.status_code == 200, confirmed.text
+    # one broker failure; the held-back message was never offered to the broker
+    assert _failures("topic-missing") == missing_before + 1
+    assert _failures("held-for-order") == 0.0
     assert [m["state"] for m in confirmed.json()["messages"]] == ["sent"] * 3
     assert [(await message(api, i))["delivery_count"] for i in ids] == [1, 0, 0]
     failed = [e for e in await events(api, ids[1]) if e["event"] == "publish-failed"]
