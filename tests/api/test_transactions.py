@@ -268,3 +268,18 @@ async def test_stats_count_transaction_messages(api: Api, unique: str) -> None:
     await create(api, orders, body([topic, topic, topic], f"tx-{unique}"))
     stats = (await api.client.get("/v1/admin/stats", headers=api.admin)).json()
     assert stats["totals"]["pending-send"] == 3
+
+
+async def test_any_json_payload_is_stored_as_given(api: Api, unique: str) -> None:
+    orders = await api.create_app("orders")
+    payloads: list[Any] = [None, "text", 0, [1, {"a": None}], {"deep": {"x": [True, 1.5]}}]
+    created = await create(api, orders, {
+        "check_url": CHECK_URL, "transaction_id": f"tx-{unique}",
+        "messages": [{"topic": f"orders.{unique}", "payload": p, "key": f"k{n}",
+                      "headers": {"h": str(n)}} for n, p in enumerate(payloads)]})
+    assert [m["payload"] for m in created["messages"]] == payloads
+    assert [m["headers"] for m in created["messages"]] == [{"h": str(n)} for n in range(5)]
+    assert created == await create(api, orders, {
+        "check_url": CHECK_URL, "transaction_id": f"tx-{unique}",
+        "messages": [{"topic": f"orders.{unique}", "payload": p, "key": f"k{n}",
+                      "headers": {"h": str(n)}} for n, p in enumerate(payloads)]}, 200)
