@@ -125,6 +125,8 @@ class Transactions:
         return view
 
     async def _draft(self, app: App, request: TransactionInput) -> NewTransaction:
+        if not request.messages:
+            raise Invalid("a transaction holds at least one message")
         self.drafts.check_batch_size(len(request.messages))
         check_url = request.check_url or app.default_check_url
         if check_url is None:
