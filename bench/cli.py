@@ -18,8 +18,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-PATHS = ("happy", "bare", "oneshot", "bulk", "checkback", "redelivery", "delayed",
-         "ordered")
+PATHS = ("happy", "bare", "oneshot", "bulk", "transaction", "checkback", "redelivery",
+         "delayed", "ordered")
+TRANSACTION_MESSAGES = 3  # messages per transaction of the transaction path
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -89,6 +90,9 @@ def _load_runs(args: argparse.Namespace) -> Iterator[Any]:
             else None, "duration": args.duration}
     yield Load("bulk", "closed", concurrency=args.bulk_concurrency,
                batch_size=args.bulk_batch, **bulk)
+    for concurrency in args.concurrency[-1:]:
+        yield Load("transaction", "closed", concurrency=concurrency,
+                   batch_size=TRANSACTION_MESSAGES, **common)
 
 
 def _worker_runs(args: argparse.Namespace) -> Iterator[Any]:

@@ -40,7 +40,7 @@ CONFIRMED, CANCELLED, ERROR, DROPPED = "confirmed", "cancelled", "error", "dropp
 class Spec:
     base_url: str
     token: str
-    kind: str  # happy | oneshot | bulk
+    kind: str  # happy | oneshot | bulk | transaction
     mode: str  # closed | open
     id_prefix: str
     topic: str
@@ -58,8 +58,9 @@ class Spec:
 
 
 def message_ids(spec_kind: str, id_prefix: str, n: int, batch_size: int) -> list[str]:
-    """The message ids of transaction ``n`` (one, or ``batch_size`` for bulk)."""
-    if spec_kind == "bulk":
+    """The message ids of transaction ``n`` (one, or ``batch_size`` for bulk and for a
+    transaction of several messages)."""
+    if spec_kind in ("bulk", "transaction"):
         return [f"{id_prefix}-{n}-{i}" for i in range(batch_size)]
     return [f"{id_prefix}-{n}"]
 
@@ -118,7 +119,17 @@ class Driver:
             await self._post("/v1/messages/send", self._message(ids[0], n), 201)
             self.out.transactions.append([n, CONFIRMED, t0, time.time(), None])
             return
-        if kind == "bulk":
+        if kind == "transaction":
+            transaction_id = f"{spec.id_prefix}-{n}"
+            members = [{"message_id": i, "topic": spec.topic, "payload": {"n": n, "total": 9.5}}
+                       for i in ids]
+            await self._post("/v1/transactions", {"transaction_id": transaction_id,
+                                                  "check_url": spec.check_url,
+                                                  "messages": members}, 201)
+            t1 = time.time()
+            await self._post(f"/v1/transactions/{transaction_id}/"
+                             f"{'cancel' if cancel else 'confirm'}", None, 200)
+        elif kind == "bulk":
             await self._post("/v1/messages/batch",
                              {"messages": [self._message(i, n) for i in ids]}, 201)
             t1 = time.time()

@@ -33,7 +33,8 @@ DONE_GRACE_SECONDS = 60.0
 
 @dataclass(frozen=True)
 class Load:
-    """One run's shape: ``path`` in happy/oneshot/bulk/bare, ``mode`` closed/open."""
+    """One run's shape: ``path`` in happy/oneshot/bulk/transaction/bare, ``mode``
+    closed/open."""
 
     path: str
     mode: str

@@ -13,9 +13,10 @@ from bench import targets
 DEFINITIONS = """\
 definitions (all times on this machine's clock; full text in bench/README.md):
   throughput  happy/bare/oneshot: transactions without error per second of the load run;
-              bulk: messages/s; checkback: messages resolved per second (gate -> last
-              confirmed_at); redelivery: re-published per second (gate -> last published);
-              delayed: scheduled messages published per second once due (gate -> last)
+              bulk: messages/s; transaction: 3-message transactions/s; checkback: messages
+              resolved per second (gate -> last confirmed_at); redelivery: re-published per
+              second (gate -> last published); delayed: scheduled messages published per
+              second once due (gate -> last)
   done/s      messages that reached `done` per second, run start (or gate) -> last done_at
   prepare     prepare (send, batch prepare) response end - start (open loop: scheduled start)
   confirm     confirm (batch confirm) response end - prepare response end

@@ -28,8 +28,8 @@ from rms.store.migrate import upgrade
 
 ADMIN_TOKEN = "bench-admin-token"
 TOPICS = {path: f"bench.{path}" for path in
-          ("happy", "oneshot", "bulk", "checkback", "redelivery", "delayed", "bare", "soak",
-           "ordered")}
+          ("happy", "oneshot", "bulk", "transaction", "checkback", "redelivery", "delayed",
+           "bare", "soak", "ordered")}
 BARE_ACK_TOPIC = "bench.bare-acks"
 STOP_SECONDS = 15
 

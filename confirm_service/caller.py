@@ -18,6 +18,8 @@ from confirm_service.http11 import Http11Pool, HttpError, Request, TooLarge
 from rms.callback_urls import CallTarget, call_target
 from rms.domain.errors import Invalid
 from rms.domain.models import App, Message
+from rms.domain.trace import TraceContext
+from rms.domain.transactions import Transaction
 from rms.kafka.records import rfc3339
 from rms.signing import signed_headers
 from rms.usecases.checkbacks import CheckResult, Outcome
@@ -59,6 +61,31 @@ def webhook_id(message: Message) -> str:
     return f"msg_{message.message_id}_{message.check_count}"
 
 
+def transaction_callback_body(transaction: Transaction) -> bytes:
+    """The contract body of a transaction's check-back: one call for all its messages."""
+    return orjson.dumps({
+        "transaction_id": transaction.transaction_id, "app": transaction.app,
+        "message_ids": list(transaction.message_ids),
+        "created_at": transaction.created_at.isoformat().replace("+00:00", "Z"),
+        "check_count": transaction.check_count,
+    })
+
+
+def transaction_webhook_id(transaction: Transaction) -> str:
+    return f"txn_{transaction.transaction_id}_{transaction.check_count}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """What one check-back call sends, and how its log lines name it."""
+
+    url: str | None
+    body: bytes
+    webhook_id: str
+    names: dict[str, str | int]
+    trace: TraceContext | None = None  # sent as traceparent / tracestate headers
+
+
 class CheckCaller:
     """Shared by every call of a worker process: one connection pool, one timeout policy."""
 
@@ -74,9 +101,24 @@ class CheckCaller:
     async def check(self, message: Message, app: App) -> CheckResult:
         """Ask the producer about ``message``; never raises for network or producer faults.
         The timeout covers everything, DNS resolution of the guard included."""
+        return await self._check(_Call(
+            message.check_url, callback_body(message), webhook_id(message),
+            {"message_id": message.message_id, "attempt": message.check_count},
+            message.trace), app)
+
+    async def check_transaction(self, transaction: Transaction, app: App) -> CheckResult:
+        """Ask the producer about ``transaction`` (all its messages in one call), as
+        :meth:`check`."""
+        return await self._check(_Call(
+            transaction.check_url, transaction_callback_body(transaction),
+            transaction_webhook_id(transaction),
+            {"transaction_id": transaction.transaction_id,
+             "attempt": transaction.check_count}), app)
+
+    async def _check(self, call: _Call, app: App) -> CheckResult:
         try:
             async with asyncio.timeout(self._settings.timeout_seconds):
-                return CheckResult(await self._ask(message, app))
+                return CheckResult(await self._ask(call, app))
         except Refused as exc:
             return CheckResult(Outcome.UNKNOWN, str(exc), called=False)
         except TimeoutError:
@@ -104,24 +146,22 @@ class CheckCaller:
             self._private_targets[key] = target
         return target
 
-    async def _ask(self, message: Message, app: App) -> Outcome:
-        url = message.check_url
+    async def _ask(self, call: _Call, app: App) -> Outcome:
+        url = call.url
         if url is None:
             raise Refused("message has no check_url")
         try:
             target = await self._target(url, app.check_url_prefixes)
         except Invalid as exc:
             raise Refused(f"refused: {exc.detail}") from exc
-        body = callback_body(message)
         secrets = [s for s in (app.signing_secret, app.previous_signing_secret) if s]
-        headers = signed_headers(secrets, webhook_id(message), body) | {
+        headers = signed_headers(secrets, call.webhook_id, call.body) | {
             "content-type": "application/json"}
-        if message.trace is not None:
-            headers |= message.trace.headers()
-        log.debug("check.calling", message_id=message.message_id, app=message.app,
-                  attempt=message.check_count, url=url,
+        if call.trace is not None:
+            headers |= call.trace.headers()
+        log.debug("check.calling", **call.names, app=app.name, url=url,
                   address=None if target.address is None else str(target.address))
-        reply = await self._pool.post(Request(url, target, body, headers,
+        reply = await self._pool.post(Request(url, target, call.body, headers,
                                               self._settings.max_response_bytes))
         if 300 <= reply.status < 400:
             raise Unanswered(f"HTTP {reply.status} redirect (never followed)")

@@ -11,7 +11,9 @@ import structlog
 from confirm_service.caller import CallerSettings, CheckCaller
 from rms.config import WorkerSettings
 from rms.store.checks import CheckStore
+from rms.store.transactions import TransactionStore
 from rms.usecases.checkbacks import CheckSettings, ConfirmWorker
+from rms.usecases.transactions import TransactionChecks
 from rms.worker import worker_context
 
 log = structlog.get_logger(__name__)
@@ -47,8 +49,12 @@ async def confirm_worker(settings: WorkerSettings) -> AsyncIterator[ConfirmWorke
     async with worker_context(settings, KIND) as context:
         caller = CheckCaller(caller_settings(settings))
         try:
-            yield ConfirmWorker(CheckSettings.from_settings(settings),
-                                CheckStore(context.engine), caller, context.dispatcher,
-                                context.worker_id)
+            checks = CheckSettings.from_settings(settings)
+            store = CheckStore(context.engine)
+            transactions = TransactionChecks(checks, TransactionStore(context.engine),
+                                             store.apps, caller, context.dispatcher,
+                                             context.worker_id)
+            yield ConfirmWorker(checks, store, caller, context.dispatcher, context.worker_id,
+                                transactions=transactions)
         finally:
             await caller.aclose()

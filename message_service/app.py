@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from message_service import api_docs, openapi_doc, problems
-from message_service.api import admin, dead_letters, health, messages
+from message_service.api import admin, dead_letters, health, messages, transactions
 from message_service.body_limit import BodyLimitMiddleware
 from message_service.dashboard import router as dashboard
 from message_service.deps import Services
@@ -25,12 +25,14 @@ from rms.store.apps import AppStore
 from rms.store.database import connect_failure, create_engine
 from rms.store.messages import MessageStore
 from rms.store.redeliveries import RedeliveryStore
+from rms.store.transactions import TransactionStore
 from rms.usecases.acks import Acks
 from rms.usecases.authentication import Authentication
 from rms.usecases.health import Health
 from rms.usecases.messages import MessageService
 from rms.usecases.operators import Operators
 from rms.usecases.resends import Resends
+from rms.usecases.transactions import Transactions
 
 log = structlog.get_logger(__name__)
 AUTH_CACHE_SECONDS = 2.0
@@ -52,14 +54,16 @@ def _services(settings: Settings, engine: AsyncEngine, publisher: KafkaPublisher
     """The use cases over one engine and one publisher."""
     store, apps, admin = MessageStore(engine), AppStore(engine), AdminStore(engine)
     dispatcher = dispatcher_for(publisher, engine, settings)
+    service = MessageService(settings, store, dispatcher)
     return Services(
         settings=settings,
-        service=MessageService(settings, store, dispatcher),
+        service=service,
         acks=Acks(settings, store, apps),
         operators=Operators(settings, apps, admin),
         resends=Resends(dispatcher, store, admin, RedeliveryStore(engine)),
         health=Health(admin, publisher),
         authentication=Authentication(apps, AUTH_CACHE_SECONDS),
+        transactions=Transactions(service.drafts, TransactionStore(engine), dispatcher),
     )
 
 
@@ -101,7 +105,9 @@ def create_app(settings: Settings) -> FastAPI:
         batch_limit=settings.max_batch_bytes,
     )
     app.include_router(messages.router)
+    app.include_router(transactions.router)
     app.include_router(admin.router)
+    app.include_router(transactions.admin_router)
     app.include_router(dead_letters.router)
     app.include_router(health.router)
     app.include_router(dashboard.router)

@@ -21,7 +21,7 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.batch_limit if "/batch" in scope["path"] else self.single_limit
+        limit = self.batch_limit if _many(scope["path"]) else self.single_limit
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None:
             if declared.isdigit() and int(declared) > limit:
@@ -39,6 +39,11 @@ class BodyLimitMiddleware:
         response = problem(413, "Payload too large",
                            f"the request body exceeds {limit} bytes", "payload-too-large")
         await response(scope, receive, send)
+
+
+def _many(path: str) -> bool:
+    """A request that carries many messages: a batch, or a transaction."""
+    return "/batch" in path or path.rstrip("/") == "/v1/transactions"
 
 
 async def _read_at_most(receive: Receive, limit: int) -> list[Message] | None:

@@ -19,6 +19,7 @@ from rms.usecases.health import Health
 from rms.usecases.messages import MessageService
 from rms.usecases.operators import Operators
 from rms.usecases.resends import Resends
+from rms.usecases.transactions import Transactions
 
 
 @dataclass
@@ -33,6 +34,7 @@ class Services:
     resends: Resends
     health: Health
     authentication: Authentication
+    transactions: Transactions
 
 
 async def services(request: Request) -> Services:

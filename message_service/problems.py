@@ -14,7 +14,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
-from rms.domain.errors import IllegalTransition, RateLimited, RmsError
+from rms.domain.errors import IllegalTransition, PartOfTransaction, RateLimited, RmsError
 
 log = structlog.get_logger(__name__)
 PROBLEM_TYPE_BASE = "https://rms.dev/problems/"
@@ -37,6 +37,8 @@ def _rms_error(_: Request, exc: Exception) -> Response:
     extra: dict[str, Any] = {}
     if isinstance(exc, IllegalTransition):
         extra["current_state"] = exc.current_state
+    if isinstance(exc, PartOfTransaction):
+        extra["transaction_id"] = exc.transaction_id
     if isinstance(exc, RateLimited):
         extra["retry_after"] = exc.retry_after_seconds
         extra.update(exc.extra)

@@ -125,6 +125,54 @@ class BatchOut(BaseModel):
     messages: list[MessageOut]
 
 
+class TransactionMessage(Strict):
+    """A message of a transaction: a prepare body without its own check-back fields (the
+    transaction is checked back as one)."""
+
+    message_id: MessageId | None = Field(
+        default=None, description="1-128 chars of A-Za-z0-9._:- ; generated when absent")
+    topic: Topic
+    key: Annotated[str, StringConstraints(max_length=1024)] | None = None
+    payload: Annotated[Any, AfterValidator(_json_storable)] = Field(
+        description="any JSON value (the Kafka record value)")
+    headers: dict[str, str] = Field(default_factory=dict)
+    ack_timeout_seconds: float | None = Field(default=None, gt=0, le=7 * 86_400)
+    max_deliveries: int | None = Field(default=None, ge=1, le=1_000)
+    deliver_after: Annotated[datetime, BeforeValidator(_rfc3339)] | None = Field(
+        default=None, description="as in a prepare: not published before this time")
+    delay_seconds: float | None = Field(
+        default=None, ge=0, description="as in a prepare: seconds after the transaction's "
+        "prepare at the earliest")
+
+
+class TransactionRequest(Strict):
+    transaction_id: MessageId | None = Field(
+        default=None, description="same rules as a message_id; generated when absent")
+    check_url: Annotated[str, StringConstraints(max_length=2048)] | None = Field(
+        default=None, description="asked once for the whole transaction; default: the "
+        "app's default_check_url")
+    check_after_seconds: float | None = Field(default=None, ge=0, le=86_400)
+    max_checks: int | None = Field(default=None, ge=1, le=1_000)
+    messages: list[TransactionMessage] = Field(
+        min_length=1, description="published in this order once confirmed")
+
+
+class TransactionOut(BaseModel):
+    transaction_id: str
+    app: str
+    state: str = Field(description="pending | confirmed | cancelled")
+    dead: bool
+    dead_reason: str | None = Field(description="check-exhausted | null")
+    check_count: int
+    check_url: str
+    max_checks: int
+    created_at: datetime
+    confirmed_at: datetime | None
+    cancelled_at: datetime | None
+    next_check_at: datetime | None
+    messages: list[MessageOut] = Field(description="in the transaction's order")
+
+
 class EventOut(BaseModel):
     at: datetime
     event: str
@@ -215,7 +263,8 @@ class BlockedPublishStats(BaseModel):
     topic: str
     reason: str = Field(description="why the last publish failed: topic-missing, timeout, "
                         "broker-unavailable, not-enough-replicas, too-large, not-authorized, producer-reset, "
-                        "refused")
+                        "refused; held-for-order: a message of a transaction waiting behind an "
+                        "earlier one)")
     messages: int
     oldest_confirmed_age_seconds: float | None
 
@@ -250,6 +299,9 @@ class Problem(BaseModel):
     detail: str
     errors: list[dict[str, Any]] | None = None
     current_state: str | None = None
+    transaction_id: str | None = Field(default=None, description="409 part-of-transaction: "
+                                       "the transaction the message is confirmed or "
+                                       "cancelled with")
     retry_after: int | None = Field(default=None, description="429/503: seconds to wait "
                                     "(also the Retry-After header)")
     pending_count: int | None = Field(default=None, description="429 at the pending cap: "

@@ -27,6 +27,8 @@ from rms.kafka.records import build_record
 from rms.store.deliveries import DeliveryStore, Recorded
 
 log = structlog.get_logger(__name__)
+# the failure reason of a transaction's message held back behind an earlier unpublished one
+HELD_FOR_ORDER = "held-for-order"
 
 
 def sequenced(message: Message) -> bool:
@@ -66,20 +68,51 @@ class Dispatcher:
         ``span`` under ``parent`` (default: the message's stored trace context); the record
         carries that span's context.
         """
+        outcome = await self._publish(message, parent=parent, span=span)
+        recorded = self.recorded(message, outcome, actor=actor, reschedule=reschedule)
+        await self._writer.submit(recorded)
+        return outcome
+
+    async def deliver_in_order(self, batch: Sequence[Message], *, actor: str
+                               ) -> list[PublishOutcome]:
+        """Publish the confirmed messages of a transaction one after another, in their order,
+        each once the broker accepted the one before, then record every outcome in one write
+        (each message stays claimed until its accepted publish is recorded, which sets its
+        ack deadline). When one fails, the later ones are not published now: they are
+        recorded as held back (reason ``held-for-order``; their reserved numbers given back
+        like a failed publish's), and the recovery worker publishes the rest in order
+        (:mod:`rms.store.redeliveries`). A message with no delivery reserved (a delayed one
+        before its time, an ordered one) is published later by the recovery worker; the
+        messages after it are held back the same way, so first publishes keep their order."""
+        reserved = [m for m in batch if m.delivery_reserved]
+        outcomes: list[PublishOutcome] = []
+        blocker: str | None = None
+        for message in batch:
+            if not message.delivery_reserved:  # delayed or ordered: published later, in turn
+                blocker = blocker or message.message_id
+            elif blocker is not None:
+                outcomes.append(_held(message, blocker))
+            else:
+                outcomes.append(await self._publish(message))
+                if not outcomes[-1].ok:
+                    blocker = message.message_id
+        await self.record(reserved, outcomes, actor=actor, reschedule=True)
+        return outcomes
+
+    async def _publish(self, message: Message, *, parent: TraceContext | None = None,
+                       span: str = "rms.publish") -> PublishOutcome:
+        """One publish, the span ``span`` under ``parent`` (default: the message's stored trace
+        context); the record carries that span's context."""
         delivery = message.delivery_count
         with _publish_span(span, parent or message.trace, message, delivery) as publishing:
             try:
                 await self._publisher.publish(build_record(message, delivery,
                                                            publishing.context))
             except PublishError as exc:
-                outcome = PublishOutcome(message.message_id, delivery, ok=False,
-                                         error=exc.failure.error, reason=exc.failure.reason)
                 publishing.fail(exc.failure.reason or "refused")
-            else:
-                outcome = PublishOutcome(message.message_id, delivery, ok=True)
-        recorded = self.recorded(message, outcome, actor=actor, reschedule=reschedule)
-        await self._writer.submit(recorded)
-        return outcome
+                return PublishOutcome(message.message_id, delivery, ok=False,
+                                      error=exc.failure.error, reason=exc.failure.reason)
+        return PublishOutcome(message.message_id, delivery, ok=True)
 
     async def deliver_confirmed(self, message: Message, *, actor: str,
                                 parent: TraceContext | None = None) -> PublishOutcome | None:
@@ -124,6 +157,10 @@ class Dispatcher:
     def recorded(self, message: Message, outcome: PublishOutcome, *, actor: str,
                  reschedule: bool) -> Recorded:
         """What to write for ``outcome`` (and its metrics and log line)."""
+        if not outcome.ok and outcome.reason == HELD_FOR_ORDER:  # no publish was attempted
+            log.info("publish.held", message_id=message.message_id, app=message.app,
+                     topic=message.topic, attempt=outcome.delivery, error=outcome.error)
+            return Recorded(outcome, actor, retry_seconds=self._retry_seconds)
         if not outcome.ok:
             metrics.PUBLISH_FAILURES.labels(reason=outcome.reason or "refused").inc()
             log.warning("publish.failed", message_id=message.message_id, app=message.app,
@@ -145,6 +182,13 @@ def _publish_span(name: str, parent: TraceContext | None, message: Message, deli
     return tracing.start(name, parent, kind="producer", attributes={
         "messaging.system": "kafka", "messaging.destination.name": message.topic,
         "rms.message_id": message.message_id, "rms.app": message.app, "rms.delivery": delivery})
+
+
+def _held(message: Message, blocker: str) -> PublishOutcome:
+    """Not published: ``blocker``, before it in its transaction, is not published yet."""
+    return PublishOutcome(message.message_id, message.delivery_count, ok=False,
+                          error=f"not published: message {blocker!r} before it in its "
+                                "transaction was not", reason=HELD_FOR_ORDER)
 
 
 def _outcome(message: Message, failure: PublishFailure | None) -> PublishOutcome:

@@ -99,6 +99,14 @@ WHERE e.message_id = ANY($1::text[])
    OR (e.id = ANY($2::bigint[])
        AND NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.message_id = e.message_id))
 """
+# a transaction finished before the cutoff goes once none of its messages is left (its messages
+# carry transaction_id and transaction_position into the archive)
+_DELETE_TRANSACTIONS = """
+DELETE FROM transactions AS t
+WHERE t.state IN ('confirmed', 'cancelled') AND NOT t.dead
+  AND coalesce(t.confirmed_at, t.cancelled_at) < $1
+  AND NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.transaction_id = t.transaction_id)
+"""
 # events older than the cutoff whose message is gone (a publish outcome recorded after its
 # message was removed)
 _ORPHANS = f"""
@@ -141,6 +149,7 @@ class RetentionResult:
     batches: int = 0
     late_events: int = 0
     orphan_events: int = 0  # events past the cutoff whose message was already gone
+    transactions: int = 0  # finished transactions whose messages were all removed
     resumed: int = 0  # messages of a journaled batch finished by this run
     days: list[str] = field(default_factory=list)  # archive days written
 
@@ -210,6 +219,8 @@ class Retention:
                 break
             await self._pause()
         await self.remove_orphans()
+        status: str = await self._conn.execute(_DELETE_TRANSACTIONS, self.result.cutoff)
+        self.result.transactions = int(status.split()[-1])
         return self.result
 
     async def _pause(self) -> None:

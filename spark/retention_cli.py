@@ -78,6 +78,8 @@ def _summary(request: RetentionRequest, result: RetentionResult) -> str:
     resumed = f"; {result.resumed} of them finish an interrupted run" if result.resumed else ""
     if result.orphan_events:
         resumed += f"; {result.orphan_events} events of messages already gone"
+    if result.transactions:
+        resumed += f"; {result.transactions} finished transactions"
     return (f"{PROG}: {result.messages} messages and {result.events} events finished before "
             f"{cutoff} removed in {result.batches} batches{archived}{resumed}")
 

@@ -49,6 +49,8 @@ MESSAGE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("tracestate", "text"),
     ("ordered", "bool"),
     ("confirm_seq", "bigint"),
+    ("transaction_id", "text"),
+    ("transaction_position", "int"),
 )
 
 EVENT_COLUMNS: tuple[tuple[str, str], ...] = (

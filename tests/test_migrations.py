@@ -40,7 +40,7 @@ def test_upgrade_from_empty_matches_models(postgres: EmbeddedPostgres) -> None:
     assert _diff(postgres.url(name)) == []
     tables = postgres.psql("SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables "
                            "WHERE schemaname = 'public'", name).strip()
-    assert tables == "alembic_version,apps,message_events,messages,ordering_keys"
+    assert tables == "alembic_version,apps,message_events,messages,ordering_keys,transactions"
 
 
 def test_due_work_uses_partial_indexes(postgres: EmbeddedPostgres) -> None:
@@ -82,3 +82,42 @@ def test_key_ordering_migration_keeps_existing_rows_working(postgres: EmbeddedPo
     due = postgres.psql("SELECT count(*) FROM messages WHERE state = 'sent' AND NOT dead "
                         "AND next_delivery_at <= now() AND NOT ordered", name)
     assert due.strip() == "1"
+
+
+def test_transactions_migration_carries_existing_messages_over(postgres: EmbeddedPostgres
+                                                               ) -> None:
+    """A database of the release before transactions: its messages belong to no transaction
+    and keep working (confirm, the recovery claim) after the upgrade."""
+    from rms.domain.models import Actor
+    from rms.store.database import normalise_url
+    from rms.store.messages import CONFIRM, MessageStore
+    from rms.store.redeliveries import RedeliveryStore
+
+    name = f"m_{uuid.uuid4().hex[:12]}"
+    postgres.create_database(name)
+    upgrade(postgres.url(name), "0002")
+    postgres.psql(
+        "INSERT INTO apps (name, api_key_hash, signing_secret) VALUES ('orders', 'h', 's');"
+        "INSERT INTO messages (message_id, app, topic, payload, state, check_after_seconds, "
+        "max_checks, ack_timeout_seconds, max_deliveries, next_check_at) VALUES "
+        "('old-1', 'orders', 'orders.paid', '{}', 'pending-send', 10, 15, 60, 6, now()), "
+        "('old-2', 'orders', 'orders.paid', '{}', 'sent', 10, 15, 0.001, 6, NULL)", name)
+    postgres.psql("UPDATE messages SET next_delivery_at = now() - interval '1 second' "
+                  "WHERE message_id = 'old-2'", name)
+
+    upgrade(postgres.url(name))
+
+    async def run() -> tuple[str, list[str]]:
+        engine = create_async_engine(normalise_url(postgres.url(name)))
+        try:
+            confirmed, changed = await MessageStore(engine).transition(
+                "old-1", CONFIRM, app="orders", actor="app:orders", by=Actor.PRODUCER)
+            assert changed and confirmed.transaction_id is None
+            claimed = await RedeliveryStore(engine).claim_round(
+                limit=10, token="t", lease_seconds=30, actor="test")
+            return confirmed.state.value, [m.message_id for m in claimed.claimed]
+        finally:
+            await engine.dispose()
+
+    assert asyncio.run(run()) == ("sent", ["old-2"])
+    assert postgres.psql("SELECT count(*) FROM transactions", name).strip() == "0"

@@ -9,6 +9,7 @@ from fastapi.responses import Response
 
 from message_service.schemas import AppCredentialsOut, AppOut, EventOut, MessageOut
 from rms.domain.models import App, Message, MessageEvent
+from rms.domain.transactions import TransactionView
 from rms.store.apps import Credentials
 
 
@@ -32,6 +33,23 @@ def message_fields(m: Message) -> dict[str, Any]:
         "tracestate": m.trace.tracestate if m.trace else None,
         "ordered": m.ordered,
     }
+
+
+def transaction_fields(view: TransactionView) -> dict[str, Any]:
+    """The transaction object of the contract (the fields of ``TransactionOut``)."""
+    t = view.transaction
+    return {
+        "transaction_id": t.transaction_id, "app": t.app, "state": t.state.value,
+        "dead": t.dead, "dead_reason": t.dead_reason.value if t.dead_reason else None,
+        "check_count": t.check_count, "check_url": t.check_url, "max_checks": t.max_checks,
+        "created_at": t.created_at, "confirmed_at": t.confirmed_at,
+        "cancelled_at": t.cancelled_at, "next_check_at": t.next_check_at,
+        "messages": [message_fields(m) for m in view.messages],
+    }
+
+
+def transaction_response(view: TransactionView, status_code: int = 200) -> Response:
+    return json_response(transaction_fields(view), status_code)
 
 
 def json_response(body: Any, status_code: int = 200) -> Response:

@@ -177,8 +177,9 @@ def create_app(config: Config, *, producer: RmsProducer | None = None,
 
     app = FastAPI(title="RMS demo: order service", lifespan=lifespan)
     if config.signing_secrets:
-        app.include_router(checkback_router(service.barrier.resolve,
-                                            secrets=config.signing_secrets))
+        app.include_router(checkback_router(
+            service.barrier.resolve, secrets=config.signing_secrets,
+            resolve_transaction=service.barrier.resolve_transaction))
     else:
         _refuse_check_backs(app)
     _add_order_routes(app, service)

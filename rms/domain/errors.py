@@ -43,6 +43,21 @@ class IllegalTransition(Conflict):
         self.current_state = current
 
 
+class PartOfTransaction(IllegalTransition):
+    """A message of a transaction is confirmed or cancelled only with its transaction."""
+
+    title, slug = "Part of a transaction", "part-of-transaction"
+
+    def __init__(self, message_id: str, action: str, current: str, transaction_id: str
+                 ) -> None:
+        Conflict.__init__(
+            self, f"cannot {action} message {message_id!r} on its own: it belongs to "
+                  f"transaction {transaction_id!r}; {action} the transaction "
+                  f"(/v1/transactions/{transaction_id}/{action})")
+        self.current_state = current
+        self.transaction_id = transaction_id
+
+
 class PayloadTooLarge(RmsError):
     status, title, slug = 413, "Payload too large", "payload-too-large"
 

@@ -88,6 +88,7 @@ class Message:
     trace: TraceContext | None = None  # W3C trace context carried to records and check-backs
     ordered: bool = False
     confirm_seq: int | None = None  # the confirm order of an ordered message
+    transaction_id: str | None = None  # the transaction it is confirmed or cancelled with
 
     @property
     def deliveries_in_budget(self) -> int:

@@ -86,7 +86,9 @@ class Transition:
     """One guarded change. ``sources``: the states it applies to (empty: a new row);
     ``dead``: the ``dead`` flag it requires (None: either); ``event``: the history row it
     appends (None: the caller's own event, as a check-back's ``checked``); ``already``: states
-    in which a repeat is answered with the message as it is."""
+    in which a repeat is answered with the message as it is; ``alone``: applies to a message
+    only outside a transaction (a transaction's messages change together, see
+    :mod:`rms.domain.transactions`)."""
 
     action: str
     sources: frozenset[State]
@@ -95,6 +97,7 @@ class Transition:
     effects: Mapping[str, Effect]
     already: frozenset[State] = frozenset()
     dead: bool | None = None
+    alone: bool = False
 
     @property
     def source(self) -> State:
@@ -150,11 +153,11 @@ CONFIRM = Transition(
     "confirm", frozenset({State.PENDING_SEND}), State.SENT, Event.CONFIRMED,
     _frozen(_into(State.SENT, confirmed_at=Now(), next_check_at=None, **_FIRST_DELIVERY,
                   **_CONFIRM_ORDER)),
-    already=frozenset({State.SENT, State.DONE}))
+    already=frozenset({State.SENT, State.DONE}), alone=True)
 CANCEL = Transition(
     "cancel", frozenset({State.PENDING_SEND}), State.DELETED, Event.CANCELLED,
     _frozen(_into(State.DELETED, deleted_at=Now(), next_check_at=None)),
-    already=frozenset({State.DELETED}))
+    already=frozenset({State.DELETED}), alone=True)
 ACK = Transition(
     "ack", frozenset({State.SENT}), State.DONE, Event.ACKED,
     _frozen(_into(State.DONE, done_at=Now(), next_delivery_at=None)),

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "rms.sdk.barrier": ("Barrier", "BarrierClosed", "barrier_table"),
     "rms.sdk.checkback": ("CheckRequest", "MemoryReplayGuard", "ReplayGuard",
-                          "checkback_router"),
+                          "TransactionCheckRequest", "checkback_router"),
     "rms.sdk.consumer": ("Ack", "AckResult", "HttpAcker", "RmsConsumer", "RmsRecord",
                          "TopicAcker", "ensure_inbox", "make_acker"),
     "rms.sdk.producer": ("Draft", "MessageInfo", "RetryPolicy", "RmsConflict", "RmsError",
-                         "RmsNotFound", "RmsProducer", "RmsUnavailable"),
+                         "RmsNotFound", "RmsProducer", "RmsUnavailable", "TransactionInfo"),
     "rms.sdk.signing": ("SignatureError", "Verifier", "signed_headers"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -48,6 +48,8 @@ __all__ = [
     "RmsUnavailable",
     "SignatureError",
     "TopicAcker",
+    "TransactionCheckRequest",
+    "TransactionInfo",
     "Verifier",
     "barrier_table",
     "checkback_router",
@@ -58,7 +60,13 @@ __all__ = [
 
 if TYPE_CHECKING:
     from rms.sdk.barrier import Barrier, BarrierClosed, barrier_table
-    from rms.sdk.checkback import CheckRequest, MemoryReplayGuard, ReplayGuard, checkback_router
+    from rms.sdk.checkback import (
+        CheckRequest,
+        MemoryReplayGuard,
+        ReplayGuard,
+        TransactionCheckRequest,
+        checkback_router,
+    )
     from rms.sdk.consumer import (
         Ack,
         AckResult,
@@ -78,6 +86,7 @@ if TYPE_CHECKING:
         RmsNotFound,
         RmsProducer,
         RmsUnavailable,
+        TransactionInfo,
     )
     from rms.sdk.signing import SignatureError, Verifier, signed_headers
 

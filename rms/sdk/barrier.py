@@ -23,7 +23,11 @@ Usage::
         await barrier.mark_committed(conn, message_id)   # first statement
         await conn.execute(...)
 
-    app.include_router(checkback_router(barrier.resolve, secrets=[...]))
+    app.include_router(checkback_router(barrier.resolve, secrets=[...],
+                                        resolve_transaction=barrier.resolve_transaction))
+
+A transaction of several messages is marked the same way, by its transaction id:
+``await barrier.mark_committed(conn, transaction_id)``.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from rms.sdk.checkback import CheckRequest, CheckStatus
+from rms.sdk.checkback import CheckRequest, CheckStatus, TransactionCheckRequest
 
 DEFAULT_TABLE = "rms_barrier"
 COMMITTED: CheckStatus = "committed"
@@ -97,6 +101,12 @@ class Barrier:
     async def resolve(self, check: CheckRequest) -> CheckStatus:
         """A resolver for :func:`rms.sdk.checkback.checkback_router`."""
         return await self.check(check.message_id)
+
+    async def resolve_transaction(self, check: TransactionCheckRequest) -> CheckStatus:
+        """The transaction resolver for :func:`rms.sdk.checkback.checkback_router`: the local
+        transaction marked ``mark_committed(conn, transaction_id)`` (message ids and
+        transaction ids share the barrier table, so keep them distinct)."""
+        return await self.check(check.transaction_id)
 
     async def _settle(self, conn: AsyncConnection, message_id: str) -> CheckStatus:
         await conn.execute(text(f"SET LOCAL lock_timeout = {self._lock_timeout_ms}"))

@@ -1,6 +1,7 @@
 """The producer's check-back endpoint (design section 5) as a FastAPI router.
 
-RMS calls ``POST <check_url>`` when a message stayed pending-send; the router proves the call
+RMS calls ``POST <check_url>`` when a message (or a transaction of several messages) stayed
+pending; the router proves the call
 is RMS's (Standard Webhooks signature over the raw body, timestamp within tolerance, each
 ``webhook-id`` used once), hands the request to the producer's ``resolve`` function and answers
 ``{"status": "committed" | "rolled_back" | "unknown"}``. A resolver that raises answers
@@ -9,7 +10,8 @@ is RMS's (Standard Webhooks signature over the raw body, timestamp within tolera
 Usage::
 
     barrier = Barrier(engine)
-    app.include_router(checkback_router(barrier.resolve, secrets=[signing_secret]))
+    app.include_router(checkback_router(barrier.resolve, secrets=[signing_secret],
+                                        resolve_transaction=barrier.resolve_transaction))
 
 During a signing-secret rotation pass both secrets: calls signed with either are accepted.
 Replays are remembered in memory by default; several replicas behind a load balancer should
@@ -48,11 +50,25 @@ class CheckRequest(BaseModel):
     check_count: int
 
 
+class TransactionCheckRequest(BaseModel):
+    """The body RMS sends about a transaction of several messages: one call for all of them
+    (``message_ids`` in the transaction's order)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    transaction_id: str
+    app: str
+    message_ids: list[str]
+    created_at: str
+    check_count: int
+
+
 class CheckAnswer(BaseModel):
     status: CheckStatus
 
 
 Resolver = Callable[[CheckRequest], Awaitable[CheckStatus]]
+TransactionResolver = Callable[[TransactionCheckRequest], Awaitable[CheckStatus]]
 
 
 class ReplayGuard(Protocol):
@@ -82,8 +98,11 @@ class MemoryReplayGuard:
 
 def checkback_router(resolve: Resolver, *, secrets: Sequence[str], path: str = DEFAULT_PATH,
                      tolerance_seconds: float = DEFAULT_TOLERANCE_SECONDS,
-                     replay_guard: ReplayGuard | None = None) -> APIRouter:
-    """A router serving ``POST path`` for RMS check-backs, answered by ``resolve``."""
+                     replay_guard: ReplayGuard | None = None,
+                     resolve_transaction: TransactionResolver | None = None) -> APIRouter:
+    """A router serving ``POST path`` for RMS check-backs, answered by ``resolve`` (a
+    message) or ``resolve_transaction`` (a transaction of several messages; without it such a
+    call answers ``unknown``)."""
     verifier = Verifier(secrets, tolerance_seconds)
     guard = replay_guard or MemoryReplayGuard()
     router = APIRouter(tags=["rms"])
@@ -104,6 +123,9 @@ def checkback_router(resolve: Resolver, *, secrets: Sequence[str], path: str = D
             return _problem(409, "Replayed request", f"webhook-id {verified.webhook_id!r} "
                             "was already used")
         try:
+            if _about_transaction(body):
+                transaction = TransactionCheckRequest.model_validate_json(body)
+                return _answer(await _resolve_transaction(resolve_transaction, transaction))
             check = CheckRequest.model_validate_json(body)
         except ValidationError as exc:
             return _problem(422, "Not a check-back request", str(exc).splitlines()[0])
@@ -112,15 +134,36 @@ def checkback_router(resolve: Resolver, *, secrets: Sequence[str], path: str = D
     return router
 
 
-async def _resolve(resolve: Resolver, check: CheckRequest) -> CheckStatus:
+def _about_transaction(body: bytes) -> bool:
     try:
-        status = await resolve(check)
-    except Exception:
-        log.exception("checkback.resolver_failed", message_id=check.message_id,
-                      attempt=check.check_count)
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(data, dict) and "transaction_id" in data
+
+
+async def _resolve_transaction(resolve: TransactionResolver | None,
+                               check: TransactionCheckRequest) -> CheckStatus:
+    if resolve is None:
+        log.warning("checkback.no_transaction_resolver", transaction_id=check.transaction_id)
         return "unknown"
-    log.info("checkback.answered", message_id=check.message_id, attempt=check.check_count,
-             outcome=status)
+    return await _answered(resolve(check), check.check_count,
+                           transaction_id=check.transaction_id)
+
+
+async def _resolve(resolve: Resolver, check: CheckRequest) -> CheckStatus:
+    return await _answered(resolve(check), check.check_count, message_id=check.message_id)
+
+
+async def _answered(resolving: Awaitable[CheckStatus], attempt: int, **names: str
+                    ) -> CheckStatus:
+    """The resolver's answer, logged; ``unknown`` when it raised."""
+    try:
+        status = await resolving
+    except Exception:
+        log.exception("checkback.resolver_failed", **names, attempt=attempt)
+        return "unknown"
+    log.info("checkback.answered", **names, attempt=attempt, outcome=status)
     return status
 
 

@@ -19,6 +19,15 @@ Usage::
 
 A crash between the local commit and the confirm leaves the message pending-send: the confirm
 service then asks ``check_url`` (see :mod:`rms.sdk.checkback` and :mod:`rms.sdk.barrier`).
+
+Several messages that must be delivered all or not at all, in their order, form a transaction::
+
+    drafts = [Draft("orders.paid", {"order": 42}), Draft("billing.invoice", {"order": 42})]
+    async with rms.transaction(drafts, transaction_id="order-42") as tx:
+        async with engine.begin() as conn:
+            await barrier.mark_committed(conn, tx.transaction_id)
+            await conn.execute(...)
+    # both confirmed here, published in this order; both cancelled if the block raised
 """
 
 from __future__ import annotations
@@ -26,11 +35,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, overload
 
 import httpx
 import structlog
@@ -122,6 +131,21 @@ class Draft:
     deliver_after: datetime | None = None
     delay_seconds: float | None = None
 
+    def member_body(self, message_id: str) -> dict[str, Any]:
+        """The body of this draft as a message of a transaction (the transaction carries the
+        check-back fields)."""
+        own = [name for name in ("check_url", "check_after_seconds", "max_checks")
+               if getattr(self, name) is not None]
+        if own:
+            raise ValueError(f"a message of a transaction has no {', '.join(own)} of its own: "
+                             "give them to the transaction")
+        body: dict[str, Any] = {"message_id": message_id, "topic": self.topic,
+                                "payload": self.payload}
+        optional = {"key": self.key, "headers": dict(self.headers) if self.headers else None,
+                    "ack_timeout_seconds": self.ack_timeout_seconds,
+                    "max_deliveries": self.max_deliveries}
+        return body | {k: v for k, v in optional.items() if v is not None}
+
     def body(self, message_id: str, default_check_url: str | None) -> dict[str, Any]:
         body: dict[str, Any] = {"message_id": message_id, "topic": self.topic,
                                 "payload": self.payload}
@@ -135,6 +159,29 @@ class Draft:
                                       else self.deliver_after.isoformat()),
                     "delay_seconds": self.delay_seconds}
         return body | {k: v for k, v in optional.items() if v is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionInfo:
+    """A transaction of several messages as RMS reports it (``raw`` has every field)."""
+
+    transaction_id: str
+    state: str
+    dead: bool
+    check_count: int
+    messages: tuple[MessageInfo, ...]
+    raw: dict[str, Any] = field(repr=False)
+
+    @property
+    def message_ids(self) -> list[str]:
+        return [m.message_id for m in self.messages]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TransactionInfo:
+        return cls(transaction_id=str(data["transaction_id"]), state=str(data["state"]),
+                   dead=bool(data["dead"]), check_count=int(data["check_count"]),
+                   messages=tuple(MessageInfo.from_json(m) for m in data["messages"]),
+                   raw=dict(data))
 
 
 class RmsProducer:
@@ -192,11 +239,81 @@ class RmsProducer:
     async def get(self, message_id: str) -> MessageInfo:
         return MessageInfo.from_json(await self._call("GET", f"/v1/messages/{message_id}"))
 
-    # ---- the transactional helper ---------------------------------------------------------
+    async def prepare_transaction(self, drafts: Sequence[Draft], *,
+                                  transaction_id: str | None = None,
+                                  check_url: str | None = None,
+                                  check_after_seconds: float | None = None,
+                                  max_checks: int | None = None) -> TransactionInfo:
+        """Store a pending transaction of several messages (published in this order once
+        confirmed; none of them if cancelled). Ids are fixed before the first attempt, so a
+        retry is answered with the stored transaction."""
+        items = [d.member_body(d.message_id or new_message_id()) for d in drafts]
+        body: dict[str, Any] = {"transaction_id": transaction_id or new_message_id(),
+                                "messages": items}
+        optional = {"check_url": check_url or self.default_check_url,
+                    "check_after_seconds": check_after_seconds, "max_checks": max_checks}
+        body |= {k: v for k, v in optional.items() if v is not None}
+        return TransactionInfo.from_json(await self._call("POST", "/v1/transactions", body))
+
+    async def confirm_transaction(self, transaction_id: str) -> TransactionInfo:
+        return TransactionInfo.from_json(
+            await self._call("POST", f"/v1/transactions/{transaction_id}/confirm"))
+
+    async def cancel_transaction(self, transaction_id: str) -> TransactionInfo:
+        return TransactionInfo.from_json(
+            await self._call("POST", f"/v1/transactions/{transaction_id}/cancel"))
+
+    async def get_transaction(self, transaction_id: str) -> TransactionInfo:
+        return TransactionInfo.from_json(
+            await self._call("GET", f"/v1/transactions/{transaction_id}"))
+
+    # ---- the transactional helpers --------------------------------------------------------
+
+    @overload
+    def transaction(self, messages: str, payload: Any, **options: Any
+                    ) -> contextlib.AbstractAsyncContextManager[MessageInfo]: ...
+
+    @overload
+    def transaction(self, messages: Sequence[Draft], payload: None = None, **options: Any
+                    ) -> contextlib.AbstractAsyncContextManager[TransactionInfo]: ...
+
+    def transaction(self, messages: str | Sequence[Draft], payload: Any = None, **options: Any
+                    ) -> contextlib.AbstractAsyncContextManager[MessageInfo | TransactionInfo]:
+        """The local-transaction helper. ``transaction(topic, payload, **options)`` is
+        :meth:`transactional` (one message); ``transaction([Draft, ...], **options)`` does the
+        same for a transaction of several messages (``options``: ``transaction_id``,
+        ``check_url``, ``check_after_seconds``, ``max_checks``): prepare them all, run the
+        block, then confirm them all at once, or cancel them all if the block raised."""
+        if isinstance(messages, str):
+            return self.transactional(messages, payload, **options)
+        if payload is not None:
+            raise TypeError("the messages of a transaction carry their own payloads (Draft)")
+        return self._several(list(messages), **options)
 
     @contextlib.asynccontextmanager
-    async def transaction(self, topic: str, payload: Any, **options: Any
-                          ) -> AsyncIterator[MessageInfo]:
+    async def _several(self, drafts: list[Draft], **options: Any
+                       ) -> AsyncIterator[TransactionInfo]:
+        prepared = await self.prepare_transaction(drafts, **options)
+        try:
+            yield prepared
+        except Exception:
+            await self._quietly(self.cancel_transaction, prepared.transaction_id)
+            raise
+        try:
+            await self.confirm_transaction(prepared.transaction_id)
+        except RmsUnavailable as exc:
+            log.warning("rms.confirm_deferred_to_check_back",
+                        transaction_id=prepared.transaction_id, error=str(exc))
+
+    async def _quietly(self, cancel: Callable[[str], Awaitable[Any]], target_id: str) -> None:
+        try:
+            await cancel(target_id)
+        except RmsError as exc:  # check-back will ask, and the barrier answers rolled_back
+            log.warning("rms.cancel_failed", id=target_id, error=str(exc))
+
+    @contextlib.asynccontextmanager
+    async def transactional(self, topic: str, payload: Any, **options: Any
+                            ) -> AsyncIterator[MessageInfo]:
         """Prepare, run the block (the caller's local transaction, committed inside it), then
         confirm; cancel instead if the block raised. If RMS is unreachable for the confirm the
         block's work stands and check-back confirms later, so nothing is raised; a confirm RMS

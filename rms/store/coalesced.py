@@ -72,14 +72,16 @@ _ITEMS = (("message_id", "text"), ("app", "text"), ("actor", "text"), ("detail",
 def transition_sql(change: Transition, returning: str = "m.*") -> str:
     """``change`` for many ids, each guarded by its source state and (when given) its app,
     appending one event per changed row with that item's actor and detail; returns
-    ``returning`` of each changed row."""
+    ``returning`` of each changed row. A transition that applies to a message only outside a
+    transaction (``alone``) leaves the messages of a transaction unchanged."""
+    alone = " AND m.transaction_id IS NULL" if change.alone else ""
     return f"""
 WITH input AS (
     {unnest_sql(_ITEMS)}
 ), changed AS (
     UPDATE messages m SET {set_sql(change)}
     FROM input u
-    WHERE m.message_id = u.message_id AND m.state = '{change.source.value}'
+    WHERE m.message_id = u.message_id AND m.state = '{change.source.value}'{alone}
       AND (u.app IS NULL OR m.app = u.app)
     RETURNING {returning}, u.actor AS event_actor, u.detail AS event_detail
 ), history AS (

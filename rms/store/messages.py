@@ -14,7 +14,7 @@ from sqlalchemy import CTE, ColumnElement, and_, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from rms.domain import transitions as table
-from rms.domain.errors import Conflict, IllegalTransition, NotFound
+from rms.domain.errors import Conflict, IllegalTransition, NotFound, PartOfTransaction
 from rms.domain.models import Actor, Message, MessageEvent, NewMessage
 from rms.domain.states import State
 from rms.store.coalesced import (
@@ -125,6 +125,8 @@ class MessageStore:
             guard.append(messages.c.app == app)
         if claim_token is not None:
             guard.append(messages.c.claim_token == claim_token)
+        if change.rule.alone:
+            guard.append(messages.c.transaction_id.is_(None))
         event_detail: Detail = (
             detail if callable(detail) else dict(detail or {}) | ({"by": by.value} if by else {}))
         changed = (
@@ -254,5 +256,8 @@ def _explain_miss(
         raise NotFound(f"no message {message_id!r}")
     if current.state in change.rule.already:
         return current
+    if change.rule.alone and current.transaction_id is not None:
+        raise PartOfTransaction(message_id, change.action, current.state.value,
+                                current.transaction_id)
     raise IllegalTransition(message_id, change.action, current.state.value)
 

@@ -9,7 +9,9 @@ Claiming, one statement per round (:func:`round_statement`):
 
 * a message is *due* when ``state = 'sent' AND NOT dead AND next_delivery_at <= now()``: its ack
   deadline passed, or its publish failed and the retry time came (index
-  ``messages_due_deliveries``);
+  ``messages_due_deliveries``); a message of a transaction is due only once every earlier
+  message of its transaction had a publish accepted, so their first deliveries keep their
+  order;
 * up to ``limit`` due messages are locked with ``FOR UPDATE SKIP LOCKED``, oldest deadline
   first, so concurrent workers never take the same message in one round;
 * a locked message whose budget is spent (``delivery_count - delivery_base >= max_deliveries``)
@@ -30,8 +32,10 @@ from sqlalchemy import (
     ColumnElement,
     Select,
     bindparam,
+    exists,
     func,
     literal,
+    or_,
     select,
     union_all,
     update,
@@ -65,7 +69,22 @@ def _due() -> list[ColumnElement[bool]]:
         ~messages.c.dead,
         messages.c.next_delivery_at <= func.now(),
         ~messages.c.ordered,
+        ~_behind_unpublished(),
     ]
+
+
+def _behind_unpublished() -> ColumnElement[bool]:
+    """A message of a transaction waits while an earlier message of its transaction is ``sent``
+    and either has no delivery reserved (its publish failed or was held back) or is claimed
+    (a publish in flight, or one whose process died before recording the broker's answer):
+    the messages of a transaction reach the broker for the first time in their order."""
+    earlier = messages.alias("earlier")
+    unpublished = or_(earlier.c.delivery_count == 0, earlier.c.claim_token.is_not(None))
+    return exists().where(
+        earlier.c.transaction_id == messages.c.transaction_id,
+        earlier.c.transaction_position < messages.c.transaction_position,
+        earlier.c.state == State.SENT.value,
+        unpublished)
 
 
 def spent_budget() -> ColumnElement[bool]:

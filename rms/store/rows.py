@@ -48,6 +48,7 @@ def message_from(m: Any) -> Message:
         trace=stored(m["traceparent"], m["tracestate"]),
         ordered=m["ordered"],
         confirm_seq=m["confirm_seq"],
+        transaction_id=m["transaction_id"],
     )
 
 

@@ -81,6 +81,9 @@ messages = Table(
     # (messages_confirm_seq) and the recovery workers' sequencer publishes by it
     Column("ordered", Boolean, nullable=False, server_default=text("false")),
     Column("confirm_seq", BigInteger, nullable=True),
+    # the transaction the message belongs to (NULL: none) and its place there, from 0
+    Column("transaction_id", Text, nullable=True),
+    Column("transaction_position", Integer, nullable=True),
     CheckConstraint(
         "state IN ('pending-send', 'sent', 'done', 'deleted')", name="messages_state_check"
     ),
@@ -111,6 +114,12 @@ messages = Table(
         "next_delivery_at",
         postgresql_where=text("ordered AND state = 'sent' AND NOT dead"),
     ),
+    Index(
+        "messages_transaction",
+        "transaction_id",
+        "transaction_position",
+        postgresql_where=text("transaction_id IS NOT NULL"),
+    ),
 )
 
 CONFIRM_SEQUENCE = Sequence("messages_confirm_seq", metadata=metadata)
@@ -123,6 +132,40 @@ ordering_keys = Table(
     Column("key", Text, primary_key=True),
     Column("lease_token", Text, nullable=True),
     Column("lease_until", DateTime(timezone=True), nullable=True),
+)
+
+# a transaction of several messages: confirmed or cancelled as one, checked back as one
+transactions = Table(
+    "transactions",
+    metadata,
+    Column("transaction_id", Text, primary_key=True),
+    Column("app", Text, ForeignKey("apps.name"), nullable=False),
+    Column("check_url", Text, nullable=False),
+    Column("message_ids", ARRAY(Text), nullable=False),  # in publish order
+    Column("state", Text, nullable=False),
+    Column("dead", Boolean, nullable=False, server_default=text("false")),
+    Column("dead_reason", Text, nullable=True),
+    Column("check_count", Integer, nullable=False, server_default=text("0")),
+    Column("check_after_seconds", Float, nullable=False),
+    Column("max_checks", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("confirmed_at", DateTime(timezone=True), nullable=True),
+    Column("cancelled_at", DateTime(timezone=True), nullable=True),
+    Column("next_check_at", DateTime(timezone=True), nullable=True),
+    Column("claim_token", Text, nullable=True),
+    CheckConstraint(
+        "state IN ('pending', 'confirmed', 'cancelled')", name="transactions_state_check"
+    ),
+    CheckConstraint(
+        "dead_reason IS NULL OR dead_reason = 'check-exhausted'",
+        name="transactions_dead_reason_check",
+    ),
+    Index(
+        "transactions_due_checks",
+        "next_check_at",
+        postgresql_where=text("state = 'pending' AND NOT dead"),
+    ),
+    Index("transactions_app_state", "app", "state"),
 )
 
 message_events = Table(

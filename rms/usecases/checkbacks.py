@@ -51,6 +51,15 @@ class CheckResult:
     called: bool = True  # False when the guard refused before any connection
 
 
+def count_answer(result: CheckResult, elapsed: float, *, attempt: int, **names: str) -> None:
+    """The metrics and the log line of one check-back answer (``names``: what was asked)."""
+    metrics.CHECKS.labels(result.outcome.value).inc()
+    if result.called:
+        metrics.CHECK_SECONDS.observe(elapsed)
+    log.info("check.answered", **names, attempt=attempt, outcome=result.outcome.value,
+             error=result.error, seconds=round(elapsed, 4))
+
+
 class Caller(Protocol):
     """Asks a message's producer about it; never raises for what the producer does. The call
     carries ``message.trace`` (the check-back span's context) as W3C headers."""
@@ -73,9 +82,15 @@ class CheckSettings:
                    settings.worker_concurrency, settings.check_backoff_cap_seconds)
 
 
+class Ticker(Protocol):
+    async def tick(self) -> int: ...
+
+
 class ConfirmWorker:
     def __init__(self, settings: CheckSettings, store: CheckStore, caller: Caller,
-                 dispatcher: Dispatcher, actor: str) -> None:
+                 dispatcher: Dispatcher, actor: str, *, transactions: Ticker | None = None
+                 ) -> None:
+        self._transactions = transactions  # the check-back of transactions, one per tick
         self._settings = settings
         self._store = store
         self._caller = caller
@@ -88,7 +103,8 @@ class ConfirmWorker:
                                                                     name="answers")
 
     async def tick(self) -> int:
-        """Check everything due now; returns how many messages were claimed.
+        """Check everything due now (messages, then transactions); returns how many were
+        claimed.
 
         Batches overlap: the next batch is claimed as soon as every call of the current one
         has started (holds a concurrency slot), so the slots stay busy while the last calls of
@@ -104,6 +120,8 @@ class ConfirmWorker:
                 await self._all_started.wait()
         finally:
             await asyncio.gather(*checks)
+        if self._transactions is not None:
+            total += await self._transactions.tick()
         return total
 
     async def start_batch(self, checks: set[asyncio.Task[None]]) -> int:
@@ -138,13 +156,8 @@ class ConfirmWorker:
                 span.set("rms.outcome", result.outcome.value)
                 if result.error is not None:
                     span.fail(result.error)
-            elapsed = time.perf_counter() - started
-            metrics.CHECKS.labels(result.outcome.value).inc()
-            if result.called:
-                metrics.CHECK_SECONDS.observe(elapsed)
-            log.info("check.answered", message_id=message.message_id, app=message.app,
-                     attempt=message.check_count, outcome=result.outcome.value,
-                     error=result.error, seconds=round(elapsed, 4))
+            count_answer(result, time.perf_counter() - started, attempt=message.check_count,
+                         message_id=message.message_id, app=message.app)
             try:
                 await self._apply(claim.token, message, result, span.context)
             except Exception:  # the claim expires and the message is checked again

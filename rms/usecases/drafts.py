@@ -21,8 +21,8 @@ from rms.kafka.records import RESERVED_HEADER_PREFIX
 T = TypeVar("T")
 
 
-class PrepareInput(Protocol):
-    """What a prepare carries, whatever transport it came by (the HTTP schema is one)."""
+class ContentInput(Protocol):
+    """A message without its check-back fields (a message of a transaction is one)."""
 
     @property
     def message_id(self) -> str | None: ...
@@ -35,12 +35,6 @@ class PrepareInput(Protocol):
     @property
     def headers(self) -> dict[str, str]: ...
     @property
-    def check_url(self) -> str | None: ...
-    @property
-    def check_after_seconds(self) -> float | None: ...
-    @property
-    def max_checks(self) -> int | None: ...
-    @property
     def ack_timeout_seconds(self) -> float | None: ...
     @property
     def max_deliveries(self) -> int | None: ...
@@ -48,6 +42,21 @@ class PrepareInput(Protocol):
     def deliver_after(self) -> datetime | None: ...
     @property
     def delay_seconds(self) -> float | None: ...
+
+
+class CheckBackInput(Protocol):
+    """The check-back fields of a prepare (or of a transaction of several messages)."""
+
+    @property
+    def check_url(self) -> str | None: ...
+    @property
+    def check_after_seconds(self) -> float | None: ...
+    @property
+    def max_checks(self) -> int | None: ...
+
+
+class PrepareInput(ContentInput, CheckBackInput, Protocol):
+    """What a prepare carries, whatever transport it came by (the HTTP schema is one)."""
 
 
 @dataclass

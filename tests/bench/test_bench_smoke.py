@@ -15,6 +15,7 @@ STAGES = {
     "bare": {"prepare", "confirm", "record", "done"},
     "oneshot": {"prepare", "confirm", "record", "done"},
     "bulk": {"prepare", "confirm", "record", "done"},
+    "transaction": {"prepare", "confirm", "record", "done"},
     "checkback": {"resolve", "record", "done"},
     "redelivery": {"resolve", "record", "done"},
     "delayed": {"resolve", "record", "done"},

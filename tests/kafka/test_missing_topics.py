@@ -9,7 +9,7 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -25,29 +25,6 @@ from tests.recovery.helpers import events, message, tick_until
 from tests.support import Api, eventually, read_topic
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def strict_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedKafka]:
-    broker = EmbeddedKafka(tmp_path_factory.mktemp("strict-kafka"), auto_create_topics=False)
-    broker.start()
-    yield broker
-    broker.stop()
-
-
-@pytest.fixture
-async def strict_api(settings: Settings, strict_broker: EmbeddedKafka) -> AsyncIterator[Api]:
-    from message_service.app import create_app
-
-    local = settings.model_copy(update={
-        "kafka_bootstrap_servers": strict_broker.bootstrap_servers,
-        "kafka_publish_timeout_seconds": 2.0, "publish_retry_seconds": 0.5,
-        "ack_consumer_enabled": False})
-    app = create_app(local)
-    async with (app.router.lifespan_context(app),
-                httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                  base_url="http://rms.test") as client):
-        yield Api(client, ADMIN_TOKEN, local)
 
 
 def _failures(reason: str) -> float:

@@ -11,7 +11,12 @@ import pytest
 from fastapi import FastAPI
 
 from rms.domain.secrets import new_signing_secret
-from rms.sdk.checkback import CheckRequest, CheckStatus, checkback_router
+from rms.sdk.checkback import (
+    CheckRequest,
+    CheckStatus,
+    TransactionCheckRequest,
+    checkback_router,
+)
 from rms.sdk.signing import signed_headers
 
 SECRET = new_signing_secret()
@@ -117,3 +122,42 @@ async def test_a_failing_resolver_answers_unknown(client: httpx.AsyncClient) -> 
     response = await client.post("/rms/check", content=body,
                                  headers=signed([SECRET], "msg_g", body))
     assert (response.status_code, response.json()) == (200, {"status": "unknown"})
+
+
+TRANSACTION_BODY = orjson.dumps({"transaction_id": "order-1", "app": "orders",
+                                 "message_ids": ["order-1-paid", "order-1-invoiced"],
+                                 "created_at": "2026-01-01T00:00:00Z", "check_count": 2})
+
+
+async def test_a_transaction_check_goes_to_the_transaction_resolver() -> None:
+    seen: list[TransactionCheckRequest] = []
+
+    async def resolve_transaction(check: TransactionCheckRequest) -> CheckStatus:
+        seen.append(check)
+        return "rolled_back"
+
+    recorder = Recorder()
+    app = FastAPI()
+    app.include_router(checkback_router(recorder.resolve, secrets=[SECRET],
+                                        resolve_transaction=resolve_transaction))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://producer") as http:
+        response = await http.post("/rms/check", content=TRANSACTION_BODY,
+                                   headers=signed([SECRET], "txn_a", TRANSACTION_BODY))
+        assert (response.status_code, response.json()) == (200, {"status": "rolled_back"})
+        [check] = seen
+        assert (check.transaction_id, check.message_ids, check.check_count) == (
+            "order-1", ["order-1-paid", "order-1-invoiced"], 2)
+        assert recorder.seen == []
+        malformed = b'{"transaction_id": "order-2", "message_ids": "x"}'
+        response = await http.post("/rms/check", content=malformed,
+                                   headers=signed([SECRET], "txn_b", malformed))
+        assert response.status_code == 422
+
+
+async def test_a_transaction_check_without_a_transaction_resolver_is_unknown(
+        client: httpx.AsyncClient, recorder: Recorder) -> None:
+    response = await client.post("/rms/check", content=TRANSACTION_BODY,
+                                 headers=signed([SECRET], "txn_c", TRANSACTION_BODY))
+    assert (response.status_code, response.json()) == (200, {"status": "unknown"})
+    assert recorder.seen == []

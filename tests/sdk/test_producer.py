@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from rms.sdk.producer import (
+    Draft,
     RetryPolicy,
     RmsConflict,
     RmsNotFound,
@@ -139,3 +140,53 @@ async def test_transaction_raises_when_rms_refuses_the_confirm(rms: RmsProducer,
     with pytest.raises(RmsConflict):
         async with rms.transaction(topic, {"order": 8}, message_id="t-late"):
             await rms.cancel("t-late")  # e.g. check-back resolved it as rolled back
+
+
+async def test_transactional_is_the_single_message_name(rms: RmsProducer, topic: str) -> None:
+    async with rms.transactional(topic, {"order": 9}, message_id="t-named") as message:
+        assert message.state == "pending-send"
+    assert (await rms.get("t-named")).state == "sent"
+
+
+async def test_a_transaction_of_several_messages_confirms_all_in_order(
+        rms: RmsProducer, api: Api, topic: str) -> None:
+    drafts = [Draft(topic, {"step": n}, message_id=f"tx-ok-{n}") for n in range(3)]
+    async with rms.transaction(drafts, transaction_id="tx-ok") as tx:
+        assert tx.transaction_id == "tx-ok" and tx.state == "pending"
+        assert tx.message_ids == ["tx-ok-0", "tx-ok-1", "tx-ok-2"]
+        assert {m.state for m in tx.messages} == {"pending-send"}
+    stored = await rms.get_transaction("tx-ok")
+    assert stored.state == "confirmed" and {m.state for m in stored.messages} == {"sent"}
+    records = await read_topic(api.settings.kafka_bootstrap_servers, topic, expect=3, settle=0.3)
+    assert [r.value for r in records] == [b'{"step":0}', b'{"step":1}', b'{"step":2}']
+
+
+async def test_a_transaction_of_several_messages_cancels_all_when_the_block_raises(
+        rms: RmsProducer, api: Api, topic: str) -> None:
+    with pytest.raises(ZeroDivisionError):
+        async with rms.transaction([Draft(topic, 1), Draft(topic, 2)]) as tx:
+            _ = 1 / 0
+    stored = await rms.get_transaction(tx.transaction_id)
+    assert stored.state == "cancelled" and {m.state for m in stored.messages} == {"deleted"}
+    assert await read_topic(api.settings.kafka_bootstrap_servers, topic, expect=1,
+                            timeout=1.0) == []
+
+
+async def test_a_transaction_retry_after_a_lost_answer_is_the_same_transaction(
+        rms_transport: httpx.AsyncBaseTransport, app: AppKeys, api: Api, topic: str) -> None:
+    flaky = Faulty(rms_transport, "lost", faults=1)
+    async with producer(flaky, app) as rms:
+        tx = await rms.prepare_transaction([Draft(topic, 1), Draft(topic, 2)])
+        assert flaky.forwarded == 2  # the first answer was lost, the retry was answered 200
+        assert (await rms.confirm_transaction(tx.transaction_id)).state == "confirmed"
+    listing = await api.client.get("/v1/admin/messages", params={"app": app.name},
+                                   headers=api.admin)
+    assert [m["message_id"] for m in listing.json()["items"]] == tx.message_ids
+
+
+async def test_a_message_of_a_transaction_has_no_check_back_fields(rms: RmsProducer,
+                                                                   topic: str) -> None:
+    with pytest.raises(ValueError, match="check_url"):
+        await rms.prepare_transaction([Draft(topic, 1, check_url=CHECK_URL)])
+    with pytest.raises(TypeError):
+        rms.transaction([Draft(topic, 1)], {"payload": "here"})  # type: ignore[call-overload]

@@ -15,6 +15,7 @@ from tests.support import CHECK_PREFIX, Api, AppKeys
 
 VICTIM_PENDING = "victim-pending"
 VICTIM_SENT = "victim-sent"
+VICTIM_TRANSACTION = "victim-tx"
 SECRET_PAYLOAD = "victim-only-data"
 PUBLIC = {"/healthz", "/readyz", "/metrics"}
 
@@ -25,7 +26,7 @@ class Attack:
 
     status: int
     message_id: str = VICTIM_PENDING
-    body: str | None = None  # "prepare", "batch-prepare" or "ids"
+    body: str | None = None  # "prepare", "batch-prepare", "ids" or "transaction"
 
 
 def _prepare_item(message_id: str) -> dict[str, Any]:
@@ -45,6 +46,10 @@ APP_OPERATIONS: dict[tuple[str, str], Attack] = {
     ("POST", "/v1/messages/{message_id}/ack"): Attack(404, message_id=VICTIM_SENT),
     ("GET", "/v1/messages/{message_id}"): Attack(404),
     ("GET", "/v1/messages/{message_id}/events"): Attack(404),
+    ("POST", "/v1/transactions"): Attack(409, body="transaction"),
+    ("POST", "/v1/transactions/{transaction_id}/confirm"): Attack(404),
+    ("POST", "/v1/transactions/{transaction_id}/cancel"): Attack(404),
+    ("GET", "/v1/transactions/{transaction_id}"): Attack(404),
 }
 
 
@@ -62,7 +67,16 @@ def _json(attack: Attack) -> Any:
         return {"messages": [_prepare_item("attacker-own"), _prepare_item(attack.message_id)]}
     if attack.body == "ids":
         return {"message_ids": [attack.message_id]}
+    if attack.body == "transaction":
+        item = {"topic": "attacker.t", "payload": {"steal": True}}
+        return {"transaction_id": VICTIM_TRANSACTION, "check_url": CHECK_PREFIX + "c",
+                "messages": [item]}
     return None
+
+
+def _url(path: str, message_id: str) -> str:
+    return path.replace("{message_id}", message_id).replace("{transaction_id}",
+                                                            VICTIM_TRANSACTION)
 
 
 async def _victim(api: Api, topic: str) -> tuple[AppKeys, dict[str, Any]]:
@@ -72,6 +86,10 @@ async def _victim(api: Api, topic: str) -> tuple[AppKeys, dict[str, Any]]:
                                      payload={"data": SECRET_PAYLOAD})
         assert prepared.status_code == 201, prepared.text
     assert (await api.post(victim, f"/v1/messages/{VICTIM_SENT}/confirm")).status_code == 200
+    created = await api.post(victim, "/v1/transactions", json={
+        "transaction_id": VICTIM_TRANSACTION, "check_url": CHECK_PREFIX + "c",
+        "messages": [{"topic": topic, "payload": {"data": SECRET_PAYLOAD}}]})
+    assert created.status_code == 201, created.text
     return victim, await _snapshot(api, victim)
 
 
@@ -82,6 +100,9 @@ async def _snapshot(api: Api, victim: AppKeys) -> dict[str, Any]:
         history = await api.client.get(f"/v1/messages/{message_id}/events",
                                        headers=victim.headers)
         found[message_id] = (message.json(), history.json())
+    transaction = await api.client.get(f"/v1/transactions/{VICTIM_TRANSACTION}",
+                                       headers=victim.headers)
+    found[VICTIM_TRANSACTION] = (transaction.json(), None)
     return found
 
 
@@ -99,7 +120,7 @@ async def test_app_endpoint_hides_other_apps_messages(api: Api, topic: str, meth
     attacker = await api.create_app("attacker", produce=["attacker.*"],
                                     consume=["attacker.*"])
     attack = APP_OPERATIONS[(method, path)]
-    url = path.replace("{message_id}", attack.message_id)
+    url = _url(path, attack.message_id)
     response = await api.client.request(method, url, headers=attacker.headers,
                                         json=_json(attack))
     assert_problem(response, attack.status)
@@ -119,7 +140,7 @@ async def test_every_admin_endpoint_refuses_an_app_token(api: Api, topic: str) -
             ("GET", "/v1/admin/report/summary")} < set(operations)
     failures = []
     for method, path in operations:
-        url = path.replace("{message_id}", VICTIM_PENDING).replace("{name}", victim.name)
+        url = _url(path, VICTIM_PENDING).replace("{name}", victim.name)
         body = {"limit": 10} if method == "POST" else None
         for headers in (victim.headers, {}, {"Authorization": "Bearer " + victim.api_key[:-1]}):
             response = await api.client.request(method, url, headers=headers, json=body)

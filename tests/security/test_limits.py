@@ -138,3 +138,28 @@ async def test_pending_cap_is_exact_under_concurrent_prepares(api_with: ApiFacto
         listed = await api.client.get("/v1/admin/stats", headers=api.admin)
         assert listed.json()["totals"]["pending-send"] == 50
         assert first == "first"
+
+
+async def test_pending_cap_counts_the_messages_of_a_transaction(
+        api_with: ApiFactory, topic: str) -> None:
+    async with api_with(max_pending_per_app=3) as (api, _):
+        producer = await api.create_app("producer")
+        items = [{"topic": topic, "payload": n} for n in range(2)]
+        first = await api.post(producer, "/v1/transactions",
+                               json={"check_url": "http://127.0.0.1:1/c", "messages": items})
+        assert first.status_code == 201, first.text
+        refused = await api.post(producer, "/v1/transactions",
+                                 json={"check_url": "http://127.0.0.1:1/c", "messages": items})
+        body = assert_problem(refused, 429, contains="RMS_MAX_PENDING_PER_APP")
+        assert body["pending_cap"] == 3
+        transaction_id = first.json()["transaction_id"]
+        cancelled = await api.post(producer, f"/v1/transactions/{transaction_id}/cancel")
+        assert cancelled.status_code == 200
+
+        async def admitted() -> bool:
+            again = await api.post(producer, "/v1/transactions",
+                                   json={"check_url": "http://127.0.0.1:1/c",
+                                         "messages": items})
+            return again.status_code == 201
+
+        await eventually(admitted, timeout=10.0, interval=0.2)

@@ -1,0 +1,318 @@
+"""Transactions of several messages: storing one with its messages, confirming or cancelling
+all of them in one database transaction, and the confirm worker's claims and answers.
+
+Every change of a transaction row is a guarded ``UPDATE transactions ... WHERE state =
+'pending'`` (and, for a worker, ``AND claim_token = <its token>``); the change of its messages
+runs in the same database transaction, guarded by their own source state and with their event
+rows, so concurrent actors cannot both win and a transaction never splits: the second of a
+concurrent confirm and cancel waits on the row lock, then matches nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Row, and_, func, insert, literal, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from rms.domain import transitions as table
+from rms.domain.errors import Conflict, NotFound
+from rms.domain.models import Actor, Message, NewMessage
+from rms.domain.states import DeadReason, Event
+from rms.domain.transactions import (
+    NewTransaction,
+    Transaction,
+    TransactionChange,
+    TransactionState,
+    TransactionView,
+)
+from rms.store.rows import to_message
+from rms.store.schema import message_events, messages, transactions
+from rms.store.transitions import core_values, event_of, jsonb, seconds, with_event
+
+_STATES = {state.value: state for state in TransactionState}
+
+
+def to_transaction(row: Row[Any]) -> Transaction:
+    m = row._mapping
+    return Transaction(
+        transaction_id=m["transaction_id"], app=m["app"], check_url=m["check_url"],
+        message_ids=tuple(m["message_ids"]), state=_STATES[m["state"]], dead=m["dead"],
+        dead_reason=DeadReason(m["dead_reason"]) if m["dead_reason"] else None,
+        check_count=m["check_count"], check_after_seconds=m["check_after_seconds"],
+        max_checks=m["max_checks"], created_at=m["created_at"],
+        confirmed_at=m["confirmed_at"], cancelled_at=m["cancelled_at"],
+        next_check_at=m["next_check_at"], claim_token=m["claim_token"])
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionClaim:
+    """One worker's batch of transactions: ``claimed`` are to be checked now (their
+    ``check_count`` counts this call); ``exhausted`` had no call left and were flagged dead."""
+
+    token: str
+    claimed: list[TransactionView]
+    exhausted: list[TransactionView]
+
+
+class TransactionStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    # ---- create and read ---------------------------------------------------------------
+
+    async def create(self, app: str, draft: NewTransaction) -> tuple[TransactionView, bool]:
+        """Store the transaction and its messages (``pending-send``, never checked on their
+        own) in one database transaction. Returns ``(view, created)``; when the id is taken,
+        the stored transaction with ``created=False`` (the caller compares content). A message
+        id already used raises 409 and stores nothing."""
+        async with self._engine.begin() as conn:
+            row = (await conn.execute(
+                pg_insert(transactions).values(
+                    transaction_id=draft.transaction_id, app=app, check_url=draft.check_url,
+                    message_ids=[m.message_id for m in draft.messages],
+                    state=TransactionState.PENDING.value,
+                    check_after_seconds=draft.check_after_seconds, max_checks=draft.max_checks,
+                    next_check_at=func.now() + seconds(draft.check_after_seconds))
+                .on_conflict_do_nothing(index_elements=["transaction_id"])
+                .returning(*transactions.c))).first()
+            if row is None:
+                existing = await self._view(conn, draft.transaction_id)
+                if existing is None:  # cannot happen: the conflicting row is committed
+                    raise Conflict(f"transaction {draft.transaction_id!r} could not be "
+                                   "stored; retry")
+                return existing, False
+            stored = await self._insert_messages(conn, app, draft)
+            return TransactionView(to_transaction(row), tuple(stored)), True
+
+    async def _insert_messages(self, conn: AsyncConnection, app: str, draft: NewTransaction
+                               ) -> list[Message]:
+        values = [{
+            "message_id": m.message_id, "app": app, "topic": m.topic, "key": m.key,
+            "payload": m.payload, "headers": m.headers, "check_url": m.check_url,
+            "state": table.PREPARE.target.value, "check_after_seconds": m.check_after_seconds,
+            "max_checks": m.max_checks, "ack_timeout_seconds": m.ack_timeout_seconds,
+            "max_deliveries": m.max_deliveries, "transaction_id": draft.transaction_id,
+            "transaction_position": position, "ordered": m.ordered,
+            "deliver_after": _deliver_after(m),
+            "traceparent": m.trace.traceparent if m.trace else None,
+            "tracestate": m.trace.tracestate if m.trace else None,
+        } for position, m in enumerate(draft.messages)]
+        inserted = pg_insert(messages).values(values).on_conflict_do_nothing(
+            index_elements=["message_id"]).returning(*messages.c).cte("inserted")
+        history = message_events.insert().from_select(
+            ["message_id", "event", "actor", "detail"],
+            select(inserted.c.message_id, literal(event_of(table.PREPARE).value),
+                   literal(f"app:{app}"),
+                   jsonb({"transaction_id": draft.transaction_id}))).cte("history")
+        rows = (await conn.execute(select(inserted).add_cte(history))).all()
+        found = {row.message_id: to_message(row) for row in rows}
+        for index, m in enumerate(draft.messages):
+            if m.message_id not in found:
+                raise Conflict(f"messages[{index}]: message id {m.message_id!r} is already "
+                               "used; use a new message_id for a new message")
+        return [found[m.message_id] for m in draft.messages]
+
+    async def get(self, transaction_id: str, *, app: str | None = None) -> TransactionView:
+        async with self._engine.connect() as conn:
+            view = await self._view(conn, transaction_id)
+        if view is None or (app is not None and view.transaction.app != app):
+            raise NotFound(f"no transaction {transaction_id!r}")
+        return view
+
+    async def _view(self, conn: AsyncConnection, transaction_id: str) -> TransactionView | None:
+        return (await self._views(conn, [transaction_id])).get(transaction_id)
+
+    async def _views(self, conn: AsyncConnection, ids: list[str]) -> dict[str, TransactionView]:
+        """The transactions of ``ids`` that exist, each with its messages in order (two
+        statements whatever the number)."""
+        if not ids:
+            return {}
+        rows = await conn.execute(select(transactions).where(
+            transactions.c.transaction_id.in_(ids)))
+        found = await conn.execute(
+            select(messages).where(messages.c.transaction_id.in_(ids))
+            .order_by(messages.c.transaction_id, messages.c.transaction_position))
+        members: dict[str, list[Message]] = {}
+        for row in found:
+            members.setdefault(row.transaction_id, []).append(to_message(row))
+        return {row.transaction_id: TransactionView(
+            to_transaction(row), tuple(members.get(row.transaction_id, ())))
+            for row in rows}
+
+    # ---- confirm and cancel ------------------------------------------------------------
+
+    async def change(self, transaction_id: str, change: TransactionChange, *,
+                     app: str | None, actor: str, by: Actor, claim_token: str | None = None,
+                     checked: Mapping[str, Any] | None = None
+                     ) -> tuple[TransactionView, bool]:
+        """Confirm or cancel the transaction and every one of its messages, in one database
+        transaction. Returns ``(view, changed)``: ``changed`` is False for a repeat (already
+        in the target state). Raises NotFound (unknown, or another app's) or Conflict naming
+        the current state. ``claim_token``: only while the worker's claim holds (a lost claim
+        raises :class:`ClaimLost`); ``checked``: the check-back answer's detail, recorded as a
+        ``checked`` event on each message first."""
+        guard = [transactions.c.transaction_id == transaction_id,
+                 transactions.c.state == change.source.value]
+        if app is not None:
+            guard.append(transactions.c.app == app)
+        if claim_token is not None:
+            guard.append(transactions.c.claim_token == claim_token)
+        async with self._engine.begin() as conn:
+            row = (await conn.execute(
+                update(transactions).where(and_(*guard))
+                .values({"state": change.target.value, change.stamped: func.now(),
+                         "next_check_at": None, "claim_token": None, "dead": False,
+                         "dead_reason": None})
+                .returning(*transactions.c))).first()
+            if row is None:
+                current = await self._view(conn, transaction_id)
+                return _explain_miss(transaction_id, change, current, app, claim_token), False
+            if checked is not None:
+                await self._checked(conn, transaction_id, actor, checked)
+            moved = (
+                update(messages)
+                .where(messages.c.transaction_id == transaction_id,
+                       messages.c.state == change.message.source.value)
+                .values(core_values(change.message)
+                        | ({"claim_token": f"publishing:{transaction_id}"}
+                           if change.publishing else {}))
+                .returning(*messages.c).cte("moved"))
+            await conn.execute(with_event(moved, event_of(change.message), actor,
+                                          {"by": by.value, "transaction_id": transaction_id}))
+            view = await self._view(conn, transaction_id)
+        assert view is not None
+        return view, True
+
+    # ---- the confirm worker ------------------------------------------------------------
+
+    async def claim(self, limit: int, lease_seconds: float, actor: str) -> TransactionClaim:
+        """Claim up to ``limit`` due transactions (oldest due first, ``FOR UPDATE SKIP
+        LOCKED``, so workers never share one): count the call and push ``next_check_at`` to
+        the end of a lease under a fresh token. A due transaction with no call left (its last
+        caller died before recording the answer) is flagged dead with its messages instead."""
+        token = f"{actor}:{uuid.uuid4().hex}"
+        due = (select(transactions.c.transaction_id,
+                      (transactions.c.check_count >= transactions.c.max_checks).label("spent"))
+               .where(transactions.c.state == TransactionState.PENDING.value,
+                      ~transactions.c.dead, transactions.c.next_check_at <= func.now())
+               .order_by(transactions.c.next_check_at).limit(limit)
+               .with_for_update(skip_locked=True))
+        async with self._engine.begin() as conn:
+            chosen = (await conn.execute(due)).all()
+            spent = [r.transaction_id for r in chosen if r.spent]
+            fresh = [r.transaction_id for r in chosen if not r.spent]
+            if fresh:
+                await conn.execute(
+                    update(transactions).where(transactions.c.transaction_id.in_(fresh))
+                    .values(next_check_at=func.now() + seconds(lease_seconds),
+                            claim_token=token, check_count=transactions.c.check_count + 1))
+            for transaction_id in spent:
+                await self._exhaust(conn, transaction_id, actor)
+            views = await self._views(conn, fresh + spent)
+        return TransactionClaim(token, [views[t] for t in fresh], [views[t] for t in spent])
+
+    async def retry(self, transaction_id: str, token: str, delay_seconds: float, actor: str,
+                    checked: Mapping[str, Any]) -> bool:
+        """An ``unknown`` answer with calls left: due again after ``delay_seconds``. False
+        when the claim was lost (only the ``checked`` events, marked stale, are written)."""
+        async with self._engine.begin() as conn:
+            row = (await conn.execute(
+                update(transactions).where(*self._claimed(transaction_id, token))
+                .values(claim_token=None, next_check_at=func.now() + seconds(delay_seconds))
+                .returning(transactions.c.transaction_id))).first()
+            await self._checked(conn, transaction_id, actor,
+                                dict(checked) | ({} if row else {"stale": True}))
+        return row is not None
+
+    async def exhaust(self, transaction_id: str, token: str, actor: str,
+                      checked: Mapping[str, Any]) -> bool:
+        """An ``unknown`` answer to the last call: the transaction and its messages are
+        flagged dead (check-exhausted) for an operator. False when the claim was lost."""
+        async with self._engine.begin() as conn:
+            held = (await conn.execute(
+                select(transactions.c.transaction_id)
+                .where(*self._claimed(transaction_id, token)).with_for_update())).first()
+            await self._checked(conn, transaction_id, actor,
+                                dict(checked) | ({} if held else {"stale": True}))
+            if held is not None:
+                await self._exhaust(conn, transaction_id, actor)
+        return held is not None
+
+    async def lost_claim(self, transaction_id: str, actor: str,
+                         checked: Mapping[str, Any]) -> None:
+        """A committed / rolled_back answer whose claim was lost: the call did happen."""
+        async with self._engine.begin() as conn:
+            await self._checked(conn, transaction_id, actor, dict(checked) | {"stale": True})
+
+    async def oldest_due_lag(self) -> float:
+        """Seconds the oldest due, unclaimed transaction check is overdue (0 when none is)."""
+        statement = select(func.extract(
+            "epoch", func.now() - func.min(transactions.c.next_check_at))).where(
+            transactions.c.state == TransactionState.PENDING.value, ~transactions.c.dead,
+            transactions.c.next_check_at <= func.now())
+        async with self._engine.connect() as conn:
+            lag = (await conn.execute(statement)).scalar()
+        return max(0.0, float(lag)) if lag is not None else 0.0
+
+    @staticmethod
+    def _claimed(transaction_id: str, token: str) -> list[Any]:
+        return [transactions.c.transaction_id == transaction_id,
+                transactions.c.state == TransactionState.PENDING.value,
+                transactions.c.claim_token == token]
+
+    async def _exhaust(self, conn: AsyncConnection, transaction_id: str, actor: str) -> None:
+        reason = DeadReason.CHECK_EXHAUSTED.value
+        await conn.execute(
+            update(transactions).where(transactions.c.transaction_id == transaction_id)
+            .values(dead=True, dead_reason=reason, next_check_at=None, claim_token=None))
+        flagged = (
+            update(messages)
+            .where(messages.c.transaction_id == transaction_id,
+                   messages.c.state == table.CHECK_EXHAUSTED.source.value)
+            .values(**core_values(table.CHECK_EXHAUSTED))
+            .returning(*messages.c).cte("flagged"))
+        await conn.execute(with_event(flagged, event_of(table.CHECK_EXHAUSTED), actor,
+                                      {"reason": reason, "transaction_id": transaction_id}))
+
+    async def _checked(self, conn: AsyncConnection, transaction_id: str, actor: str,
+                       detail: Mapping[str, Any]) -> None:
+        """A ``checked`` event on each message of the transaction (the call was about all of
+        them)."""
+        full = dict(detail) | {"transaction_id": transaction_id}
+        await conn.execute(insert(message_events).from_select(
+            ["message_id", "event", "actor", "detail"],
+            select(messages.c.message_id, literal(Event.CHECKED.value), literal(actor),
+                   jsonb(full))
+            .where(messages.c.transaction_id == transaction_id)
+            .order_by(messages.c.transaction_position)))
+
+
+class ClaimLost(Exception):
+    """The worker's claim on the transaction expired or the transaction was resolved
+    meanwhile: nothing was changed."""
+
+
+def _explain_miss(transaction_id: str, change: TransactionChange,
+                  current: TransactionView | None, app: str | None,
+                  claim_token: str | None) -> TransactionView:
+    if current is None or (app is not None and current.transaction.app != app):
+        raise NotFound(f"no transaction {transaction_id!r}")
+    if claim_token is not None:
+        raise ClaimLost(transaction_id)
+    state = current.transaction.state
+    if state is change.target:
+        return current
+    raise Conflict(f"cannot {change.action} transaction {transaction_id!r}: its current "
+                   f"state is {state.value!r}")
+
+
+def _deliver_after(message: NewMessage) -> Any:
+    """A delayed member's time: as given, or its delay from now (database clock)."""
+    if message.delay_seconds is None:
+        return message.deliver_after
+    return func.now() + seconds(literal(float(message.delay_seconds)))
