@@ -40,11 +40,12 @@ from typing import Any
 
 from spark.facts import STAGES, stage_column
 from spark.grains import KEY_COLUMNS, SLA_GRAINS
+from spark.keys import KEYS, Pairs
 
 LEVELS: dict[str, Fraction] = {"p50": Fraction(1, 2), "p95": Fraction(19, 20),
                                "p99": Fraction(99, 100)}
 BITS = 5
-CELL = ("app", "topic", "hour", "stage", "bucket")  # one histogram row
+CELL = (*KEYS, "stage", "bucket")  # one histogram row: app and topic, hour, stage, bucket
 GROUP = ("grain", *KEY_COLUMNS, "stage")  # one percentile group: a grain's keys and a stage
 STAGE_PARTS = ("count", *LEVELS)
 STAGE_COLUMNS = tuple(f"{stage}_{part}" for stage in STAGES for part in STAGE_PARTS)
@@ -76,14 +77,13 @@ def bucket(value: Any) -> Any:
     return F.when(value < (1 << (BITS + 1)), value).otherwise(F.shiftleft(shift, BITS) + top)
 
 
-def stage_values(facts: Any) -> Any:
-    """One row per message and measured stage: app, topic, hour, stage (index in
+def stage_values(keyed: Any) -> Any:
+    """One row per message and measured stage: its ``spark.keys.KEYS``, stage (index in
     ``STAGES``), value (µs) and bucket."""
     from pyspark.sql import functions as F
 
     pairs = ", ".join(f"{index}, `{stage_column(stage)}`" for index, stage in enumerate(STAGES))
-    rows = facts.select("app", "topic", "hour",
-                        F.expr(f"stack({len(STAGES)}, {pairs}) AS (stage, value)"))
+    rows = keyed.select(*KEYS, F.expr(f"stack({len(STAGES)}, {pairs}) AS (stage, value)"))
     return rows.where(F.col("value").isNotNull()).withColumn("bucket", bucket(F.col("value")))
 
 
@@ -326,11 +326,13 @@ def _pick(selection: Selection, cells: Any, values: Any) -> None:
             selection.found(cell, k, bucket_values[k - 1].as_py())
 
 
-def stage_percentiles(facts: Any) -> Selection:
+def stage_percentiles(facts: Any, pairs: Pairs | None = None) -> Selection:
     """Counts and exact percentiles of every stage at every SLA grain: two Spark jobs over
-    ``facts`` (keep them persisted), the histogram and the values of the wanted buckets."""
-    values = stage_values(facts)
-    return select(_histogram(values).toArrow(), values)
+    ``facts`` (keep them persisted), the histogram and the values of the wanted buckets, and
+    one more for ``pairs`` when not given."""
+    pairs = pairs or Pairs.of(facts)
+    values = stage_values(pairs.keyed(facts))
+    return select(pairs.restored(_histogram(values).toArrow()), values)
 
 
 def select(cells: Any, values: Any) -> Selection:

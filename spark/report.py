@@ -27,6 +27,7 @@ from spark.facts import message_facts, with_sla
 from spark.grains import GRAINS
 from spark.htmlreport import render
 from spark.inputs import History, JdbcSource, ParquetSource, load_history
+from spark.keys import Pairs
 from spark.metrics import aggregate_grains
 from spark.options import Window
 from spark.stuck import DEFAULT_GRACE_SECONDS, stuck_messages
@@ -51,9 +52,10 @@ def _collect(config: ReportConfig, now: datetime, history: History) -> ReportTab
     facts = message_facts(history.messages, history.events, now).persist(
         StorageLevel.MEMORY_AND_DISK)
     try:
-        topics = [row["topic"] for row in facts.select("topic").distinct().collect()]
-        scored = with_sla(facts, {topic: config.targets.target_for(topic) for topic in topics})
-        grains = aggregate_grains(scored, GRAINS)
+        pairs = Pairs.of(facts)
+        scored = with_sla(facts, {topic: config.targets.target_for(topic)
+                                  for topic in set(pairs.topics) if topic is not None})
+        grains = aggregate_grains(scored, GRAINS, pairs)
     finally:
         facts.unpersist()
     return ReportTables(**grains, stuck=stuck_messages(history.open, now, config.grace_seconds))
