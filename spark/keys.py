@@ -35,11 +35,13 @@ class Pairs:
 
     def keyed(self, facts: Any) -> Any:
         """``facts`` with the ``pair`` and ``hour_number`` columns."""
+        import pyarrow as pa
         from pyspark.sql import functions as F
 
-        frame = facts.sparkSession.createDataFrame(
-            list(zip(self.apps, self.topics, range(len(self.apps)), strict=True)),
-            "p_app string, p_topic string, pair int")
+        frame = facts.sparkSession.createDataFrame(pa.table({  # from Arrow: no Python workers
+            "p_app": pa.array(self.apps, pa.string()),
+            "p_topic": pa.array(self.topics, pa.string()),
+            "pair": pa.array(range(len(self.apps)), pa.int32())}))
         on = (F.col("app").eqNullSafe(F.col("p_app"))
               & F.col("topic").eqNullSafe(F.col("p_topic")))
         hour_number = F.call_function("div", F.unix_micros("hour"), F.lit(HOUR_MICROS))
