@@ -4,9 +4,10 @@ SparkSession so tests share one.
 
 The history is read once: the facts (one scan of messages and events, one aggregation of the
 events per message, one join) are persisted (memory, spilling to disk) and every aggregation
-reads them: the window's topics (for the SLA targets), the counters at every grain (grouping
-sets), and the stage percentiles (``spark.percentiles``: a histogram pass, then a pass over the
-few values the exact ranks need). Percentiles are not additive, so no grain is derived from a
+reads them: the window's app and topic pairs (``spark.keys``: integer keys for the
+aggregations; the topics for the SLA targets), the counters at every grain (rolled up on the
+driver), and the stage percentiles (``spark.percentiles``: a histogram pass, then a pass over
+the values the exact ranks need). Percentiles are not additive, so no grain is derived from a
 finer grain's percentiles. The stuck list reads the open messages (``spark.inputs``).
 
 Incremental runs: each run covers its ``--since/--until`` window and rewrites its ``--out``
