@@ -20,6 +20,7 @@ committed, rolled_back and unknown (or missing).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from spark.grains import DISTRIBUTION_POPULATIONS, DISTRIBUTIONS, GRAINS
@@ -160,13 +161,17 @@ def aggregate_grains(facts: Any, grains: dict[str, tuple[str, ...]] = GRAINS,
     sorted by the keys. Grains keyed by ``topic`` also carry ``sla_target_seconds``;
     ``DISTRIBUTIONS`` grains are (value, messages) histograms. ``facts`` (with the SLA
     columns of ``spark.facts.with_sla``) are read by three Spark jobs (four without
-    ``pairs``, the window's app and topic pairs): keep them persisted."""
+    ``pairs``, the window's app and topic pairs): keep them persisted. The counters' job runs
+    beside the percentiles' (from a second driver thread), so its tasks fill the cores the
+    percentiles leave idle (small final stages, the driver's share of the work)."""
     import pyarrow.compute as pc
 
     pairs = pairs or Pairs.of(facts)
-    fine = fine_counters(facts, pairs)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="counters") as pool:
+        counting = pool.submit(fine_counters, facts, pairs)
+        selection = stage_percentiles(facts, pairs)
+        fine = counting.result()
     fine = fine.append_column("day", pc.cast(fine["hour"], "date32"))
-    selection = stage_percentiles(facts, pairs)
     result = {}
     for name, keys in grains.items():
         rows = rolled_up(fine, keys)
