@@ -20,9 +20,11 @@ committed, rolled_back and unknown (or missing).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from spark.grains import DISTRIBUTION_POPULATIONS, DISTRIBUTIONS, GRAINS
+from spark.keys import KEYS, Pairs
 from spark.percentiles import LEVELS, STAGE_COLUMNS, Selection, stage_percentiles
 
 FINE_KEYS = ("app", "topic", "hour", "checks", "publishes")
@@ -108,12 +110,14 @@ def _fine_aggregates() -> dict[str, Any]:
     return aggregates
 
 
-def fine_counters(facts: Any) -> Any:
+def fine_counters(facts: Any, pairs: Pairs) -> Any:
     """The counters per app, topic, hour, number of check-backs and number of deliveries: one
-    Spark job, a few thousand rows (an Arrow table)."""
+    Spark job (grouped by the integer ``spark.keys.KEYS``), a few thousand rows (an Arrow
+    table)."""
     aggregates = _fine_aggregates()
-    return facts.groupBy(*FINE_KEYS).agg(
+    counted = pairs.keyed(facts).groupBy(*KEYS, "checks", "publishes").agg(
         *[aggregate.alias(name) for name, aggregate in aggregates.items()]).toArrow()
+    return pairs.restored(counted).select([*FINE_KEYS, *aggregates])
 
 
 def rolled_up(fine: Any, keys: tuple[str, ...]) -> Any:
@@ -151,16 +155,23 @@ def _with_ratios(table: Any) -> Any:
     return table
 
 
-def aggregate_grains(facts: Any, grains: dict[str, tuple[str, ...]] = GRAINS) -> dict[str, Any]:
+def aggregate_grains(facts: Any, grains: dict[str, tuple[str, ...]] = GRAINS,
+                     pairs: Pairs | None = None) -> dict[str, Any]:
     """One Arrow table per grain: a row per value of its keys (one row overall for ``()``),
     sorted by the keys. Grains keyed by ``topic`` also carry ``sla_target_seconds``;
     ``DISTRIBUTIONS`` grains are (value, messages) histograms. ``facts`` (with the SLA
-    columns of ``spark.facts.with_sla``) are read by three Spark jobs: keep them persisted."""
+    columns of ``spark.facts.with_sla``) are read by three Spark jobs (four without
+    ``pairs``, the window's app and topic pairs): keep them persisted. The counters' job runs
+    beside the percentiles' (from a second driver thread), so its tasks fill the cores the
+    percentiles leave idle (small final stages, the driver's share of the work)."""
     import pyarrow.compute as pc
 
-    fine = fine_counters(facts)
+    pairs = pairs or Pairs.of(facts)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="counters") as pool:
+        counting = pool.submit(fine_counters, facts, pairs)
+        selection = stage_percentiles(facts, pairs)
+        fine = counting.result()
     fine = fine.append_column("day", pc.cast(fine["hour"], "date32"))
-    selection = stage_percentiles(facts)
     result = {}
     for name, keys in grains.items():
         rows = rolled_up(fine, keys)

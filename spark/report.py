@@ -4,9 +4,10 @@ SparkSession so tests share one.
 
 The history is read once: the facts (one scan of messages and events, one aggregation of the
 events per message, one join) are persisted (memory, spilling to disk) and every aggregation
-reads them: the window's topics (for the SLA targets), the counters at every grain (grouping
-sets), and the stage percentiles (``spark.percentiles``: a histogram pass, then a pass over the
-few values the exact ranks need). Percentiles are not additive, so no grain is derived from a
+reads them: the window's app and topic pairs (``spark.keys``: integer keys for the
+aggregations; the topics for the SLA targets), the counters at every grain (rolled up on the
+driver), and the stage percentiles (``spark.percentiles``: a histogram pass, then a pass over
+the values the exact ranks need). Percentiles are not additive, so no grain is derived from a
 finer grain's percentiles. The stuck list reads the open messages (``spark.inputs``).
 
 Incremental runs: each run covers its ``--since/--until`` window and rewrites its ``--out``
@@ -27,6 +28,7 @@ from spark.facts import message_facts, with_sla
 from spark.grains import GRAINS
 from spark.htmlreport import render
 from spark.inputs import ArchiveSource, History, JdbcSource, ParquetSource, load_history
+from spark.keys import Pairs
 from spark.metrics import aggregate_grains
 from spark.options import Window
 from spark.stuck import DEFAULT_GRACE_SECONDS, stuck_messages
@@ -51,9 +53,10 @@ def _collect(config: ReportConfig, now: datetime, history: History) -> ReportTab
     facts = message_facts(history.messages, history.events, now).persist(
         StorageLevel.MEMORY_AND_DISK)
     try:
-        topics = [row["topic"] for row in facts.select("topic").distinct().collect()]
-        scored = with_sla(facts, {topic: config.targets.target_for(topic) for topic in topics})
-        grains = aggregate_grains(scored, GRAINS)
+        pairs = Pairs.of(facts)
+        scored = with_sla(facts, {topic: config.targets.target_for(topic)
+                                  for topic in set(pairs.topics) if topic is not None})
+        grains = aggregate_grains(scored, GRAINS, pairs)
     finally:
         facts.unpersist()
     return ReportTables(**grains, stuck=stuck_messages(history.open, now, config.grace_seconds))
