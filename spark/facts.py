@@ -33,6 +33,12 @@ is left out of that stage's percentiles and counted in none of its ``*_count``):
 - ``first_publish_to_done``: first ``published`` event -> done;
 - ``prepare_to_done``: created -> done, one-shot messages included.
 
+A delayed message (``deliver_after`` set) starts these clocks at its delivery time when that is
+later: ``confirm_to_first_publish`` and the SLA from ``max(confirmed, deliver_after)``,
+``prepare_to_done`` from ``max(created, deliver_after)``; its wait is not latency. Counters:
+``delayed`` (messages with a ``deliver_after``) and ``scheduled`` (sent, not dead, and still
+waiting for it at the report's "now").
+
 A stage that ends before it starts counts as 0 s: it happens when a consumer's ack is stored
 before the publisher has recorded the broker's answer (the ack races the ``published`` event).
 
@@ -171,6 +177,8 @@ def message_facts(messages: Any, events: Any, now: datetime) -> Any:
     ev_cancelled_at, cancelled_by = _decode_actor_key("ev_cancelled_key")
     flag = {name: F.coalesce(col(name), F.lit(False)) for name in ("ev_prepared", "ev_sent")}
     confirmed_at = F.coalesce(col("confirmed_at"), ev_confirmed_at, col("ev_sent_at"))
+    # a delayed message's clock starts at its delivery time (greatest skips a null)
+    sla_start = F.greatest(confirmed_at, col("deliver_after"))
     done_at = F.coalesce(col("done_at"), col("ev_acked_at"))
     one_shot = flag["ev_sent"] & ~flag["ev_prepared"]
     dead = F.coalesce(col("dead"), F.lit(False))
@@ -189,18 +197,22 @@ def message_facts(messages: Any, events: Any, now: datetime) -> Any:
         ((col("state") == "done") | done_at.isNotNull()).alias("is_done"),
         ((col("state") == "pending-send") & ~dead).alias("is_pending_send"),
         ((col("state") == "sent") & ~dead).alias("is_unacked"),
+        col("deliver_after").isNotNull().alias("is_delayed"),
+        ((col("state") == "sent") & ~dead & (col("deliver_after") > F.lit(now))
+         ).alias("is_scheduled"),
         dead.alias("is_dead"),
         F.when(dead, col("dead_reason")).alias("dead_reason"),
         *[F.coalesce(col(name), F.lit(0)).alias(name) for name in counters],
         F.when(~one_shot, micros_between(col("created_at"), confirmed_at))
         .alias(stage_column("prepare_to_confirm")),
-        micros_between(confirmed_at, col("first_published_at"))
+        micros_between(sla_start, col("first_published_at"))
         .alias(stage_column("confirm_to_first_publish")),
         micros_between(col("first_published_at"), done_at)
         .alias(stage_column("first_publish_to_done")),
-        micros_between(col("created_at"), done_at).alias(stage_column("prepare_to_done")),
-        seconds_between(confirmed_at, done_at).alias("confirm_to_done"),
-        seconds_between(confirmed_at, F.lit(now)).alias("confirmed_age"),
+        micros_between(F.greatest(col("created_at"), col("deliver_after")), done_at)
+        .alias(stage_column("prepare_to_done")),
+        seconds_between(sla_start, done_at).alias("confirm_to_done"),
+        seconds_between(sla_start, F.lit(now)).alias("confirmed_age"),
     )
 
 

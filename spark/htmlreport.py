@@ -31,6 +31,7 @@ OUTCOMES = (
     ("pending_send", "pending-send now"), ("unacked", "unacked now"),
     ("dead_check_exhausted", "dead: check-exhausted"),
     ("dead_delivery_exhausted", "dead: delivery-exhausted"),
+    ("delayed", "delayed (deliver_after)"), ("scheduled", "scheduled now"),
 )
 
 

@@ -33,7 +33,7 @@ COUNT_COLUMNS = (
     "messages", "prepared", "one_shot", "sent", "confirmed_by_producer",
     "confirmed_by_check_back", "confirmed_by_admin", "cancelled", "cancelled_by_producer",
     "rolled_back_by_check_back", "cancelled_by_admin", "done", "pending_send", "unacked", "dead",
-    "dead_check_exhausted", "dead_delivery_exhausted",
+    "dead_check_exhausted", "dead_delivery_exhausted", "delayed", "scheduled",
 )
 CHECKBACK_COLUMNS = (
     "checkbacks", "checkbacks_committed", "checkbacks_rolled_back", "checkbacks_unknown",
@@ -80,6 +80,8 @@ def _count_conditions() -> dict[str, Any]:
         "dead": col("is_dead"),
         "dead_check_exhausted": by("dead_reason", "check-exhausted"),
         "dead_delivery_exhausted": by("dead_reason", "delivery-exhausted"),
+        "delayed": col("is_delayed"),
+        "scheduled": col("is_scheduled"),
         "messages_checked": col("checks") > 0,
         "messages_published": col("publishes") > 0,
         "redelivered_messages": col("publishes") > 1,

@@ -65,7 +65,7 @@ EVENT_COLUMNS: tuple[tuple[str, str], ...] = (
 REPORT_MESSAGE_COLUMNS = (
     "message_id", "app", "topic", "state", "dead", "dead_reason", "check_count",
     "delivery_count", "created_at", "confirmed_at", "done_at", "deleted_at", "next_check_at",
-    "next_delivery_at",
+    "next_delivery_at", "deliver_after",
 )
 REPORT_EVENT_COLUMNS = ("message_id", "at", "event", "detail")
 

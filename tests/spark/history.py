@@ -52,6 +52,7 @@ class Msg:
     dead_reason: str | None = None
     check_count: int = 0
     delivery_count: int = 0
+    deliver_after: datetime | None = None
 
     def row(self) -> dict[str, Any]:
         """Every exported column, with the policy fields at their defaults."""
@@ -64,7 +65,7 @@ class Msg:
             "ack_timeout_seconds": 60.0, "max_deliveries": 6, "created_at": self.created_at,
             "confirmed_at": self.confirmed_at, "done_at": self.done_at,
             "deleted_at": self.deleted_at, "next_check_at": self.next_check_at,
-            "next_delivery_at": self.next_delivery_at,
+            "next_delivery_at": self.next_delivery_at, "deliver_after": self.deliver_after,
         }
 
 

@@ -44,6 +44,14 @@ def _odd_history() -> History:
             # a topic name that must be escaped in the page
             Msg("h1", "odd", HOSTILE, "done", ts(t + "10:00:00"),
                 confirmed_at=ts(t + "10:00:00"), done_at=ts(t + "10:00:01")),
+            # delayed: confirmed at 10:00:01 for 10:05, published then and done 2 s later (its
+            # SLA clock starts at 10:05); one still waiting at "now" for 13:00
+            Msg("dl1", "odd", "delayed", "done", ts(t + "10:00:00"),
+                confirmed_at=ts(t + "10:00:01"), done_at=ts(t + "10:05:02"),
+                deliver_after=ts(t + "10:05:00")),
+            Msg("dl2", "odd", "delayed", "sent", ts(t + "11:00:00"),
+                confirmed_at=ts(t + "11:00:01"), next_delivery_at=ts(t + "13:00:00"),
+                deliver_after=ts(t + "13:00:00")),
             # check-backs answered with an outcome RMS does not name, and with none
             Msg("o1", "odd", "outcomes", "done", ts(t + "10:00:00"),
                 confirmed_at=ts(t + "10:00:40"), done_at=ts(t + "10:00:41")),
@@ -68,6 +76,12 @@ def _odd_history() -> History:
             ev("f1", t + "11:59:50", "confirmed", by="producer"),
             ev("f1", t + "11:59:51", "published", delivery=1),
             ev("h1", t + "10:00:00", "sent"),
+            ev("dl1", t + "10:00:00", "prepared"),
+            ev("dl1", t + "10:00:01", "confirmed", by="producer"),
+            ev("dl1", t + "10:05:00.5", "published", delivery=1),
+            ev("dl1", t + "10:05:02", "acked", via="http"),
+            ev("dl2", t + "11:00:00", "prepared"),
+            ev("dl2", t + "11:00:01", "confirmed", by="producer"),
             ev("o1", t + "10:00:00", "prepared"),
             ev("o1", t + "10:00:10", "checked", attempt=1, outcome="timeout"),
             ev("o1", t + "10:00:20", "checked", attempt=2),
@@ -128,6 +142,18 @@ def test_duplicates_and_malformed_details(spark_odd_report: tuple[dict[str, Any]
     assert topic["checkbacks_other"] == 1
     assert (topic["done"], topic["deliveries"]) == (1, 1)
     assert topic["stages"]["first_publish_to_done"]["p50"] == 1.0
+
+
+def test_delayed_messages_start_their_clock_at_the_delivery_time(
+        spark_odd_report: tuple[dict[str, Any], Path]) -> None:
+    topic = _topic(spark_odd_report[0], "delayed")
+    assert (topic["delayed"], topic["scheduled"], topic["unacked"]) == (2, 1, 1)
+    stages = topic["stages"]
+    assert stages["confirm_to_first_publish"]["p50"] == 0.5  # not the 5 minutes' wait
+    assert stages["prepare_to_done"]["p50"] == 2.0
+    # done 2 s after its time: met; the waiting one is not late, only pending
+    assert (topic["sla_met"], topic["sla_missed"], topic["sla_pending"]) == (1, 0, 1)
+    assert spark_odd_report[0]["totals"]["scheduled"] >= 1
 
 
 def test_check_back_outcomes_add_up(spark_odd_report: tuple[dict[str, Any], Path]) -> None:

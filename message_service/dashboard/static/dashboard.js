@@ -441,6 +441,7 @@
     ["pending_send", "pending-send now", 1], ["unacked", "unacked now", 1],
     ["dead_check_exhausted", "dead: check-exhausted", 2],
     ["dead_delivery_exhausted", "dead: delivery-exhausted", 2],
+    ["delayed", "delayed (deliver_after)", 0], ["scheduled", "scheduled now", 1],
   ];
 
   function table(node, headers, rows, keys) {
