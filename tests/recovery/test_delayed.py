@@ -197,3 +197,31 @@ async def test_bad_delays_are_refused_with_422(api: Api, topic: str, fields: dic
     assert batch.status_code == 422
     stats = (await api.client.get("/v1/admin/stats", headers=api.admin)).json()
     assert not [g for g in stats["groups"] if g["topic"] == topic]  # nothing was stored
+
+
+async def test_a_delayed_member_of_a_transaction_holds_the_later_ones_in_order(
+        api: Api, worker: RecoveryWorker, topic: str, unique: str) -> None:
+    """A transaction of three whose second message is delayed: the confirm publishes the
+    first, the third waits behind the second, and at its time both follow in order."""
+    producer = await _producer(api)
+    ids = [f"t{n}-{unique}" for n in range(3)]
+    items = [{"message_id": i, "topic": topic, "payload": {"n": n}} for n, i in enumerate(ids)]
+    items[1]["delay_seconds"] = 1.5
+    created = await api.post(producer, "/v1/transactions", json={
+        "transaction_id": f"tx-{unique}", "check_url": "http://127.0.0.1:1/c", "messages": items})
+    assert created.status_code == 201, created.text
+    confirmed = await api.post(producer, f"/v1/transactions/tx-{unique}/confirm")
+    assert confirmed.status_code == 200, confirmed.text
+    assert (await message(api, ids[1]))["delivery_count"] == 0
+    assert [await _published_at(api, i) != [] for i in ids] == [True, False, False]
+
+    async def all_published() -> bool:
+        return all([await _published_at(api, i) for i in ids])
+
+    await tick_until(worker, all_published)
+    times = [(await _published_at(api, i))[0] for i in ids]
+    assert times == sorted(times)
+    deliver_after = _at((await message(api, ids[1]))["deliver_after"])
+    assert times[1] >= deliver_after
+    records = await read_topic(api.settings.kafka_bootstrap_servers, topic, expect=3, settle=0.3)
+    assert [header(list(r.headers), "rms-message-id") for r in records] == ids

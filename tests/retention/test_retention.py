@@ -239,3 +239,33 @@ def test_a_run_killed_anywhere_resumes_without_loss_or_duplicates(
     for day in archive.glob("day=*"):  # manifests agree with the files
         manifest = json.loads((day / "_export.json").read_text())
         assert manifest["tables"]["messages"]["rows"] == pq.read_table(day / "messages").num_rows
+
+
+def test_a_finished_transaction_goes_once_its_messages_are_gone(database_url: str) -> None:
+    """Old finished messages that belong to transactions are removed like any other, and the
+    transaction row goes with the last of them; a pending one, and one whose message stays,
+    are kept."""
+    seed(database_url)
+    old = "now() - interval '40 days'"
+    fetch(database_url, f"""
+        WITH t AS (
+            INSERT INTO transactions (transaction_id, app, check_url, message_ids, state,
+                                      check_after_seconds, max_checks, created_at,
+                                      confirmed_at, cancelled_at)
+            VALUES ('tx-done', 'shop', 'http://x/c', '{{old-00001}}', 'confirmed', 10, 15,
+                    {old}, {old}, NULL),
+                   ('tx-kept', 'shop', 'http://x/c', '{{open-sent-0}}', 'confirmed', 10, 15,
+                    {old}, {old}, NULL),
+                   ('tx-pending', 'shop', 'http://x/c', '{{}}', 'pending', 10, 15,
+                    {old}, NULL, NULL)
+            RETURNING 1)
+        UPDATE messages SET transaction_id = CASE message_id WHEN 'old-00001' THEN 'tx-done'
+                                                             ELSE 'tx-kept' END,
+                            transaction_position = 0
+        WHERE message_id IN ('old-00001', 'open-sent-0') RETURNING message_id""")
+    result = run_retention(request(database_url, None))
+    left = {r["transaction_id"] for r in fetch(database_url,
+                                               "SELECT transaction_id FROM transactions")}
+    assert left == {"tx-kept", "tx-pending"}
+    assert result.transactions == 1
+    assert "old-00001" not in stored_ids(database_url)
