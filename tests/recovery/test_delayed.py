@@ -205,7 +205,8 @@ async def test_a_delayed_member_of_a_transaction_holds_the_later_ones_in_order(
     first, the third waits behind the second, and at its time both follow in order."""
     producer = await _producer(api)
     ids = [f"t{n}-{unique}" for n in range(3)]
-    items = [{"message_id": i, "topic": topic, "payload": {"n": n}} for n, i in enumerate(ids)]
+    items: list[dict[str, Any]] = [{"message_id": i, "topic": topic, "payload": {"n": n}}
+                                   for n, i in enumerate(ids)]
     items[1]["delay_seconds"] = 1.5
     created = await api.post(producer, "/v1/transactions", json={
         "transaction_id": f"tx-{unique}", "check_url": "http://127.0.0.1:1/c", "messages": items})
