@@ -178,8 +178,9 @@ def test_dashboard_in_chromium(service: Service, database_url: str, unique: str,
             row = f'#live-table tr[data-app="{seeded.app}"][data-topic="{seeded.topic}"]'
             expect(page.locator(row)).to_be_visible()
             cells = _cells(page, seeded.app, seeded.topic)
-            assert cells[:7] == [seeded.app, seeded.topic, "3", "2", "1", "1", "1"], cells
-            assert cells[7].endswith(" s") and cells[8].endswith(" s"), cells
+            # app, topic, pending-send, sent, done, deleted, dead, scheduled, then the two ages
+            assert cells[:8] == [seeded.app, seeded.topic, "3", "2", "1", "1", "1", "0"], cells
+            assert cells[8].endswith(" s") and cells[9].endswith(" s"), cells
 
             # ... refreshing without a reload
             service.call("POST", "/v1/messages/send", seeded.api_key,
@@ -192,7 +193,7 @@ def test_dashboard_in_chromium(service: Service, database_url: str, unique: str,
             expect(bars.first).to_be_attached()
             widths = [float(w or 0) for w in bars.evaluate_all(
                 "nodes => nodes.map(n => n.getAttribute('width'))")]
-            assert len(widths) == 13 and max(widths) > 0
+            assert len(widths) == 15 and max(widths) > 0  # one bar per outcome counter
             compliance = page.locator("#chart-compliance svg rect.bar")
             expect(compliance).to_have_count(2)
             lines = page.locator("#chart-latency svg path.series")
