@@ -226,7 +226,9 @@ def _message_table(c: dict[str, Any]) -> Any:
     defaults = {"key": None, "payload": "{}", "headers": "{}",
                 "check_url": "https://shop.example/rms/check", "delivery_base": 0,
                 "check_after_seconds": 10.0, "max_checks": 15, "ack_timeout_seconds": 60.0,
-                "max_deliveries": 6}
+                "max_deliveries": 6, "deliver_after": None, "traceparent": None,
+                "tracestate": None, "ordered": False, "confirm_seq": None,
+                "transaction_id": None, "transaction_position": None}
     arrays = []
     for f in schema:
         value = c[f.name] if f.name in c else pa.repeat(pa.scalar(defaults[f.name], f.type), n)
