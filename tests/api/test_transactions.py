@@ -283,3 +283,25 @@ async def test_any_json_payload_is_stored_as_given(api: Api, unique: str) -> Non
         "check_url": CHECK_URL, "transaction_id": f"tx-{unique}",
         "messages": [{"topic": f"orders.{unique}", "payload": p, "key": f"k{n}",
                       "headers": {"h": str(n)}} for n, p in enumerate(payloads)]}, 200)
+
+
+async def test_members_carry_the_requests_trace_context_to_their_records(
+        api: Api, unique: str) -> None:
+    orders = await api.create_app("orders")
+    parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    topics = [f"orders.{unique}", f"orders.{unique}"]
+    response = await api.client.post(
+        "/v1/transactions", json=body(topics, f"tx-{unique}"),
+        headers=orders.headers | {"traceparent": parent, "tracestate": "shop=1"})
+    assert response.status_code == 201, response.text
+    for n in range(2):
+        member = (await api.client.get(f"/v1/messages/tx-{unique}-m{n}",
+                                       headers=orders.headers)).json()
+        # the producer's trace (the parent is RMS's prepare span when spans are recorded)
+        assert member["traceparent"].split("-")[1] == parent.split("-")[1]
+        assert member["tracestate"] == "shop=1"
+    confirmed = await api.post(orders, f"/v1/transactions/tx-{unique}/confirm")
+    assert confirmed.status_code == 200, confirmed.text
+    records = await read_topic(api.settings.kafka_bootstrap_servers, topics[0], expect=2)
+    trace_ids = [(header(list(r.headers), "traceparent") or "").split("-")[1] for r in records]
+    assert trace_ids == [parent.split("-")[1]] * 2
