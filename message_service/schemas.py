@@ -61,7 +61,10 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class PrepareRequest(Strict):
+class MessageContent(Strict):
+    """A message's own fields: a prepare body without its check-back fields (a message of a
+    transaction is one: the transaction is checked back as one)."""
+
     message_id: MessageId | None = Field(
         default=None, description="1-128 chars of A-Za-z0-9._:- ; generated when absent")
     topic: Topic
@@ -69,9 +72,6 @@ class PrepareRequest(Strict):
     payload: Annotated[Any, AfterValidator(_json_storable)] = Field(
         description="any JSON value (the Kafka record value)")
     headers: dict[str, str] = Field(default_factory=dict)
-    check_url: Annotated[str, StringConstraints(max_length=2048)] | None = None
-    check_after_seconds: float | None = Field(default=None, ge=0, le=86_400)
-    max_checks: int | None = Field(default=None, ge=1, le=1_000)
     ack_timeout_seconds: float | None = Field(default=None, gt=0, le=7 * 86_400)
     max_deliveries: int | None = Field(default=None, ge=1, le=1_000)
     deliver_after: Annotated[datetime, BeforeValidator(_rfc3339)] | None = Field(
@@ -80,6 +80,12 @@ class PrepareRequest(Strict):
     delay_seconds: float | None = Field(
         default=None, ge=0, description="publish this many seconds after the prepare at the "
         "earliest (at most RMS_MAX_DELAY_SECONDS); not with deliver_after")
+
+
+class PrepareRequest(MessageContent):
+    check_url: Annotated[str, StringConstraints(max_length=2048)] | None = None
+    check_after_seconds: float | None = Field(default=None, ge=0, le=86_400)
+    max_checks: int | None = Field(default=None, ge=1, le=1_000)
 
 
 class BatchPrepareRequest(Strict):
@@ -125,24 +131,8 @@ class BatchOut(BaseModel):
     messages: list[MessageOut]
 
 
-class TransactionMessage(Strict):
-    """A message of a transaction: a prepare body without its own check-back fields (the
-    transaction is checked back as one)."""
-
-    message_id: MessageId | None = Field(
-        default=None, description="1-128 chars of A-Za-z0-9._:- ; generated when absent")
-    topic: Topic
-    key: Annotated[str, StringConstraints(max_length=1024)] | None = None
-    payload: Annotated[Any, AfterValidator(_json_storable)] = Field(
-        description="any JSON value (the Kafka record value)")
-    headers: dict[str, str] = Field(default_factory=dict)
-    ack_timeout_seconds: float | None = Field(default=None, gt=0, le=7 * 86_400)
-    max_deliveries: int | None = Field(default=None, ge=1, le=1_000)
-    deliver_after: Annotated[datetime, BeforeValidator(_rfc3339)] | None = Field(
-        default=None, description="as in a prepare: not published before this time")
-    delay_seconds: float | None = Field(
-        default=None, ge=0, description="as in a prepare: seconds after the transaction's "
-        "prepare at the earliest")
+class TransactionMessage(MessageContent):
+    """A message of a transaction: its check-back fields are the transaction's."""
 
 
 class TransactionRequest(Strict):
