@@ -91,27 +91,51 @@ def _actor_key(event: Any, name: str) -> Any:
 
 
 def _decode_actor_key(key: str) -> tuple[Any, Any]:
-    """(time, actor) of an ``_actor_key``; both null for a null key."""
+    """(time, actor code: 1 + index in ``ACTORS``, 0 for none) of an ``_actor_key``; both null
+    for a null key."""
     from pyspark.sql import functions as F
 
-    code = F.col(key).bitwiseAND(3).cast("int")
-    actor = F.when(code > 0, F.element_at(F.array(*[F.lit(a) for a in ACTORS]), code))
-    return F.timestamp_micros(F.shiftright(F.col(key), 2)), actor
+    return F.timestamp_micros(F.shiftright(F.col(key), 2)), F.col(key).bitwiseAND(3).cast("int")
+
+
+_WS = r"[ \t\n\r]*"  # JSON whitespace
+_STRING = r'"[^"\\\x00-\x1f]*"'  # a JSON string without escapes
+_SCALAR = rf"(?:{_STRING}|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null)"
+_MEMBER = rf"{_STRING}{_WS}:{_WS}{_SCALAR}{_WS}"
+# a flat JSON object (scalar members, no escapes) at the start of the text
+FLAT_OBJECT = rf"^{_WS}\{{{_WS}(?:{_MEMBER}(?:,{_WS}{_MEMBER})*)?\}}"
+
+
+def detail_code(detail: Any, name: str, values: tuple[str, ...]) -> Any:
+    """1 + the index in ``values`` of the string at ``$.name`` of a JSON ``detail`` (Spark's
+    ``get_json_object``: the first such member of the top-level object), 0 when it is missing,
+    not a string, another value, or the detail is not JSON.
+
+    The details RMS writes are flat objects (``{"attempt": 1, "outcome": "committed"}``): for
+    those a regular expression finds the first ``name`` member, with no JSON parser; anything
+    else (escapes, nested values, malformed text) goes to ``get_json_object``. Both read the
+    same value (``tests/spark/test_detail_codes.py``); the expression costs a fraction of a
+    parse."""
+    from pyspark.sql import functions as F
+
+    member = F.regexp_extract(detail, rf'"{name}"{_WS}:{_WS}(?:"([^"]*)")?', 1)
+    value = F.when(detail.rlike(FLAT_OBJECT), member).otherwise(
+        F.get_json_object(detail, f"$.{name}"))
+    return F.coalesce(F.array_position(F.array(*[F.lit(v) for v in values]), value), F.lit(0))
 
 
 def _parsed(events: Any) -> Any:
-    """Each event's JSON detail parsed once, and only where it matters (``DETAIL_EVENTS``): the
-    check-back outcome of ``checked`` events, the actor code of ``confirmed`` / ``cancelled``
-    events."""
+    """Each event's JSON detail read once, and only where it matters (``DETAIL_EVENTS``): the
+    check-back outcome code of ``checked`` events (``detail_code`` of ``CHECK_OUTCOMES``), the
+    actor code of ``confirmed`` / ``cancelled`` events (of ``ACTORS``)."""
     from pyspark.sql import functions as F
 
-    event = F.col("event")
-    actors = F.array(*[F.lit(a) for a in ACTORS])
+    event, detail = F.col("event"), F.col("detail")
     return events.select(
         "message_id", "at", "event",
-        F.when(event == "checked", F.get_json_object("detail", "$.outcome")).alias("outcome"),
-        F.when(event.isin("confirmed", "cancelled"), F.coalesce(
-            F.array_position(actors, F.get_json_object("detail", "$.by")), F.lit(0)))
+        F.when(event == "checked", detail_code(detail, "outcome", CHECK_OUTCOMES))
+        .alias("outcome"),
+        F.when(event.isin("confirmed", "cancelled"), detail_code(detail, "by", ACTORS))
         .alias("actor"),
     )
 
@@ -138,11 +162,9 @@ def _event_summary(events: Any) -> Any:
         first_at("published").alias("first_published_at"),
         first_at("acked").alias("ev_acked_at"),
         count(event == "checked").alias("checks"),
-        count(outcome == "committed").alias("checks_committed"),
-        count(outcome == "rolled_back").alias("checks_rolled_back"),
-        count(outcome == "unknown").alias("checks_unknown"),
-        count((event == "checked") & ~F.coalesce(outcome.isin(*CHECK_OUTCOMES), F.lit(False)))
-        .alias("checks_other"),
+        *[count(outcome == code).alias(f"checks_{name}")
+          for code, name in enumerate(CHECK_OUTCOMES, start=1)],
+        count(outcome == 0).alias("checks_other"),
         count(event == "published").alias("publishes"),
         count(event == "publish-failed").alias("publish_failures"),
         count(event == "resent").alias("resends"),
@@ -168,41 +190,89 @@ def seconds_between(start: Any, end: Any) -> Any:
     return seconds(micros_between(start, end))
 
 
+# the profile: what a message is and how it ended, packed in one integer (``profile``)
+FLAGS = ("prepared", "one_shot", "sent", "cancelled", "done", "pending_send", "unacked",
+         "delayed", "scheduled", "dead")  # one bit each, in this order
+DEAD_REASONS = ("check-exhausted", "delivery-exhausted")  # the reasons the report counts
+CODES: dict[str, tuple[str, ...]] = {  # two bits each, after the flags: 0 = none of these
+    "confirmed_by": ACTORS, "cancelled_by": ACTORS, "dead_reason": DEAD_REASONS}
+CODE_SHIFT = {name: len(FLAGS) + 2 * index for index, name in enumerate(CODES)}
+
+
+def _profile(flags: dict[str, Any], codes: dict[str, Any]) -> Any:
+    """The ``profile`` column: bit i set for ``FLAGS[i]``, each code in its two bits."""
+    from pyspark.sql import functions as F
+
+    bits = [F.when(flags[name], 1 << index).otherwise(0) for index, name in enumerate(FLAGS)]
+    bits += [F.shiftleft(codes[name], CODE_SHIFT[name]) for name in CODES]
+    total = bits[0]
+    for bit in bits[1:]:
+        total = total.bitwiseOR(bit)
+    return total.cast("int")
+
+
+def profile_flag(profile: Any, name: str) -> Any:
+    """Whether the ``FLAGS`` entry ``name`` is set, for an Arrow array of profiles."""
+    import pyarrow.compute as pc
+
+    return pc.not_equal(pc.bit_wise_and(profile, 1 << FLAGS.index(name)), 0)
+
+
+def profile_code(profile: Any, name: str) -> Any:
+    """The ``CODES`` entry ``name`` (0 = none, else 1 + index), for an Arrow array of profiles."""
+    import pyarrow.compute as pc
+
+    return pc.bit_wise_and(pc.shift_right(profile, CODE_SHIFT[name]), 3)
+
+
+def _code(value: Any, values: tuple[str, ...]) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.array_position(F.array(*[F.lit(v) for v in values]), value), F.lit(0))
+
+
 def message_facts(messages: Any, events: Any, now: datetime) -> Any:
+    """The facts: ``app``, ``topic``, ``hour``, ``profile`` (``FLAGS`` and ``CODES``), the
+    per-message counters, the stage latencies (µs) and the two SLA clocks (``with_sla``)."""
     from pyspark.sql import functions as F
 
     joined = messages.join(_event_summary(events), "message_id", "left")
     col = F.col
     ev_confirmed_at, confirmed_by = _decode_actor_key("ev_confirmed_key")
     ev_cancelled_at, cancelled_by = _decode_actor_key("ev_cancelled_key")
-    flag = {name: F.coalesce(col(name), F.lit(False)) for name in ("ev_prepared", "ev_sent")}
+    ev_flag = {name: F.coalesce(col(name), F.lit(False)) for name in ("ev_prepared", "ev_sent")}
     confirmed_at = F.coalesce(col("confirmed_at"), ev_confirmed_at, col("ev_sent_at"))
     # a delayed message's clock starts at its delivery time (greatest skips a null)
     sla_start = F.greatest(confirmed_at, col("deliver_after"))
     done_at = F.coalesce(col("done_at"), col("ev_acked_at"))
-    one_shot = flag["ev_sent"] & ~flag["ev_prepared"]
+    one_shot = ev_flag["ev_sent"] & ~ev_flag["ev_prepared"]
     dead = F.coalesce(col("dead"), F.lit(False))
+    cancelled = ((col("state") == "deleted") | col("deleted_at").isNotNull()
+                 | ev_cancelled_at.isNotNull())
+    flags = {
+        "prepared": ev_flag["ev_prepared"],
+        "one_shot": one_shot,
+        "sent": confirmed_at.isNotNull(),
+        "cancelled": cancelled,
+        "done": (col("state") == "done") | done_at.isNotNull(),
+        "pending_send": (col("state") == "pending-send") & ~dead,
+        "unacked": (col("state") == "sent") & ~dead,
+        "delayed": col("deliver_after").isNotNull(),
+        "scheduled": (col("state") == "sent") & ~dead & (col("deliver_after") > F.lit(now)),
+        "dead": dead,
+    }
+    codes = {
+        "confirmed_by": F.coalesce(confirmed_by, F.lit(0)),
+        "cancelled_by": F.when(cancelled, F.coalesce(cancelled_by, F.lit(0))).otherwise(0),
+        "dead_reason": F.when(dead, _code(col("dead_reason"), DEAD_REASONS)).otherwise(0),
+    }
     counters = ("checks", "checks_committed", "checks_rolled_back", "checks_unknown",
                 "checks_other", "publishes", "publish_failures", "resends")
     return joined.select(
         "app", "topic",
         F.date_trunc("hour", col("created_at")).alias("hour"),
-        flag["ev_prepared"].alias("is_prepared"),
-        one_shot.alias("is_one_shot"),
-        confirmed_at.isNotNull().alias("is_sent"),
-        confirmed_by.alias("confirmed_by"),
-        ((col("state") == "deleted") | col("deleted_at").isNotNull()
-         | ev_cancelled_at.isNotNull()).alias("is_cancelled"),
-        cancelled_by.alias("cancelled_by"),
-        ((col("state") == "done") | done_at.isNotNull()).alias("is_done"),
-        ((col("state") == "pending-send") & ~dead).alias("is_pending_send"),
-        ((col("state") == "sent") & ~dead).alias("is_unacked"),
-        col("deliver_after").isNotNull().alias("is_delayed"),
-        ((col("state") == "sent") & ~dead & (col("deliver_after") > F.lit(now))
-         ).alias("is_scheduled"),
-        dead.alias("is_dead"),
-        F.when(dead, col("dead_reason")).alias("dead_reason"),
-        *[F.coalesce(col(name), F.lit(0)).alias(name) for name in counters],
+        _profile(flags, codes).alias("profile"),
+        *[F.coalesce(col(name).cast("int"), F.lit(0)).alias(name) for name in counters],
         F.when(~one_shot, micros_between(col("created_at"), confirmed_at))
         .alias(stage_column("prepare_to_confirm")),
         micros_between(sla_start, col("first_published_at"))
@@ -228,10 +298,12 @@ def with_sla(facts: Any, targets: dict[str, float]) -> Any:
         target = F.lit(None).cast("double")
     with_target = facts.withColumn("sla_target_seconds", target)
     target_col = col("sla_target_seconds")
-    met = col("is_sent") & (col("confirm_to_done") <= target_col)
-    missed = col("is_sent") & (
+    sent, done = (col("profile").bitwiseAND(1 << FLAGS.index(name)) != 0
+                  for name in ("sent", "done"))
+    met = sent & (col("confirm_to_done") <= target_col)
+    missed = sent & (
         (col("confirm_to_done") > target_col)
-        | (~col("is_done") & (col("confirmed_age") > target_col))
+        | (~done & (col("confirmed_age") > target_col))
     )
     return with_target.select(
         "*",

@@ -23,9 +23,10 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from spark.facts import CODES, profile_code, profile_flag
 from spark.grains import DISTRIBUTION_POPULATIONS, DISTRIBUTIONS, GRAINS
 from spark.keys import KEYS, Pairs
-from spark.percentiles import LEVELS, STAGE_COLUMNS, Selection, stage_percentiles
+from spark.percentiles import LEVELS, STAGE_COLUMNS, Selection, histogram, select, stage_values
 
 FINE_KEYS = ("app", "topic", "hour", "checks", "publishes")
 PERCENTILES = {name: float(level) for name, level in LEVELS.items()}
@@ -54,72 +55,94 @@ METRIC_COLUMNS = COUNT_COLUMNS + CHECKBACK_COLUMNS + DELIVERY_COLUMNS + SLA_COLU
 COUNTER_COLUMNS = tuple(c for c in METRIC_COLUMNS if c not in STAGE_COLUMNS)
 
 
-def _count_conditions() -> dict[str, Any]:
+ROLLED_UP_BY_MAX = frozenset({"checkbacks_max", "deliveries_max", "sla_target_seconds"})
+SUMMED = {  # column: the facts' counter it sums
+    "checkbacks_committed": "checks_committed", "checkbacks_rolled_back": "checks_rolled_back",
+    "checkbacks_unknown": "checks_unknown", "checkbacks_other": "checks_other",
+    "publish_failures": "publish_failures", "resends": "resends"}
+# the fine counters' columns: every counter but the ratios, and the SLA target
+FINE_COLUMNS = (*(c for c in COUNTER_COLUMNS if c not in RATIOS), "sla_target_seconds")
+
+
+def _aggregates() -> dict[str, Any]:
+    """What Spark aggregates per fine group and profile: the messages, the SLA outcomes (the
+    target depends on the topic, not on the profile), the per-message counters' sums and the
+    SLA target."""
     from pyspark.sql import functions as F
 
-    col = F.col
-
-    def by(column: str, actor: str) -> Any:
-        return col(column) == actor
-
     return {
-        "messages": F.lit(True),
-        "prepared": col("is_prepared"),
-        "one_shot": col("is_one_shot"),
-        "sent": col("is_sent"),
-        "confirmed_by_producer": by("confirmed_by", "producer"),
-        "confirmed_by_check_back": by("confirmed_by", "check-back"),
-        "confirmed_by_admin": by("confirmed_by", "admin"),
-        "cancelled": col("is_cancelled"),
-        "cancelled_by_producer": col("is_cancelled") & by("cancelled_by", "producer"),
-        "rolled_back_by_check_back": col("is_cancelled") & by("cancelled_by", "check-back"),
-        "cancelled_by_admin": col("is_cancelled") & by("cancelled_by", "admin"),
-        "done": col("is_done"),
-        "pending_send": col("is_pending_send"),
-        "unacked": col("is_unacked"),
-        "dead": col("is_dead"),
-        "dead_check_exhausted": by("dead_reason", "check-exhausted"),
-        "dead_delivery_exhausted": by("dead_reason", "delivery-exhausted"),
-        "delayed": col("is_delayed"),
-        "scheduled": col("is_scheduled"),
-        "messages_checked": col("checks") > 0,
-        "messages_published": col("publishes") > 0,
-        "redelivered_messages": col("publishes") > 1,
-        "sla_met": col("sla_met"),
-        "sla_missed": col("sla_missed"),
-        "sla_pending": col("is_sent") & ~col("sla_met") & ~col("sla_missed"),
+        "n": F.count(F.lit(1)),
+        "sla_met": F.count(F.when(F.col("sla_met"), True)),
+        "sla_missed": F.count(F.when(F.col("sla_missed"), True)),
+        **{name: F.sum(source) for name, source in SUMMED.items()},
+        "sla_target_seconds": F.max("sla_target_seconds"),
     }
 
 
-ROLLED_UP_BY_MAX = frozenset({"checkbacks_max", "deliveries_max", "sla_target_seconds"})
+def _counts(table: Any) -> dict[str, Any]:
+    """The count columns of grouped facts (Arrow: ``n`` messages per ``profile``, ``checks``
+    and ``publishes``): per row, ``n`` where the row's messages are counted, else 0."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
+    n, profile = table["n"], table["profile"]
+    zero = pa.scalar(0, pa.int64())
 
-def _fine_aggregates() -> dict[str, Any]:
-    """Per counter (and the SLA target): its aggregate over the facts of one fine group.
-    Every one rolls up to coarser groups by a sum, those in ``ROLLED_UP_BY_MAX`` by a max."""
-    from pyspark.sql import functions as F
+    def where(condition: Any) -> Any:
+        return pc.if_else(condition, n, zero)
 
-    aggregates = {name: F.count(F.when(cond, True)) for name, cond in _count_conditions().items()}
-    for name, source in (("checkbacks", "checks"), ("checkbacks_committed", "checks_committed"),
-                         ("checkbacks_rolled_back", "checks_rolled_back"),
-                         ("checkbacks_unknown", "checks_unknown"),
-                         ("checkbacks_other", "checks_other"), ("deliveries", "publishes"),
-                         ("publish_failures", "publish_failures"), ("resends", "resends")):
-        aggregates[name] = F.sum(source)
-    aggregates["checkbacks_max"] = F.max("checks")
-    aggregates["deliveries_max"] = F.max("publishes")
-    aggregates["sla_target_seconds"] = F.max("sla_target_seconds")
-    return aggregates
+    def flag(name: str) -> Any:
+        return profile_flag(profile, name)
+
+    def code(name: str, value: str) -> Any:
+        return pc.equal(profile_code(profile, name), CODES[name].index(value) + 1)
+
+    sent_pending = pc.subtract(pc.subtract(where(flag("sent")), table["sla_met"]),
+                               table["sla_missed"])
+    return {
+        "messages": n,
+        **{name: where(flag(flag_name)) for name, flag_name in (
+            ("prepared", "prepared"), ("one_shot", "one_shot"), ("sent", "sent"),
+            ("cancelled", "cancelled"), ("done", "done"), ("pending_send", "pending_send"),
+            ("unacked", "unacked"), ("dead", "dead"), ("delayed", "delayed"),
+            ("scheduled", "scheduled"))},
+        "confirmed_by_producer": where(code("confirmed_by", "producer")),
+        "confirmed_by_check_back": where(code("confirmed_by", "check-back")),
+        "confirmed_by_admin": where(code("confirmed_by", "admin")),
+        "cancelled_by_producer": where(code("cancelled_by", "producer")),
+        "rolled_back_by_check_back": where(code("cancelled_by", "check-back")),
+        "cancelled_by_admin": where(code("cancelled_by", "admin")),
+        "dead_check_exhausted": where(code("dead_reason", "check-exhausted")),
+        "dead_delivery_exhausted": where(code("dead_reason", "delivery-exhausted")),
+        "messages_checked": where(pc.greater(table["checks"], 0)),
+        "messages_published": where(pc.greater(table["publishes"], 0)),
+        "redelivered_messages": where(pc.greater(table["publishes"], 1)),
+        "checkbacks": pc.multiply(pc.cast(table["checks"], pa.int64()), n),
+        "deliveries": pc.multiply(pc.cast(table["publishes"], pa.int64()), n),
+        "checkbacks_max": table["checks"],
+        "deliveries_max": table["publishes"],
+        "sla_pending": sent_pending,
+    }
 
 
 def fine_counters(facts: Any, pairs: Pairs) -> Any:
-    """The counters per app, topic, hour, number of check-backs and number of deliveries: one
-    Spark job (grouped by the integer ``spark.keys.KEYS``), a few thousand rows (an Arrow
-    table)."""
-    aggregates = _fine_aggregates()
-    counted = pairs.keyed(facts).groupBy(*KEYS, "checks", "publishes").agg(
+    """The counters per app, topic, hour, number of check-backs and number of deliveries (with
+    the SLA target): one Spark job grouped by the integer ``spark.keys.KEYS``, the counters and
+    the message's ``profile`` (``spark.facts``), so it counts rows and sums six counters; the
+    driver turns each profile into the counts it stands for (Arrow)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    aggregates = _aggregates()
+    counted = pairs.keyed(facts).groupBy(*KEYS, "checks", "publishes", "profile").agg(
         *[aggregate.alias(name) for name, aggregate in aggregates.items()]).toArrow()
-    return pairs.restored(counted).select([*FINE_KEYS, *aggregates])
+    table = pairs.restored(counted)
+    for key in ("checks", "publishes"):
+        table = table.set_column(table.column_names.index(key), key,
+                                 pc.cast(table[key], pa.int64()))
+    columns = {**_counts(table), **{name: table[name] for name in aggregates if name != "n"}}
+    return pa.table({**{key: table[key] for key in FINE_KEYS},
+                     **{name: columns[name] for name in FINE_COLUMNS}})
 
 
 def rolled_up(fine: Any, keys: tuple[str, ...]) -> Any:
@@ -163,15 +186,18 @@ def aggregate_grains(facts: Any, grains: dict[str, tuple[str, ...]] = GRAINS,
     sorted by the keys. Grains keyed by ``topic`` also carry ``sla_target_seconds``;
     ``DISTRIBUTIONS`` grains are (value, messages) histograms. ``facts`` (with the SLA
     columns of ``spark.facts.with_sla``) are read by three Spark jobs (four without
-    ``pairs``, the window's app and topic pairs): keep them persisted. The counters' job runs
-    beside the percentiles' (from a second driver thread), so its tasks fill the cores the
-    percentiles leave idle (small final stages, the driver's share of the work)."""
+    ``pairs``, the window's app and topic pairs): keep them persisted. The histogram runs
+    first, alone; the counters' job then runs from a second driver thread while the driver
+    ranks the histogram and the wanted values are read, so its tasks fill the cores the
+    percentiles leave idle (the driver's share of the work, small final stages)."""
     import pyarrow.compute as pc
 
     pairs = pairs or Pairs.of(facts)
+    values = stage_values(pairs.keyed(facts))
+    cells = histogram(values, pairs)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="counters") as pool:
         counting = pool.submit(fine_counters, facts, pairs)
-        selection = stage_percentiles(facts, pairs)
+        selection = select(cells, values)
         fine = counting.result()
     fine = fine.append_column("day", pc.cast(fine["hour"], "date32"))
     result = {}

@@ -334,7 +334,13 @@ def stage_percentiles(facts: Any, pairs: Pairs | None = None) -> Selection:
     one more for ``pairs`` when not given."""
     pairs = pairs or Pairs.of(facts)
     values = stage_values(pairs.keyed(facts))
-    return select(pairs.restored(_histogram(values).toArrow()), values)
+    return select(histogram(values, pairs), values)
+
+
+def histogram(values: Any, pairs: Pairs) -> Any:
+    """The histogram of ``stage_values`` (one Spark job) as an Arrow table with app, topic
+    and hour restored."""
+    return pairs.restored(_histogram(values).toArrow())
 
 
 def select(cells: Any, values: Any) -> Selection:
