@@ -19,19 +19,24 @@ KEYS = ("pair", "hour_number")  # what the aggregations group by instead of app,
 
 @dataclass(frozen=True)
 class Pairs:
-    """The (app, topic) pairs of the facts; a pair's number is its index."""
+    """The (app, topic) pairs of the facts (a pair's number is its index), with the number of
+    messages and of app, topic and hour groups they make."""
 
     apps: tuple[str | None, ...]
     topics: tuple[str | None, ...]
+    messages: int = 0
+    groups: int = 0
 
     @classmethod
     def of(cls, facts: Any) -> Pairs:
-        """The distinct pairs of ``facts`` (one Spark job), in a stable order."""
-        rows = facts.select("app", "topic").distinct().collect()
+        """The distinct pairs of ``facts`` (one Spark job: messages per app, topic and hour), in
+        a stable order."""
+        rows = facts.groupBy("app", "topic", "hour").count().collect()
         pairs = sorted(
-            ((row["app"], row["topic"]) for row in rows),
+            {(row["app"], row["topic"]) for row in rows},
             key=lambda pair: tuple((value is not None, value or "") for value in pair))
-        return cls(tuple(app for app, _ in pairs), tuple(topic for _, topic in pairs))
+        return cls(tuple(app for app, _ in pairs), tuple(topic for _, topic in pairs),
+                   messages=sum(row["count"] for row in rows), groups=len(rows))
 
     def keyed(self, facts: Any) -> Any:
         """``facts`` with the ``pair`` and ``hour_number`` columns."""

@@ -26,7 +26,15 @@ from typing import Any
 from spark.facts import CODES, profile_code, profile_flag
 from spark.grains import DISTRIBUTION_POPULATIONS, DISTRIBUTIONS, GRAINS
 from spark.keys import KEYS, Pairs
-from spark.percentiles import LEVELS, STAGE_COLUMNS, Selection, histogram, select, stage_values
+from spark.percentiles import (
+    LEVELS,
+    STAGE_COLUMNS,
+    Selection,
+    bits_for,
+    histogram,
+    select,
+    stage_values,
+)
 
 FINE_KEYS = ("app", "topic", "hour", "checks", "publishes")
 PERCENTILES = {name: float(level) for name, level in LEVELS.items()}
@@ -193,7 +201,7 @@ def aggregate_grains(facts: Any, grains: dict[str, tuple[str, ...]] = GRAINS,
     import pyarrow.compute as pc
 
     pairs = pairs or Pairs.of(facts)
-    values = stage_values(pairs.keyed(facts))
+    values = stage_values(pairs.keyed(facts), bits_for(pairs.messages, pairs.groups))
     cells = histogram(values, pairs)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="counters") as pool:
         counting = pool.submit(fine_counters, facts, pairs)

@@ -7,17 +7,18 @@ integers (p is the fraction 1/2, 19/20 or 99/100), so no rounding error can move
 Method: a selection rather than a sort of every value at every grain (six grains of four
 stages would sort 24 copies of the history):
 
-1. Buckets. A latency of v whole microseconds falls in ``bucket(v)``: below 2^(BITS + 1) µs
-   every value has a bucket of its own; above, 2^BITS buckets split each power of two (the
-   bucket is the value's binary exponent and its BITS bits after the leading one), so the
-   values of a bucket are within 1/2^BITS of each other. A larger value never falls in an
-   earlier bucket: that property (``tests/spark/test_exact_percentiles.py``) is what makes
-   the method exact.
+1. Buckets. A latency of v whole microseconds falls in ``bucket(v, bits)``: below
+   2^(bits + 1) µs every value has a bucket of its own; above, 2^bits buckets split each
+   power of two (the bucket is the value's binary exponent and its ``bits`` bits after the
+   leading one), so the values of a bucket are within 1/2^bits of each other. A larger value
+   never falls in an earlier bucket, whatever ``bits``: that property
+   (``tests/spark/test_exact_percentiles.py``) is what makes the method exact. ``bits``
+   follows the messages per group (``bits_for``): it only moves work between steps 2 and 4.
 2. Histogram: count, least and greatest value per app, topic, hour, stage and bucket, one
    aggregation of the facts (grouped by the integer keys of ``spark.keys``), collected to the
-   driver: a few hundred buckets per app, topic, hour and stage, however many messages
-   there are. Counts add up, so every grain's histogram is a roll-up of this one (an Arrow
-   group-by on the driver).
+   driver: at most 2^bits buckets per doubling of a latency per app, topic, hour and stage,
+   however many messages there are. Counts add up, so every grain's histogram is a roll-up
+   of this one (an Arrow group-by on the driver).
 3. Ranks, on the driver: per group and stage, a running count over the buckets in order
    finds the bucket holding rank r and the rank k within it. When k is 1 the answer is the
    bucket's least value, when k is the bucket's count (or the bucket holds a single distinct
@@ -28,13 +29,15 @@ stages would sort 24 copies of the history):
    wanted bucket), collected as (cell, value) pairs; sorted, each wanted bucket's values are
    its cells' runs (merged when it spans several cells), and the k-th is the answer.
 
-Two Spark jobs over the facts, then. Step 4 reads about a tenth of the values (16 bytes each
-on the driver: 400,000 at 1 M messages); everything else is bounded by the number of groups
-and buckets.
+Two Spark jobs over the facts, then. Step 4 reads a share of the values that shrinks as
+``bits`` grows (16 bytes each on the driver: about 270,000 at 1 M messages); the histogram
+is bounded by the number of groups and buckets. With ``bits_for`` both grow with the square
+root of messages times groups.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -46,7 +49,7 @@ from spark.keys import KEYS, Pairs
 
 LEVELS: dict[str, Fraction] = {"p50": Fraction(1, 2), "p95": Fraction(19, 20),
                                "p99": Fraction(99, 100)}
-BITS = 5
+MIN_BITS, MAX_BITS = 2, 8
 CELL = (*KEYS, "stage", "bucket")  # one histogram row: app and topic, hour, stage, bucket
 GROUP = ("grain", *KEY_COLUMNS, "stage")  # one percentile group: a grain's keys and a stage
 STAGE_PARTS = ("count", *LEVELS)
@@ -70,23 +73,37 @@ def _exponent(value: Any) -> Any:
         .otherwise(0)
 
 
-def bucket(value: Any) -> Any:
-    """The bucket of a latency column (whole microseconds, >= 0)."""
+def bits_for(messages: int, groups: int) -> int:
+    """The buckets per doubling (2^bits) for ``messages`` spread over ``groups`` app, topic and
+    hour groups. Finer buckets make more histogram cells (about ``groups`` * 2^bits per stage),
+    coarser ones more values to read back (the wanted buckets hold about ``messages`` / 2^bits
+    values), so the cheapest choice grows with the square root of the messages per group:
+    2^bits ≈ sqrt(messages per group) / 5, from 2 bits up to 8 (``bench.report_bench``:
+    3 bits at 2,000 messages per group, 4 at 10,000)."""
+    per_group = messages / max(groups, 1)
+    wanted = math.log2(max(per_group, 1.0)) / 2 - math.log2(5)
+    return min(MAX_BITS, max(MIN_BITS, round(wanted)))
+
+
+def bucket(value: Any, bits: int) -> Any:
+    """The bucket of a latency column (whole microseconds, >= 0) with 2^``bits`` buckets per
+    doubling."""
     from pyspark.sql import functions as F
 
-    shift = _exponent(value) - BITS  # >= 1 above the cut
-    top = F.call_function("shiftright", value, shift)  # the leading BITS + 1 bits
-    return F.when(value < (1 << (BITS + 1)), value).otherwise(F.shiftleft(shift, BITS) + top)
+    shift = _exponent(value) - bits  # >= 1 above the cut
+    top = F.call_function("shiftright", value, shift)  # the leading bits + 1 bits
+    return F.when(value < (1 << (bits + 1)), value).otherwise(F.shiftleft(shift, bits) + top)
 
 
-def stage_values(keyed: Any) -> Any:
+def stage_values(keyed: Any, bits: int) -> Any:
     """One row per message and measured stage: its ``spark.keys.KEYS``, stage (index in
-    ``STAGES``), value (µs) and bucket."""
+    ``STAGES``), value (µs) and bucket (``bucket`` with ``bits``)."""
     from pyspark.sql import functions as F
 
     pairs = ", ".join(f"{index}, `{stage_column(stage)}`" for index, stage in enumerate(STAGES))
     rows = keyed.select(*KEYS, F.expr(f"stack({len(STAGES)}, {pairs}) AS (stage, value)"))
-    return rows.where(F.col("value").isNotNull()).withColumn("bucket", bucket(F.col("value")))
+    return rows.where(F.col("value").isNotNull()).withColumn("bucket",
+                                                             bucket(F.col("value"), bits))
 
 
 def _histogram(values: Any) -> Any:
@@ -328,12 +345,14 @@ def _pick(selection: Selection, cells: Any, values: Any) -> None:
             selection.found(cell, k, bucket_values[k - 1].as_py())
 
 
-def stage_percentiles(facts: Any, pairs: Pairs | None = None) -> Selection:
+def stage_percentiles(facts: Any, pairs: Pairs | None = None,
+                      bits: int | None = None) -> Selection:
     """Counts and exact percentiles of every stage at every SLA grain: two Spark jobs over
     ``facts`` (keep them persisted), the histogram and the values of the wanted buckets, and
-    one more for ``pairs`` when not given."""
+    one more for ``pairs`` when not given. ``bits``: ``bits_for`` the facts unless given."""
     pairs = pairs or Pairs.of(facts)
-    values = stage_values(pairs.keyed(facts))
+    bits = bits_for(pairs.messages, pairs.groups) if bits is None else bits
+    values = stage_values(pairs.keyed(facts), bits)
     return select(histogram(values, pairs), values)
 
 

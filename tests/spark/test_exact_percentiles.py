@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ import pytest
 from spark.facts import message_facts
 from spark.inputs import ParquetSource, load_history
 from spark.options import Window
-from spark.percentiles import BITS, bucket, stage_percentiles
+from spark.percentiles import MAX_BITS, MIN_BITS, bits_for, bucket, stage_percentiles
 from spark.report import ReportConfig, run_report
 from tests.spark.history import Ev, History, Msg, ts, write_export
 
@@ -40,32 +40,43 @@ SLOTS = {
 }
 
 
-def reference_bucket(value: int) -> int:
-    """An independent statement of the bucket: the value itself below 2^(BITS + 1), else the
-    binary exponent and the BITS bits after the leading one."""
-    if value < 1 << (BITS + 1):
+def reference_bucket(value: int, bits: int) -> int:
+    """An independent statement of the bucket: the value itself below 2^(bits + 1), else the
+    binary exponent and the ``bits`` bits after the leading one."""
+    if value < 1 << (bits + 1):
         return value
-    shift = value.bit_length() - 1 - BITS
-    return (shift << BITS) + (value >> shift)
+    shift = value.bit_length() - 1 - bits
+    return (shift << bits) + (value >> shift)
 
 
-def test_buckets_never_decrease_and_match_their_definition(spark_session: Any) -> None:
+@pytest.mark.parametrize("bits", range(MIN_BITS, MAX_BITS + 1))
+def test_buckets_never_decrease_and_match_their_definition(spark_session: Any,
+                                                           bits: int) -> None:
     rng = random.Random(7)
     values = set(range(300))
     for exponent in range(6, 62):  # every power of two and its neighbours: float log2 edges
         values |= {(1 << exponent) - 1, 1 << exponent, (1 << exponent) + 1}
     values |= {rng.randrange(1 << rng.randrange(7, 45)) for _ in range(5000)}
     frame = spark_session.createDataFrame([(v,) for v in sorted(values)], "value long")
-    rows = frame.select("value", bucket(frame["value"]).alias("bucket")).collect()
+    rows = frame.select("value", bucket(frame["value"], bits).alias("bucket")).collect()
     buckets = {row["value"]: row["bucket"] for row in rows}
-    assert buckets == {v: reference_bucket(v) for v in values}
+    assert buckets == {v: reference_bucket(v, bits) for v in values}
     ordered = [buckets[v] for v in sorted(values)]
     assert ordered == sorted(ordered)
     members: dict[int, list[int]] = defaultdict(list)
     for value, number in buckets.items():
         members[number].append(value)
-    for peers in members.values():  # a bucket spans at most 1/2^BITS of its least value
-        assert max(peers) - min(peers) <= min(peers) >> BITS
+    for peers in members.values():  # a bucket spans at most 1/2^bits of its least value
+        assert max(peers) - min(peers) <= min(peers) >> bits
+
+
+def test_buckets_per_doubling_follow_the_messages_per_group() -> None:
+    assert bits_for(0, 0) == MIN_BITS
+    assert bits_for(100, 10) == MIN_BITS
+    assert [bits_for(n, 480) for n in (1_000_000, 5_000_000, 100_000_000)] == [3, 4, 7]
+    assert bits_for(10**12, 1) == MAX_BITS
+    chosen = [bits_for(n, 100) for n in range(0, 10**8, 10**6)]
+    assert chosen == sorted(chosen)
 
 
 def _latency(rng: random.Random) -> int:
@@ -178,3 +189,30 @@ def test_the_method_looks_into_buckets_and_pairs_equal_groups(spark_session: Any
     assert ("daily", "hourly") in same  # shop/refunds: each day is one hour
     assert ("topics", "daily") in same  # billing/credits: its one day is the whole topic
     assert ("topics", "hourly") in same  # billing/refunds: one hour is all of it
+
+
+@pytest.mark.parametrize("bits", [0, MIN_BITS, 5, MAX_BITS])
+def test_every_number_of_buckets_gives_the_same_answers(spark_session: Any, tmp_path: Path,
+                                                        bits: int) -> None:
+    """Exactness does not depend on the buckets' width: with one bucket per doubling as with
+    256, every group's answers equal a sort."""
+    history, stages = _history(random.Random(11))
+    source = write_export(tmp_path / "export", history)
+    expected = _expected(stages)
+    loaded = load_history(spark_session, ParquetSource(source), Window())
+    selection = stage_percentiles(message_facts(loaded.messages, loaded.events, AS_OF),
+                                  bits=bits)
+    for grain, groups in expected.items():
+        for key, row in groups.items():
+            values = dict(zip(GRAIN_FIELDS[grain], key, strict=True))
+            keys = tuple(_typed(name, values[name]) for name in GRAIN_FIELDS[grain])
+            assert selection.stage_columns(grain, keys) == row, (grain, key)
+
+
+def _typed(name: str, value: str) -> Any:
+    """A group key of ``_expected`` as the selection holds it."""
+    if name == "hour":
+        return datetime.strptime(value, "%Y-%m-%dT%H").replace(tzinfo=UTC)
+    if name == "day":
+        return date.fromisoformat(value)
+    return value
