@@ -28,7 +28,7 @@ from spark.facts import message_facts, with_sla
 from spark.grains import GRAINS
 from spark.htmlreport import render
 from spark.inputs import ArchiveSource, History, JdbcSource, ParquetSource, load_history
-from spark.keys import Pairs
+from spark.keys import Pairs, with_keys
 from spark.metrics import aggregate_grains
 from spark.options import Window
 from spark.stuck import DEFAULT_GRACE_SECONDS, stuck_messages
@@ -50,7 +50,7 @@ class ReportConfig:
 def _collect(config: ReportConfig, now: datetime, history: History) -> ReportTables:
     from pyspark import StorageLevel
 
-    facts = message_facts(history.messages, history.events, now).persist(
+    facts = with_keys(message_facts(history.messages, history.events, now)).persist(
         StorageLevel.MEMORY_AND_DISK)
     try:
         pairs = Pairs.of(facts)

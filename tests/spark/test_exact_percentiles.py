@@ -73,7 +73,8 @@ def test_buckets_never_decrease_and_match_their_definition(spark_session: Any,
 def test_buckets_per_doubling_follow_the_messages_per_group() -> None:
     assert bits_for(0, 0) == MIN_BITS
     assert bits_for(100, 10) == MIN_BITS
-    assert [bits_for(n, 480) for n in (1_000_000, 5_000_000, 100_000_000)] == [3, 4, 7]
+    assert [bits_for(n, 480) for n in (1_000_000, 2_000_000, 5_000_000, 100_000_000)] == [
+        3, 3, 4, 6]
     assert bits_for(10**12, 1) == MAX_BITS
     chosen = [bits_for(n, 100) for n in range(0, 10**8, 10**6)]
     assert chosen == sorted(chosen)

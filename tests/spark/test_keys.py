@@ -52,3 +52,29 @@ def test_an_empty_window_has_no_pairs(spark_session: Any) -> None:
     keyed = pairs.keyed(facts).toArrow()
     assert keyed.num_rows == 0
     assert pairs.restored(keyed.select(["pair", "hour_number"])).num_rows == 0
+
+
+def test_pairs_sharing_a_hash_are_numbered_instead(spark_session: Any) -> None:
+    """Two pairs with one hash would merge their groups: the pairs are numbered by a join."""
+    from pyspark.sql import functions as F
+
+    from spark.keys import with_keys
+
+    facts = with_keys(_facts(spark_session)).withColumn("pair", F.lit(7).cast("long"))
+    pairs = Pairs.of(facts)
+    assert pairs.hashes is None
+    assert (pairs.messages, pairs.groups) == (len(ROWS), len(ROWS))
+    keyed = pairs.keyed(facts).toArrow()
+    assert sorted(set(keyed["pair"].to_pylist())) == [0, 1, 2, 3]
+    restored = pairs.restored(keyed.select(["pair", "hour_number"]))
+    columns = [restored[c].to_pylist() for c in ("app", "topic", "hour")]
+    assert sorted(zip(*columns, strict=True), key=repr) == sorted(ROWS, key=repr)
+
+
+def test_hashes_tell_a_null_app_from_a_null_topic(spark_session: Any) -> None:
+    frame = spark_session.createDataFrame(pa.table({
+        "app": pa.array(["a", None], pa.string()), "topic": pa.array([None, "a"], pa.string()),
+        "hour": pa.array([datetime(2026, 5, 1, 9, tzinfo=UTC)] * 2, pa.timestamp("us", tz="UTC")),
+    }))
+    pairs = Pairs.of(frame)
+    assert pairs.hashes is not None and len(set(pairs.hashes)) == 2
