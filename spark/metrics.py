@@ -3,8 +3,10 @@ topic and hour, per day, per topic over the window, overall, plus the check-back
 histograms.
 
 - Counters (counts, sums, maxima; all additive) are aggregated once per app, topic, hour,
-  number of check-backs and number of deliveries (a hash aggregation on few columns), then
-  rolled up to every grain from those few thousand rows: one Spark job.
+  number of check-backs, number of deliveries and profile (``spark.facts``: the flags and
+  codes a message is counted by), a hash aggregation that counts rows and sums six counters;
+  the driver turns each profile into its counts and rolls those rows up to every grain: one
+  Spark job.
 - Stage counts and percentiles come from ``spark.percentiles`` (exact nearest-rank: the value
   at rank ceil(p * n) in ascending order), and join the counters per group on the driver.
 
