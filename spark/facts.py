@@ -106,6 +106,13 @@ _MEMBER = rf"{_STRING}{_WS}:{_WS}{_SCALAR}{_WS}"
 FLAT_OBJECT = rf"^{_WS}\{{{_WS}(?:{_MEMBER}(?:,{_WS}{_MEMBER})*)?\}}"
 
 
+def _code(value: Any, values: tuple[str, ...]) -> Any:
+    """1 + the index of a string column's value in ``values``; 0 for another value or null."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.array_position(F.array(*[F.lit(v) for v in values]), value), F.lit(0))
+
+
 def detail_code(detail: Any, name: str, values: tuple[str, ...]) -> Any:
     """1 + the index in ``values`` of the string at ``$.name`` of a JSON ``detail`` (Spark's
     ``get_json_object``: the first such member of the top-level object), 0 when it is missing,
@@ -121,7 +128,7 @@ def detail_code(detail: Any, name: str, values: tuple[str, ...]) -> Any:
     member = F.regexp_extract(detail, rf'"{name}"{_WS}:{_WS}(?:"([^"]*)")?', 1)
     value = F.when(detail.rlike(FLAT_OBJECT), member).otherwise(
         F.get_json_object(detail, f"$.{name}"))
-    return F.coalesce(F.array_position(F.array(*[F.lit(v) for v in values]), value), F.lit(0))
+    return _code(value, values)
 
 
 def _parsed(events: Any) -> Any:
@@ -223,12 +230,6 @@ def profile_code(profile: Any, name: str) -> Any:
     import pyarrow.compute as pc
 
     return pc.bit_wise_and(pc.shift_right(profile, CODE_SHIFT[name]), 3)
-
-
-def _code(value: Any, values: tuple[str, ...]) -> Any:
-    from pyspark.sql import functions as F
-
-    return F.coalesce(F.array_position(F.array(*[F.lit(v) for v in values]), value), F.lit(0))
 
 
 def message_facts(messages: Any, events: Any, now: datetime) -> Any:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from spark.facts import CODES, profile_code, profile_flag
+from spark.facts import CODES, FLAGS, profile_code, profile_flag
 from spark.grains import DISTRIBUTION_POPULATIONS, DISTRIBUTIONS, GRAINS
 from spark.keys import KEYS, Pairs
 from spark.percentiles import (
@@ -111,11 +111,7 @@ def _counts(table: Any) -> dict[str, Any]:
                                table["sla_missed"])
     return {
         "messages": n,
-        **{name: where(flag(flag_name)) for name, flag_name in (
-            ("prepared", "prepared"), ("one_shot", "one_shot"), ("sent", "sent"),
-            ("cancelled", "cancelled"), ("done", "done"), ("pending_send", "pending_send"),
-            ("unacked", "unacked"), ("dead", "dead"), ("delayed", "delayed"),
-            ("scheduled", "scheduled"))},
+        **{name: where(flag(name)) for name in FLAGS},  # each flag is a count of its name
         "confirmed_by_producer": where(code("confirmed_by", "producer")),
         "confirmed_by_check_back": where(code("confirmed_by", "check-back")),
         "confirmed_by_admin": where(code("confirmed_by", "admin")),
