@@ -32,10 +32,9 @@ from spark.percentiles import (
     LEVELS,
     STAGE_COLUMNS,
     Selection,
-    bits_for,
     histogram,
+    keyed_values,
     select,
-    stage_values,
 )
 
 FINE_KEYS = ("app", "topic", "hour", "checks", "publishes")
@@ -199,7 +198,7 @@ def aggregate_grains(facts: Any, grains: dict[str, tuple[str, ...]] = GRAINS,
     import pyarrow.compute as pc
 
     pairs = pairs or Pairs.of(facts)
-    values = stage_values(pairs.keyed(facts), bits_for(pairs.messages, pairs.groups))
+    values = keyed_values(facts, pairs)
     cells = histogram(values, pairs)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="counters") as pool:
         counting = pool.submit(fine_counters, facts, pairs)

@@ -351,9 +351,15 @@ def stage_percentiles(facts: Any, pairs: Pairs | None = None,
     ``facts`` (keep them persisted), the histogram and the values of the wanted buckets, and
     one more for ``pairs`` when not given. ``bits``: ``bits_for`` the facts unless given."""
     pairs = pairs or Pairs.of(facts)
-    bits = bits_for(pairs.messages, pairs.groups) if bits is None else bits
-    values = stage_values(pairs.keyed(facts), bits)
+    values = keyed_values(facts, pairs, bits)
     return select(histogram(values, pairs), values)
+
+
+def keyed_values(facts: Any, pairs: Pairs, bits: int | None = None) -> Any:
+    """``stage_values`` of the keyed facts, with ``bits_for`` the pairs' messages and groups
+    unless ``bits`` is given."""
+    bits = bits_for(pairs.messages, pairs.groups) if bits is None else bits
+    return stage_values(pairs.keyed(facts), bits)
 
 
 def histogram(values: Any, pairs: Pairs) -> Any:
