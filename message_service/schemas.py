@@ -68,7 +68,8 @@ class MessageContent(Strict):
     message_id: MessageId | None = Field(
         default=None, description="1-128 chars of A-Za-z0-9._:- ; generated when absent")
     topic: Topic
-    key: Annotated[str, StringConstraints(max_length=1024)] | None = None
+    key: Annotated[str, StringConstraints(max_length=1024)] | None = Field(
+        default=None, description="the Kafka record key; at most 1,024 bytes in UTF-8")
     payload: Annotated[Any, AfterValidator(_json_storable)] = Field(
         description="any JSON value (the Kafka record value)")
     headers: dict[str, str] = Field(default_factory=dict)

@@ -68,6 +68,7 @@ class Drafts:
         """Validate a prepare against the app's permissions and the limits."""
         self._check_topic(app, request.topic)
         self._check_payload(request)
+        _check_key(request.key)
         self._check_headers(request.headers)
         self._check_delay(request)
         check_url = request.check_url or app.default_check_url
@@ -159,6 +160,17 @@ class Drafts:
 _ENCODED_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
 _NUL = ("the NUL character (\\u0000) cannot be stored (PostgreSQL text and jsonb refuse it); "
         "payload, key, headers and check_url must not contain it")
+
+
+MAX_KEY_BYTES = 1024
+
+
+def _check_key(key: str | None) -> None:
+    """A key is indexed with its topic (per-key ordering), and an index row holds at most
+    about 2.7 kB: the limit is in bytes, so 1,024 four-byte characters are refused too."""
+    size = len(key.encode()) if key is not None else 0
+    if size > MAX_KEY_BYTES:
+        raise Invalid(f"key is {size} bytes in UTF-8; the limit is {MAX_KEY_BYTES} bytes")
 
 
 def is_ordered(app: App, topic: str, key: str | None) -> bool:
