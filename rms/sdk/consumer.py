@@ -61,6 +61,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from rms import tracing
 from rms.domain.trace import TraceContext
 from rms.kafka.ack_records import ack_value, signed_ack_headers
+from rms.sdk import http
 from rms.signing import secret_key
 
 log = structlog.get_logger(__name__)
@@ -217,8 +218,9 @@ class HttpAcker:
             if attempt:
                 await asyncio.sleep(self._backoff * 2 ** (attempt - 1))
             try:
-                response = await self._client.post(f"/v1/messages/{message_id}/ack",
-                                                   headers=self._headers | _trace_headers())
+                response = await http.send(self._client, "POST",
+                                           f"/v1/messages/{message_id}/ack",
+                                           headers=self._headers | _trace_headers())
             except httpx.HTTPError as exc:
                 failure = f"{type(exc).__name__}: {exc}"
                 continue
