@@ -222,6 +222,9 @@ def _check_retry(app: str, draft: NewMessage, stored: Message | None) -> Message
         raise Conflict(f"message {draft.message_id!r} could not be stored; retry")
     if stored.app != app:
         raise Conflict(f"message id {draft.message_id!r} is already used by another app")
+    if stored.transaction_id is not None:  # not the same kind of message, whatever its content
+        raise Conflict(f"message id {draft.message_id!r} is a message of transaction "
+                       f"{stored.transaction_id!r}; use a new message_id for a message alone")
     if not stored.same_content(draft):
         raise Conflict(
             f"message {draft.message_id!r} already exists with different content; "
