@@ -106,14 +106,15 @@ class CheckCaller:
             {"message_id": message.message_id, "attempt": message.check_count},
             message.trace), app)
 
-    async def check_transaction(self, transaction: Transaction, app: App) -> CheckResult:
+    async def check_transaction(self, transaction: Transaction, app: App,
+                                trace: TraceContext | None = None) -> CheckResult:
         """Ask the producer about ``transaction`` (all its messages in one call), as
-        :meth:`check`."""
+        :meth:`check`; the call carries ``trace`` as W3C headers."""
         return await self._check(_Call(
             transaction.check_url, transaction_callback_body(transaction),
             transaction_webhook_id(transaction),
             {"transaction_id": transaction.transaction_id,
-             "attempt": transaction.check_count}), app)
+             "attempt": transaction.check_count}, trace), app)
 
     async def _check(self, call: _Call, app: App) -> CheckResult:
         try:
