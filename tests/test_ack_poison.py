@@ -47,7 +47,7 @@ async def _write_raw(servers: str, topic: str,
     await producer.start()
     try:
         for value, headers in records:
-            await producer.send_and_wait(topic, value, headers=headers)  # type: ignore[arg-type]
+            await producer.send_and_wait(topic, value, headers=headers)
     finally:
         await producer.stop()
 
