@@ -4,7 +4,9 @@
 #   scripts/system-deps.sh       everything `make test` needs: the above, a JDK (the check-back
 #                                conformance servers), the PostgreSQL JDBC driver for Spark,
 #                                Chromium for the dashboard test, shellcheck for the deploy
-#                                scripts and promtool (Debian's prometheus) for the alert rules
+#                                scripts and promtool (Debian's prometheus) for the alert rules;
+#                                on a host that runs systemd that package also starts a
+#                                Prometheus server on :9090 (`systemctl disable --now prometheus`)
 set -euo pipefail
 need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
