@@ -56,6 +56,7 @@ METRICS: dict[str, str] = {
     "rms_checks_total": "counter",
     "rms_publish_failures_total": "counter",
     "rms_redeliveries_total": "counter",
+    "rms_loop_failing": "gauge",
 }
 PROBES = {"readinessProbe": "/readyz", "livenessProbe": "/healthz", "startupProbe": "/healthz"}
 HEALTH_PATHS = {"/healthz", "/readyz"}
