@@ -46,6 +46,7 @@ import structlog
 
 from rms import tracing
 from rms.domain.ids import new_message_id
+from rms.domain.timestamps import format_rfc3339
 from rms.sdk import http
 
 log = structlog.get_logger(__name__)
@@ -157,7 +158,7 @@ class Draft:
                     "ack_timeout_seconds": self.ack_timeout_seconds,
                     "max_deliveries": self.max_deliveries,
                     "deliver_after": (None if self.deliver_after is None
-                                      else self.deliver_after.isoformat()),
+                                      else format_rfc3339(self.deliver_after)),
                     "delay_seconds": self.delay_seconds}
         return body | {k: v for k, v in optional.items() if v is not None}
 
