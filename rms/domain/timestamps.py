@@ -35,8 +35,9 @@ def parse_rfc3339(text: str) -> datetime:
     """The instant ``text`` names, in UTC; :class:`TimestampError` with a reason otherwise."""
     found = _RFC3339.fullmatch(text)
     if found is None:
-        raise TimestampError(f"{text!r} is not an RFC 3339 timestamp: write "
-                             f"YYYY-MM-DDThh:mm:ss[.fraction] with Z or ±hh:mm, e.g. {EXAMPLE}")
+        raise TimestampError(f"{text!r} is not an RFC 3339 timestamp{_what_is_missing(text)}: "
+                             "write YYYY-MM-DDThh:mm:ss[.fraction] and an offset, Z or "
+                             f"±hh:mm (e.g. {EXAMPLE})")
     part = {name: int(value) for name, value in found.groupdict().items()
             if name not in ("fraction", "offset") and value is not None}
     offset = _offset(text, found["offset"])
@@ -64,6 +65,19 @@ def format_rfc3339(moment: datetime) -> str:
     if moment.tzinfo is None:
         raise ValueError("a naive datetime has no instant to format")
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+_DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
+_NO_OFFSET = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?", re.ASCII)
+
+
+def _what_is_missing(text: str) -> str:
+    """The usual near misses, named."""
+    if _DATE_ONLY.fullmatch(text):
+        return " (a date alone: the time and the offset are missing)"
+    if _NO_OFFSET.fullmatch(text):
+        return " (the offset is missing)"
+    return ""
 
 
 def _offset(text: str, written: str) -> timezone:
