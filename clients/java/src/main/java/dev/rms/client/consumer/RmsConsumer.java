@@ -10,7 +10,6 @@ import io.opentelemetry.context.Context;
 import io.opentelemetry.context.Scope;
 import io.opentelemetry.context.propagation.TextMapGetter;
 import java.time.Duration;
-import java.util.AbstractMap;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -87,7 +86,7 @@ public final class RmsConsumer {
 
   /** Handles records in order (one transaction each), then acks the handled ones, each once. */
   public BatchReport handle(List<ConsumerRecord<byte[], byte[]>> records) {
-    List<Map.Entry<String, Outcome>> outcomes = new ArrayList<>();
+    List<BatchReport.Handled> handled = new ArrayList<>();
     Map<String, Context> toAck = new LinkedHashMap<>();
     int skipped = 0;
     for (ConsumerRecord<byte[], byte[]> record : records) {
@@ -118,14 +117,14 @@ public final class RmsConsumer {
       } finally {
         span.end();
       }
-      outcomes.add(new AbstractMap.SimpleImmutableEntry<>(message.messageId(), outcome));
+      handled.add(new BatchReport.Handled(message, outcome));
       if (outcome.acks()) {
         toAck.putIfAbsent(message.messageId(), context);
       }
     }
     List<Ack> acks = new ArrayList<>();
     toAck.forEach((id, context) -> acks.add(ack(id, context)));
-    return new BatchReport(List.copyOf(outcomes), List.copyOf(acks), skipped);
+    return new BatchReport(List.copyOf(handled), List.copyOf(acks), skipped);
   }
 
   private Ack ack(String messageId, Context processing) {
