@@ -125,7 +125,7 @@ public final class CheckBackHandler {
 
   private static CheckRequest messageRequest(JsonNode data) {
     Map<String, String> headers = new LinkedHashMap<>();
-    data.path("headers").fields().forEachRemaining(e -> headers.put(e.getKey(),
+    data.path("headers").properties().forEach(e -> headers.put(e.getKey(),
         e.getValue().asText()));
     return new CheckRequest(data.get("message_id").asText(), data.get("app").asText(),
         data.get("topic").asText(), Json.text(data, "key"), Map.copyOf(headers),

@@ -43,6 +43,7 @@ public final class RmsConsumer {
   private static final System.Logger LOG = System.getLogger(RmsConsumer.class.getName());
   private static final TextMapGetter<Map<String, String>> HEADERS = new TextMapGetter<>() {
     @Override
+    @SuppressWarnings("deprecation") // still abstract in the API; W3C extraction never calls it
     public Iterable<String> keys(Map<String, String> carrier) {
       return carrier.keySet();
     }
