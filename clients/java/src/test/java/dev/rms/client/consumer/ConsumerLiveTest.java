@@ -1,9 +1,11 @@
 package dev.rms.client.consumer;
 
+import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.rms.client.LiveRms;
+import dev.rms.client.Tracing;
 import dev.rms.client.producer.Draft;
 import dev.rms.client.producer.MessageInfo;
 import dev.rms.client.producer.RmsProducer;
@@ -17,11 +19,16 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.UUID;
 import javax.sql.DataSource;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.MockConsumer;
+import org.apache.kafka.common.header.internals.RecordHeaders;
+import org.apache.kafka.common.record.TimestampType;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -71,6 +78,40 @@ class ConsumerLiveTest {
         apps.consumer().signingSecret(), rms.ackTopic)) {
       receiveDeduplicateAndAck(apps, acker);
     }
+  }
+
+  @Test
+  void theHandlerAndTheAckContinueTheRecordsTrace() throws Exception {
+    JdbcInbox inbox = new JdbcInbox(db, "points_inbox");
+    inbox.createTable();
+    String traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    RecordHeaders headers = new RecordHeaders();
+    headers.add("rms-message-id", ("traced-" + UUID.randomUUID()).getBytes(UTF_8));
+    headers.add("rms-delivery", "1".getBytes(UTF_8));
+    headers.add("traceparent", traceparent.getBytes(UTF_8));
+    ConsumerRecord<byte[], byte[]> record = new ConsumerRecord<>("t", 0, 0L, 0L,
+        TimestampType.CREATE_TIME, 0, 0, null, "{\"points\":1}".getBytes(UTF_8), headers,
+        Optional.empty());
+    List<Map<String, String>> seen = new ArrayList<>();
+    Acker recording = new Acker() {
+      @Override
+      public Ack ack(String messageId) {
+        seen.add(Tracing.currentHeaders());
+        return new Ack(messageId, Ack.Result.ACKED, 200, null);
+      }
+
+      @Override
+      public void close() {}
+    };
+    try (MockConsumer<byte[], byte[]> unused = new MockConsumer<>("earliest")) {
+      BatchReport report = new RmsConsumer(unused, inbox,
+          (conn, message) -> seen.add(Tracing.currentHeaders()), recording)
+          .handle(List.of(record));
+      assertEquals(1, report.count(Outcome.PROCESSED));
+    }
+    // without an OpenTelemetry SDK the record's context is carried as it came
+    assertEquals(List.of(Map.of("traceparent", traceparent), Map.of("traceparent", traceparent)),
+        seen);
   }
 
   private record Apps(String topic, RmsProducer producer, String producerApp,
