@@ -21,4 +21,6 @@ def test_java_client_suite(client_env: dict[str, str]) -> None:
     require_tool("java")
     require_tool("javac")
     mvn = require_tool("mvn")
-    run_suite([mvn, "-q", "-B", "test"], cwd=JAVA_CLIENT, env=client_env, timeout=1100)
+    # rms.live=required: a live test that finds no live RMS fails instead of skipping
+    run_suite([mvn, "-q", "-B", "test", "-Drms.live=required"], cwd=JAVA_CLIENT,
+              env=client_env, timeout=1100)
