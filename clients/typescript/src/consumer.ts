@@ -20,7 +20,7 @@
  * when its ack deadline passes, so one bad message never blocks its partition.
  */
 import { context, SpanKind, trace, type Context } from "@opentelemetry/api";
-import type { Consumer, Kafka, KafkaMessage, Producer } from "kafkajs";
+import kafkajs, { type Consumer, type Kafka, type KafkaMessage, type Producer } from "kafkajs";
 import type { Pool, PoolClient } from "pg";
 
 import { checkedName } from "./barrier.js";
@@ -225,7 +225,8 @@ export class TopicAcker implements Acker {
       this.owned = false;
       this.connecting = Promise.resolve();
     } else if (options.kafka) {
-      this.producer = options.kafka.producer({ allowAutoTopicCreation: false });
+      this.producer = options.kafka.producer({ allowAutoTopicCreation: false,
+                                                 createPartitioner: kafkajs.Partitioners.DefaultPartitioner });
       this.owned = true;
       this.connecting = null;
     } else {
