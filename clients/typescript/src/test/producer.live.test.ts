@@ -87,7 +87,7 @@ describe("producer (live RMS)", { skip: skipLive }, () => {
       assert.equal(tx.state, "pending");
       assert.deepEqual(tx.messages.map((m) => m.state), ["pending-send", "pending-send", "pending-send"]);
       await barrier.run(tx.transaction_id, async (client) => {
-        await client.query("INSERT INTO orders (id, paid) VALUES ('o-3', true)");
+        await client.query("INSERT INTO orders (id, paid) VALUES ($1, true)", [`${PREFIX}-o-3`]);
       });
       return tx;
     });
@@ -104,7 +104,7 @@ describe("producer (live RMS)", { skip: skipLive }, () => {
       { topic: orders, payload: { n: 1 } }, { topic: orders, payload: { n: 2 } }, { topic: billing, payload: { n: 3 } },
     ], { transactionId, checkAfterSeconds: 1 });
     await barrier.run(tx.transaction_id, async (client) => {
-      await client.query("INSERT INTO orders (id, paid) VALUES ('o-4', true)");
+      await client.query("INSERT INTO orders (id, paid) VALUES ($1, true)", [`${PREFIX}-o-4`]);
     }); // ... and the producer dies before its confirm
     const confirmed = await waitFor("the check-back to confirm the transaction", async () => {
       const now = await producer.getTransaction(transactionId);
