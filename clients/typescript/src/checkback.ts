@@ -99,14 +99,14 @@ export function createCheckBackHandler(options: CheckBackOptions): CheckBackHand
     try {
       ({ webhookId, timestamp } = verifier.verify(headers, body));
     } catch (error) {
-      if (error instanceof SignatureError) return problem(401, "Invalid signature", error.message);
+      if (error instanceof SignatureError) return problemAnswer(401, "Invalid signature", error.message);
       throw error;
     }
     if (!(await guard.firstUse(webhookId, (timestamp + 2 * tolerance) * 1000))) {
-      return problem(409, "Replayed request", `webhook-id ${JSON.stringify(webhookId)} was already used`);
+      return problemAnswer(409, "Replayed request", `webhook-id ${JSON.stringify(webhookId)} was already used`);
     }
     const parsed = parseCheck(typeof body === "string" ? body : body.toString("utf8"));
-    if (typeof parsed === "string") return problem(422, "Not a check-back request", parsed);
+    if (typeof parsed === "string") return problemAnswer(422, "Not a check-back request", parsed);
     const status = await answer(options, parsed);
     return { status: 200, headers: { "content-type": "application/json" }, body: JSON.stringify({ status }) };
   };
@@ -154,7 +154,8 @@ export function parseCheck(text: string): CheckRequest | TransactionCheckRequest
   return { key: null, headers: {}, ...body } as CheckRequest;
 }
 
-function problem(status: number, title: string, detail: string): CheckBackAnswer {
+/** An RFC 9457 problem document as a check-back answer. */
+export function problemAnswer(status: number, title: string, detail: string): CheckBackAnswer {
   return {
     status,
     headers: { "content-type": "application/problem+json" },

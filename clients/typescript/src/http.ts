@@ -5,13 +5,16 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 
-import type { CheckBackAnswer, CheckBackHandler } from "./checkback.js";
+import { problemAnswer, type CheckBackAnswer, type CheckBackHandler } from "./checkback.js";
 
 /** Bodies above this are refused with 413 (RMS's check-back bodies are small). */
 export const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
 
 export interface AdapterOptions {
   maxBodyBytes?: number;
+  /** Told when answering failed unexpectedly (the Node listener then answers 500, which RMS
+   * counts as `unknown` and asks again; Express gets the error through `next`). */
+  onError?: (error: unknown) => void;
 }
 
 class BodyTooLarge extends Error {}
@@ -33,19 +36,11 @@ function write(response: ServerResponse, answer: CheckBackAnswer): void {
   response.end(answer.body);
 }
 
-function refusal(status: number, title: string, detail: string): CheckBackAnswer {
-  return {
-    status,
-    headers: { "content-type": "application/problem+json" },
-    body: JSON.stringify({ type: "about:blank", title, status, detail }),
-  };
-}
-
 async function serve(handler: CheckBackHandler, request: IncomingMessage, body: Buffer | null,
                      response: ServerResponse, limit: number): Promise<void> {
   if (request.method !== "POST") {
     response.setHeader("allow", "POST");
-    write(response, refusal(405, "Method not allowed", "RMS check-backs are POST requests"));
+    write(response, problemAnswer(405, "Method not allowed", "RMS check-backs are POST requests"));
     return;
   }
   let raw: Buffer;
@@ -54,7 +49,7 @@ async function serve(handler: CheckBackHandler, request: IncomingMessage, body: 
   } catch (error) {
     if (!(error instanceof BodyTooLarge)) throw error;
     response.setHeader("connection", "close");
-    write(response, refusal(413, "Body too large", error.message));
+    write(response, problemAnswer(413, "Body too large", error.message));
     return;
   }
   write(response, await handler(request.headers, raw));
@@ -67,7 +62,8 @@ export function nodeCheckBackListener(handler: CheckBackHandler, options: Adapte
   const limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   return (request, response) => {
     serve(handler, request, null, response, limit).catch((error: unknown) => {
-      if (!response.headersSent) write(response, refusal(500, "Check-back failed", String(error)));
+      options.onError?.(error);
+      if (!response.headersSent) write(response, problemAnswer(500, "Check-back failed", "the check-back handler failed; RMS asks again later"));
       else response.destroy();
     });
   };
