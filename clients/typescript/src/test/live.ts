@@ -11,9 +11,11 @@ const NEEDED = ["RMS_URL", "RMS_ADMIN_TOKEN", "RMS_KAFKA_BOOTSTRAP_SERVERS", "RM
                 "RMS_TEST_DATABASE_URL", "RMS_TEST_PREFIX"];
 const missing = NEEDED.filter((name) => !env[name]);
 
-/** Why the live tests cannot run here (false when they can). */
+/** Why the live tests cannot run here (false when they can). Under the harness
+ * (`RMS_LIVE_REQUIRED=1`) a missing variable is an error, never a skip. */
 export const skipLive: string | false = missing.length === 0 ? false
   : `no live RMS: ${missing.join(", ")} unset (run through tests/clients/test_typescript.py)`;
+if (skipLive && env.RMS_LIVE_REQUIRED === "1") throw new Error(skipLive);
 
 export const RMS_URL = env.RMS_URL ?? "";
 export const ACK_TOPIC = env.RMS_ACK_TOPIC ?? "";
