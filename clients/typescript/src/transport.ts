@@ -102,18 +102,13 @@ export class Transport {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     let closedRetried = false;
     for (let attempt = 1; ; attempt += 1) {
-      let response: Response;
+      let answer: Answer;
       try {
-        response = await this.fetchImpl(this.baseUrl + path, {
-          method,
-          headers: { ...this.headers(payload !== undefined), ...extraHeaders },
-          body: payload,
-          signal: AbortSignal.timeout(this.timeoutMs),
-        });
+        answer = await this.attempt(method, path, payload, extraHeaders);
       } catch (error) {
-        if (isConnectionClosed(error) && !closedRetried) {
+        if (!closedRetried && !(error instanceof AnswerCutOff) && isConnectionClosed(error)) {
           closedRetried = true;
-          attempt -= 1; // a stale connection is not an attempt
+          attempt -= 1; // a connection that was already closed is not an attempt
           continue;
         }
         if (attempt >= this.retry.attempts) {
@@ -122,13 +117,31 @@ export class Transport {
         await sleep(this.retry.delayMs(attempt));
         continue;
       }
-      if (RETRY_STATUSES.has(response.status) && attempt < this.retry.attempts) {
-        await response.arrayBuffer().catch(() => undefined);
-        await sleep(this.retry.delayMs(attempt, response.headers.get("retry-after")));
+      if (RETRY_STATUSES.has(answer.status) && attempt < this.retry.attempts) {
+        await sleep(this.retry.delayMs(attempt, answer.retryAfter));
         continue;
       }
-      return (await result(response)) as T;
+      return result(answer) as T;
     }
+  }
+
+  /** One request and its whole answer; rejects when either fails on the way. */
+  private async attempt(method: string, path: string, payload: string | undefined,
+                        extraHeaders: Record<string, string>): Promise<Answer> {
+    const response = await this.fetchImpl(this.baseUrl + path, {
+      method,
+      headers: { ...this.headers(payload !== undefined), ...extraHeaders },
+      body: payload,
+      signal: AbortSignal.timeout(this.timeoutMs),
+    });
+    let text: string;
+    try {
+      text = await response.text();
+    } catch (error) {
+      throw new AnswerCutOff(`the answer (${response.status}) was cut off`, { cause: error });
+    }
+    return { status: response.status, statusText: response.statusText, ok: response.ok,
+             retryAfter: response.headers.get("retry-after"), text };
   }
 
   private headers(json: boolean): Record<string, string> {
@@ -138,21 +151,31 @@ export class Transport {
   }
 }
 
-async function result(response: Response): Promise<Record<string, unknown>> {
-  const text = await response.text();
+/** The answer's head came, its body did not: retried with backoff like other network errors. */
+class AnswerCutOff extends Error {}
+
+interface Answer {
+  status: number;
+  statusText: string;
+  ok: boolean;
+  retryAfter: string | null;
+  text: string;
+}
+
+function result(answer: Answer): Record<string, unknown> {
   let data: unknown = undefined;
   try {
-    data = text ? JSON.parse(text) : undefined;
+    data = answer.text ? JSON.parse(answer.text) : undefined;
   } catch {
     data = undefined;
   }
   const object = typeof data === "object" && data !== null && !Array.isArray(data)
     ? (data as Record<string, unknown>) : undefined;
-  if (response.ok && object !== undefined) return object;
+  if (answer.ok && object !== undefined) return object;
   const problem: Problem = object ?? {};
   const detail = typeof problem.detail === "string" && problem.detail
-    ? problem.detail : response.statusText || "unexpected answer";
-  throw errorFor(response.status, detail, problem);
+    ? problem.detail : answer.statusText || "unexpected answer";
+  throw errorFor(answer.status, detail, problem);
 }
 
 function describe(error: unknown): string {

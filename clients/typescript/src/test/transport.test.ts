@@ -28,6 +28,11 @@ const echo: Step = (_q, response, body) => {
   response.end(JSON.stringify({ ...JSON.parse(body), state: "pending-send" }));
 };
 const hangUp: Step = (request) => request.socket.destroy();
+const cutOff: Step = (_q, response) => {
+  response.writeHead(201, { "content-type": "application/json", "content-length": "100" });
+  response.write('{"message_id": ');
+  setTimeout(() => response.socket?.destroy(), 20);
+};
 
 let producer: RmsProducer;
 before(async () => {
@@ -55,6 +60,14 @@ describe("retries", () => {
     const message = await producer.prepare({ topic: "t", payload: 1, messageId: "m-closed" });
     assert.equal(message.message_id, "m-closed");
     assert.deepEqual(seen.map((s) => JSON.parse(s.body).message_id), ["m-closed", "m-closed"]);
+  });
+
+  it("retry an answer cut off after its head, with backoff", async () => {
+    seen.length = 0;
+    script = [cutOff, echo];
+    const message = await producer.prepare({ topic: "t", payload: 1, messageId: "m-cut" });
+    assert.equal(message.message_id, "m-cut");
+    assert.equal(seen.length, 2);
   });
 
   it("give up with RmsUnavailableError when overload outlasts the attempts", async () => {
