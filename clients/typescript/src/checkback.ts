@@ -6,12 +6,16 @@
  * pending. The handler proves the call is RMS's (Standard Webhooks signature over the raw
  * body, timestamp within the tolerance, each `webhook-id` used once), hands it to the
  * application's resolver and answers `{"status": "committed" | "rolled_back" | "unknown"}`.
- * A resolver that throws answers `unknown` (RMS asks again later), never an error page.
+ * A resolver that throws answers `unknown` (RMS asks again later), never an error page. The
+ * resolver runs in the call's W3C trace context (`traceparent`), so its spans join the trace.
  *
  * Refusals are problem documents: 401 signature missing, wrong or stale; 409 `webhook-id`
  * already used (a replay); 422 a body that is not a check-back request.
  */
-import { DEFAULT_TOLERANCE_SECONDS, SignatureError, Verifier, type HeaderBag } from "./signing.js";
+import { context } from "@opentelemetry/api";
+
+import { DEFAULT_TOLERANCE_SECONDS, lowerHeaders, SignatureError, Verifier, type HeaderBag } from "./signing.js";
+import { contextFromHeaders } from "./trace.js";
 
 export type CheckStatus = "committed" | "rolled_back" | "unknown";
 export const CHECK_STATUSES: readonly CheckStatus[] = ["committed", "rolled_back", "unknown"];
@@ -107,7 +111,8 @@ export function createCheckBackHandler(options: CheckBackOptions): CheckBackHand
     }
     const parsed = parseCheck(typeof body === "string" ? body : body.toString("utf8"));
     if (typeof parsed === "string") return problemAnswer(422, "Not a check-back request", parsed);
-    const status = await answer(options, parsed);
+    // the resolver runs in the call's trace context (RMS's traceparent, not signed)
+    const status = await context.with(contextFromHeaders(lowerHeaders(headers)), () => answer(options, parsed));
     return { status: 200, headers: { "content-type": "application/json" }, body: JSON.stringify({ status }) };
   };
 }

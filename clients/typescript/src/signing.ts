@@ -72,14 +72,14 @@ export class Verifier {
   }
 
   /** Throws {@link SignatureError} unless `body` carries a valid, fresh signature. */
-  verify(headers: HeaderBag, body: string | Buffer, now: number = Date.now()): Verified {
+  verify(headers: HeaderBag, body: string | Buffer): Verified {
     const lowered = lowerHeaders(headers);
     const missing = [HEADER_ID, HEADER_TIMESTAMP, HEADER_SIGNATURE].filter((name) => !lowered[name]);
     if (missing.length > 0) throw new SignatureError(`missing header(s): ${missing.join(", ")}`);
     const stamp = lowered[HEADER_TIMESTAMP] as string;
     if (!/^\d+$/.test(stamp)) throw new SignatureError(`webhook-timestamp ${JSON.stringify(stamp)} is not unix seconds`);
     const timestamp = Number(stamp);
-    if (Math.abs(now / 1000 - timestamp) > this.toleranceSeconds) {
+    if (Math.abs(Date.now() / 1000 - timestamp) > this.toleranceSeconds) {
       throw new SignatureError(`webhook-timestamp ${timestamp} is outside the ${this.toleranceSeconds}s tolerance`);
     }
     const text = typeof body === "string" ? body : body.toString("utf8");

@@ -1,5 +1,8 @@
 import assert from "node:assert/strict";
-import { describe, it } from "node:test";
+import { before, describe, it } from "node:test";
+
+import { context, trace } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 
 import {
   createCheckBackHandler, MemoryReplayGuard, parseCheck, SignatureError, signedHeaders, Verifier,
@@ -50,6 +53,7 @@ describe("signatures", () => {
 });
 
 describe("check-back handler", () => {
+  before(() => { context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable()); });
   const seen: Array<CheckRequest | TransactionCheckRequest> = [];
   const handler = createCheckBackHandler({
     secrets: [SECRET],
@@ -96,6 +100,18 @@ describe("check-back handler", () => {
     assert.match(JSON.parse(answer.body).detail, /message_id, app, topic, created_at, check_count/);
     assert.equal(parseCheck("[1]"), "body: not a JSON object");
     assert.equal(parseCheck("{"), "body: not JSON");
+  });
+
+  it("runs the resolver in the call's trace context", async () => {
+    let seenTrace: string | undefined;
+    const traced = createCheckBackHandler({ secrets: [SECRET], resolve: () => {
+      seenTrace = trace.getSpanContext(context.active())?.traceId;
+      return "committed";
+    } });
+    const headers = { ...signedHeaders([SECRET], CHECK, "msg_m-1_3", now()),
+                      traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" };
+    assert.equal((await traced(headers, CHECK)).status, 200);
+    assert.equal(seenTrace, "0af7651916cd43dd8448eb211c80319c");
   });
 
   it("forgets replay ids only after the window", () => {
