@@ -153,10 +153,15 @@ def run_suite(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) ->
         result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, timeout=timeout,
                                 stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired as exc:
-        output = (exc.stdout or b"") + (exc.stderr or b"")
-        pytest.fail(f"{' '.join(cmd)} did not finish in {timeout:g}s:\n"
-                    f"{output.decode(errors='replace')[-6000:]}")
-    output = (result.stdout + result.stderr).decode(errors="replace")
+        partial = _text(exc.stdout) + _text(exc.stderr)
+        pytest.fail(f"{' '.join(cmd)} did not finish in {timeout:g}s:\n{partial[-6000:]}")
+    output = _text(result.stdout) + _text(result.stderr)
     print(output[-20000:])  # shown with -rA or on failure
     if result.returncode != 0:
         pytest.fail(f"{' '.join(cmd)} exited {result.returncode}:\n{output[-8000:]}")
+
+
+def _text(output: bytes | str | None) -> str:
+    if isinstance(output, bytes):
+        return output.decode(errors="replace")
+    return output or ""
