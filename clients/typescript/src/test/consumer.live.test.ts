@@ -5,6 +5,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
+import { context, ROOT_CONTEXT, trace, TraceFlags } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import type pg from "pg";
 
 import {
@@ -16,12 +18,18 @@ import { ACK_TOPIC, createApp, kafka, PREFIX, pool, skipLive, waitFor, type App 
 /** One-shot sends are never checked back, but every message names a check-back URL. */
 const NEVER_ASKED = "http://127.0.0.1:9/";
 
+/** The producer's span: RMS stores its context and puts it on every record of the message. */
+const SPAN = { traceId: "5bf92f3577b34da6a3ce929d0e0e4736", spanId: "10f067aa0ba902b7", traceFlags: TraceFlags.SAMPLED };
+
 /** Drops the first ack of each message, as if it were lost on the way. */
 class LosingFirstAck implements Acker {
   private readonly dropped = new Set<string>();
+  /** The trace headers each ack carried. */
+  readonly carried = new Map<string, Record<string, string> | undefined>();
   constructor(private readonly inner: Acker) {}
 
   async ack(messageId: string, trace?: Record<string, string>): Promise<AckResult> {
+    this.carried.set(messageId, trace);
     if (!this.dropped.has(messageId)) {
       this.dropped.add(messageId);
       return { messageId, result: "failed", detail: "lost on purpose" };
@@ -49,6 +57,7 @@ describe("consumer (live RMS)", { skip: skipLive }, () => {
   };
 
   before(async () => {
+    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
     db = pool();
     inbox = new Inbox(db, { table: "points_inbox" });
     await inbox.ensure();
@@ -63,17 +72,21 @@ describe("consumer (live RMS)", { skip: skipLive }, () => {
     await db?.end();
   });
 
-  async function deliverTwice(topic: string, acker: Acker): Promise<{ events: ConsumerEvent[]; messageId: string }> {
-    const sent = await producer.send({ topic, payload: { points: 5 }, ackTimeoutSeconds: 3 });
+  async function deliverTwice(topic: string, inner: Acker): Promise<{ events: ConsumerEvent[]; messageId: string }> {
+    const acker = new LosingFirstAck(inner);
+    const sent = await context.with(trace.setSpanContext(ROOT_CONTEXT, SPAN), () =>
+      producer.send({ topic, payload: { points: 5 }, ackTimeoutSeconds: 3 }));
     const events: ConsumerEvent[] = [];
     const consumer = new RmsConsumer({
       kafka: kafka(`${PREFIX}-${topic}`), groupId: `${PREFIX}-${topic}`, topics: [topic], inbox, handler: addPoints,
-      acker: new LosingFirstAck(acker), onRecord: (event) => events.push(event),
+      acker, onRecord: (event) => events.push(event),
     });
     consumers.push(consumer);
     await consumer.start();
     await waitFor("the redelivery to be acked", async () =>
       events.some((event) => event.record.delivery >= 2 && event.ack?.result === "acked"), 45_000);
+    assert.equal(acker.carried.get(sent.message_id)?.traceparent, `00-${SPAN.traceId}-${SPAN.spanId}-01`,
+      "the ack carries the record's trace context (no OpenTelemetry SDK: as it came)");
     return { events, messageId: sent.message_id };
   }
 
@@ -83,6 +96,8 @@ describe("consumer (live RMS)", { skip: skipLive }, () => {
       [[1, "processed", "failed"], [2, "duplicate", "acked"]], `${ack}: first delivery processed, redelivery de-duplicated`);
     assert.equal(mine[0]!.record.app, producerApp.name);
     assert.deepEqual(mine[0]!.record.payload, { points: 5 });
+    assert.equal(mine[0]!.record.headers.traceparent, `00-${SPAN.traceId}-${SPAN.spanId}-01`,
+      "the record carries the producer's trace context");
   }
 
   async function effects(messageId: string): Promise<number> {
