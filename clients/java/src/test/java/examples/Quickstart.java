@@ -1,3 +1,5 @@
+package examples;
+
 import com.sun.net.httpserver.HttpServer;
 import dev.rms.client.barrier.JdbcBarrier;
 import dev.rms.client.checkback.CheckBackHandler;
@@ -11,23 +13,31 @@ import java.util.List;
 import java.util.Map;
 import org.postgresql.ds.PGSimpleDataSource;
 
-/** An order service: its check-back endpoint, then prepare, local commit, confirm. */
+/**
+ * An order service: its check-back endpoint, then prepare, local commit, confirm. Reads
+ * RMS_URL, RMS_API_KEY, RMS_SIGNING_SECRET, JDBC_URL and CHECK_PORT.
+ */
 public class Quickstart {
   public static void main(String[] args) throws Exception {
+    System.out.println(run(System.getenv("RMS_URL"), System.getenv("RMS_API_KEY"),
+        System.getenv("RMS_SIGNING_SECRET"), System.getenv("JDBC_URL"),
+        Integer.parseInt(System.getenv("CHECK_PORT"))));
+  }
+
+  static String run(String rmsUrl, String apiKey, String signingSecret, String jdbcUrl, int port)
+      throws Exception {
     var db = new PGSimpleDataSource();
-    db.setURL(System.getenv("JDBC_URL"));
+    db.setURL(jdbcUrl);
     var barrier = new JdbcBarrier(db);
     barrier.createTable();
-    int port = Integer.parseInt(System.getenv("CHECK_PORT"));
     var server = HttpServer.create(new InetSocketAddress("127.0.0.1", port), 0);
     server.createContext("/rms/check", new CheckBackHttpHandler(
-        CheckBackHandler.builder(List.of(System.getenv("RMS_SIGNING_SECRET")), barrier::resolve)
+        CheckBackHandler.builder(List.of(signingSecret), barrier::resolve)
             .transactionResolver(barrier::resolveTransaction).build()));
     server.start(); // RMS asks here when a confirm never comes
 
-    var rms = RmsProducer.builder(URI.create(System.getenv("RMS_URL")),
-        System.getenv("RMS_API_KEY")).defaultCheckUrl("http://127.0.0.1:" + port + "/rms/check")
-        .build();
+    var rms = RmsProducer.builder(URI.create(rmsUrl), apiKey)
+        .defaultCheckUrl("http://127.0.0.1:" + port + "/rms/check").build();
     MessageInfo paid = rms.transactional(Draft.of("orders.paid", Map.of("order", 42)), m -> {
       try (var conn = db.getConnection()) { // the local transaction, barrier first
         conn.setAutoCommit(false);
@@ -38,7 +48,7 @@ public class Quickstart {
       return m;
     }); // confirmed here; cancelled if the block threw
     MessageInfo now = rms.get(paid.messageId());
-    System.out.println(now.messageId() + " " + now.topic() + " " + now.state());
     server.stop(0);
+    return now.messageId() + " " + now.topic() + " " + now.state();
   }
 }
