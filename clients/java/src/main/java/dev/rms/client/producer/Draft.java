@@ -86,11 +86,12 @@ public final class Draft {
       own.add("maxChecks");
     }
     if (deliverAfter != null || delay != null) {
-      own.add("a delay");
+      own.add("deliverAfter or delay");
     }
     if (!own.isEmpty()) {
-      throw new IllegalArgumentException("a message of a transaction has no " + String.join(", ",
-          own) + " of its own: give the check-back fields to the transaction");
+      throw new IllegalArgumentException("a message of a transaction takes no " + String.join(
+          ", ", own) + ": the check-back fields are the transaction's, and its messages are "
+          + "delivered when it is confirmed");
     }
     return common(id);
   }
