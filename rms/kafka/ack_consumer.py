@@ -1,7 +1,8 @@
 """Consumes the ack topic (design section 6: value ``{"message_id", "consumer"}``) and hands each
-batch of records to the ack use case (:class:`rms.usecases.acks.Acks`), which decides what
-counts. Offsets are committed after the batch is applied (at-least-once; acks are
-idempotent)."""
+batch of records to the ack use case (:class:`rms.usecases.acks.Acks`), which judges each
+record alone and counts what it rejects, so no record can stop the ones after it. Offsets are
+committed after the batch is applied (at-least-once; acks are idempotent); only an outage of
+PostgreSQL or Kafka sends the consumer back to the same batch."""
 
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ class AckConsumer:
             batches = await consumer.getmany(timeout_ms=500, max_records=1000)
             records = [record for batch in batches.values() for record in batch]
             if records:
-                await self._apply([AckRecord(r.value, r.headers) for r in records])
+                await self._apply([AckRecord.of(r.value, r.headers) for r in records])
                 await consumer.commit()
             self._outage.succeeded()
 

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import orjson
 
+from rms.domain.ids import is_valid_app_name, is_valid_message_id
 from rms.signing import SignatureError, Verifier, signed_headers
 
 KafkaHeaders = list[tuple[str, bytes]]
@@ -35,7 +36,9 @@ def signed_ack_headers(secrets: Sequence[str], value: bytes) -> KafkaHeaders:
 
 
 def parse_ack(value: bytes | None) -> tuple[str, str] | None:
-    """``(message_id, consumer)`` from an ack record, or None when malformed."""
+    """``(message_id, consumer)`` from an ack record, or None when malformed. Both must match
+    their patterns (a message id, an app name), so nothing a record carries reaches a database
+    statement unless it could name a real message and app."""
     try:
         body: Any = orjson.loads(value or b"")
     except orjson.JSONDecodeError:
@@ -43,7 +46,9 @@ def parse_ack(value: bytes | None) -> tuple[str, str] | None:
     if not isinstance(body, dict):
         return None
     message_id, consumer = body.get("message_id"), body.get("consumer")
-    if isinstance(message_id, str) and isinstance(consumer, str) and message_id and consumer:
+    if not (isinstance(message_id, str) and isinstance(consumer, str)):
+        return None
+    if is_valid_message_id(message_id) and is_valid_app_name(consumer):
         return message_id, consumer
     return None
 
@@ -52,6 +57,13 @@ def parse_ack(value: bytes | None) -> tuple[str, str] | None:
 class AckRecord:
     value: bytes | None
     headers: Sequence[tuple[str, bytes]]
+
+    @classmethod
+    def of(cls, value: bytes | None,
+           headers: Sequence[tuple[str, bytes | None]] | None) -> AckRecord:
+        """A record as the broker hands it over: a header may have no value (Kafka allows a
+        null header value), which reads as empty."""
+        return cls(value, [(str(name), raw or b"") for name, raw in headers or ()])
 
     @property
     def signed(self) -> bool:
@@ -66,6 +78,6 @@ def signature_problem(record: AckRecord, secrets: Sequence[str], *,
     text_headers = {name: raw.decode("latin-1") for name, raw in record.headers}
     try:
         Verifier(secrets, tolerance_seconds=math.inf).verify(text_headers, record.value or b"")
-    except (SignatureError, ValueError):
+    except (SignatureError, ValueError, TypeError):  # UnicodeError is a ValueError
         return "bad-signature"
     return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +85,15 @@ class AppStore:
         if row is None:
             raise NotFound(f"no app named {name!r}")
         return to_app(row)
+
+    async def get_many(self, names: Collection[str]) -> dict[str, App]:
+        """The apps of ``names`` that exist, by name, in one query."""
+        if not names:
+            return {}
+        statement = select(*APP_COLUMNS).where(apps.c.name.in_(list(names)))
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(statement)).all()
+        return {app.name: app for app in map(to_app, rows)}
 
     async def list(self) -> list[App]:
         async with self._engine.connect() as conn:

@@ -190,6 +190,8 @@ class MessageStore:
 
     async def topics(self, message_ids: Sequence[str]) -> dict[str, str]:
         """The topic of each known id (what an ack's permission check needs, without payloads)."""
+        if not message_ids:
+            return {}
         async with driver_connection(self._engine) as driver:
             rows = await driver.fetch(TOPICS_SQL, list(message_ids))
         return {row["message_id"]: row["topic"] for row in rows}

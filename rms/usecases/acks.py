@@ -8,9 +8,9 @@ anything else is counted by reason and skipped.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -24,6 +24,7 @@ from rms.store.apps import AppStore
 from rms.store.messages import ACK, MessageStore
 
 log = structlog.get_logger(__name__)
+_LOGGED_CONSUMERS = 10  # names a rejection line shows at most
 
 
 def may_ack(app: App, topic: str) -> bool:
@@ -53,37 +54,35 @@ class Acks:
         return message
 
     async def apply_records(self, records: Iterable[AckRecord]) -> int:
-        """Apply a batch of ack-topic records; returns how many messages became ``done``."""
-        by_consumer: dict[str, list[tuple[str, AckRecord]]] = defaultdict(list)
-        for record in records:
-            parsed = parse_ack(record.value)
-            if parsed is None:
-                _reject("malformed")
-                continue
-            by_consumer[parsed[1]].append((parsed[0], record))
-        applied = 0
+        """Apply a batch of ack-topic records; returns how many messages became ``done``.
+
+        Each record is judged alone: one that is malformed, unsigned, names an unknown app or
+        a message its app may not acknowledge is counted and skipped, never raised, so it
+        cannot hold back the records after it. The batch costs three queries whatever its
+        size: its consumers, its messages' topics, and one ``ack_many`` per consumer."""
+        rejected = _Rejections()
+        by_consumer = _by_consumer(records, rejected)
+        apps = await self.apps.get_many(by_consumer)
+        signed: dict[str, list[str]] = {}
         for consumer, acks in by_consumer.items():
-            ids = await self._permitted(consumer, acks)
-            done = await self.messages.ack_many(ids, actor=f"app:{consumer}", via="ack-topic")
+            app = apps.get(consumer)
+            if app is None:
+                rejected.add("unknown-consumer", len(acks), consumer)
+            else:
+                signed[consumer] = self._signed(app, acks, rejected)
+        topics = await self.messages.topics([i for ids in signed.values() for i in ids])
+        applied = 0
+        for consumer, ids in signed.items():
+            allowed = [i for i in ids if i in topics and may_ack(apps[consumer], topics[i])]
+            rejected.add("not-permitted-or-unknown", len(ids) - len(allowed), consumer)
+            done = await self.messages.ack_many(allowed, actor=f"app:{consumer}", via="ack-topic")
             metrics.ACKS.labels("ack-topic").inc(len(done))
             applied += len(done)
+        rejected.report()
         return applied
 
-    async def _permitted(self, consumer: str, acks: list[tuple[str, AckRecord]]) -> list[str]:
-        """The ids of ``acks`` that ``consumer`` signed and may acknowledge."""
-        try:
-            app = await self.apps.get(consumer)
-        except NotFound:
-            _reject("unknown-consumer", len(acks), consumer=consumer)
-            return []
-        signed = self._signed(app, acks)
-        topics = await self.messages.topics(signed)
-        allowed = [i for i, topic in topics.items() if may_ack(app, topic)]
-        if len(signed) > len(allowed):
-            _reject("not-permitted-or-unknown", len(signed) - len(allowed), consumer=consumer)
-        return allowed
-
-    def _signed(self, app: App, acks: list[tuple[str, AckRecord]]) -> list[str]:
+    def _signed(self, app: App, acks: list[tuple[str, AckRecord]],
+                rejected: _Rejections) -> list[str]:
         secrets = [s for s in (app.signing_secret, app.previous_signing_secret) if s]
         required = self.settings.ack_signatures == "required"
         ids = []
@@ -92,10 +91,42 @@ class Acks:
             if problem is None:
                 ids.append(message_id)
             else:
-                _reject(problem, consumer=app.name, message_id=message_id)
+                rejected.add(problem, 1, app.name)
         return ids
 
 
-def _reject(reason: Rejection, count: int = 1, **context: str) -> None:
-    metrics.ACKS_REJECTED.labels(reason).inc(count)
-    log.warning("ack_consumer.rejected", reason=reason, count=count, **context)
+def _by_consumer(records: Iterable[AckRecord],
+                 rejected: _Rejections) -> dict[str, list[tuple[str, AckRecord]]]:
+    """The well-formed records grouped by the app they name; the rest counted as malformed."""
+    grouped: dict[str, list[tuple[str, AckRecord]]] = defaultdict(list)
+    for record in records:
+        parsed = parse_ack(record.value)
+        if parsed is None:
+            rejected.add("malformed", 1)
+        else:
+            grouped[parsed[1]].append((parsed[0], record))
+    return grouped
+
+
+@dataclass
+class _Rejections:
+    """The records of one batch that changed nothing, by reason, and the apps they named."""
+
+    counts: Counter[Rejection] = field(default_factory=Counter)
+    consumers: set[str] = field(default_factory=set)
+
+    def add(self, reason: Rejection, count: int, consumer: str | None = None) -> None:
+        if count:
+            self.counts[reason] += count
+            if consumer is not None:
+                self.consumers.add(consumer)
+
+    def report(self) -> None:
+        """Count each rejection by reason, and log the batch's rejections as one line (a flood
+        of junk records writes one line per batch, not one per record)."""
+        for reason, count in self.counts.items():
+            metrics.ACKS_REJECTED.labels(reason).inc(count)
+        if self.counts:
+            log.warning("ack_consumer.rejected", count=sum(self.counts.values()),
+                        reasons=dict(sorted(self.counts.items())),
+                        consumers=sorted(self.consumers)[:_LOGGED_CONSUMERS])
