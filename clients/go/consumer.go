@@ -205,7 +205,10 @@ type TopicAcker struct {
 
 // NewTopicAcker writes acks for the app named consumerApp, signed with its "whsec_"
 // signingSecret, to topic (empty: [DefaultAckTopic]) with producer, a franz-go client
-// (nil: one is made for brokers and closed by Close).
+// (nil: one is made for brokers and closed by Close). Ack records are tiny: the client
+// made here sends them uncompressed. A producer of your own must not use a codec RMS's
+// ack consumer cannot read (franz-go's default is snappy; use
+// kgo.ProducerBatchCompression(kgo.NoCompression()) or gzip).
 func NewTopicAcker(producer *kgo.Client, brokers []string, consumerApp, signingSecret,
 	topic string) (*TopicAcker, error) {
 	if _, err := newWebhook(signingSecret); err != nil {
@@ -220,7 +223,8 @@ func NewTopicAcker(producer *kgo.Client, brokers []string, consumerApp, signingS
 	a := &TopicAcker{producer: producer, consumer: consumerApp, secret: signingSecret,
 		topic: topic}
 	if producer == nil {
-		client, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DisableIdempotentWrite())
+		client, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DisableIdempotentWrite(),
+			kgo.ProducerBatchCompression(kgo.NoCompression()))
 		if err != nil {
 			return nil, fmt.Errorf("rms: ack producer: %w", err)
 		}

@@ -1,0 +1,18 @@
+"""The Go client library (clients/go) passes its own suite, ``go test ./...``, against a live
+RMS, PostgreSQL and Kafka. Modules are fetched by Go into its module cache on the first run
+(go.sum is committed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.clients.conftest import require_tool, run_suite
+
+CLIENT = Path(__file__).resolve().parents[2] / "clients" / "go"
+
+
+def test_go_client_suite(client_env: dict[str, str]) -> None:
+    go = require_tool("go")
+    env = client_env | {"GOFLAGS": "-mod=readonly", "RMS_GO_LIVE": "required"}
+    run_suite([go, "vet", "./..."], CLIENT, env, timeout=300)
+    run_suite([go, "test", "-count=1", "-timeout=240s", "./..."], CLIENT, env, timeout=420)
