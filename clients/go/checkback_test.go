@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func newTestCheckBack(t *testing.T, secret string, calls *resolverCalls) *CheckB
 			}
 			return Committed, nil
 		},
-		WithTolerance(time.Minute),
+		WithTolerance(time.Minute), WithLogger(slog.New(slog.DiscardHandler)),
 		WithTransactionResolver(func(_ context.Context, check TransactionCheckRequest) (CheckStatus, error) {
 			calls.transactions = append(calls.transactions, check.TransactionID)
 			return RolledBack, nil
