@@ -4,11 +4,37 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 )
+
+// readIDs reads the message ids of the first n records of topic.
+func readIDs(t *testing.T, env liveEnv, topic string, n int) []string {
+	t.Helper()
+	reader, err := kgo.NewClient(kgo.SeedBrokers(env.brokers), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var ids []string
+	for len(ids) < n && ctx.Err() == nil {
+		for _, record := range reader.PollFetches(ctx).Records() {
+			parsed, err := ParseRecord(record)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, parsed.MessageID)
+		}
+	}
+	return ids
+}
 
 // localOrder is the producer's local transaction: the barrier mark, then its own change.
 func localOrder(ctx context.Context, db *sql.DB, barrier *Barrier, id string) error {
@@ -151,6 +177,9 @@ func TestATransactionOfThreeMessages(t *testing.T) {
 	stored, err := client.GetTransaction(ctx, tx.TransactionID)
 	if err != nil || stored.State != TransactionConfirmed {
 		t.Fatalf("read back: %+v, %v", stored, err)
+	}
+	if published := readIDs(t, env, topic, 3); !slices.Equal(published, ids) {
+		t.Fatalf("published in the order %v, listed %v", published, ids)
 	}
 	cancelled, err := client.InTransaction(ctx, TransactionDraft{Messages: drafts[:2]},
 		func(context.Context, *Transaction) error { return errors.New("no stock") })

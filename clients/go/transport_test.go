@@ -60,6 +60,13 @@ func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// seen is a copy of the requests received so far and when they came.
+func (s *scripted) seen() ([]map[string]any, []time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]map[string]any(nil), s.requests...), append([]time.Time(nil), s.times...)
+}
+
 func scriptedClient(t *testing.T, policy RetryPolicy, steps ...step) (*Client, *scripted) {
 	t.Helper()
 	server := &scripted{steps: steps}
@@ -78,21 +85,23 @@ var noBackoff = RetryPolicy{Attempts: 1, Backoff: time.Millisecond, MaxBackoff: 
 func TestAConnectionClosedBeforeTheAnswerIsRetriedOnceWithTheSameID(t *testing.T) {
 	client, server := scriptedClient(t, noBackoff, step{action: "close"})
 	message, err := client.Prepare(context.Background(), Draft{Topic: "t", Payload: 1})
+	requests, _ := server.seen()
 	if err != nil {
 		t.Fatalf("not retried: %v", err)
 	}
-	if len(server.requests) != 2 || server.requests[0]["message_id"] != server.requests[1]["message_id"] ||
-		message.MessageID != server.requests[0]["message_id"] {
-		t.Fatalf("want two attempts with one id, got %v", server.requests)
+	if len(requests) != 2 || requests[0]["message_id"] != requests[1]["message_id"] ||
+		message.MessageID != requests[0]["message_id"] {
+		t.Fatalf("want two attempts with one id, got %v", requests)
 	}
 }
 
 func TestOnlyOneImmediateRetryForAClosedConnection(t *testing.T) {
 	client, server := scriptedClient(t, noBackoff, step{action: "close"}, step{action: "close"})
 	_, err := client.Prepare(context.Background(), Draft{Topic: "t", Payload: 1})
+	requests, _ := server.seen()
 	var unavailable *UnavailableError
-	if !errors.As(err, &unavailable) || len(server.requests) != 2 {
-		t.Fatalf("want UnavailableError after 2 requests, got %v after %d", err, len(server.requests))
+	if !errors.As(err, &unavailable) || len(requests) != 2 {
+		t.Fatalf("want UnavailableError after 2 requests, got %v after %d", err, len(requests))
 	}
 }
 
@@ -103,14 +112,15 @@ func TestRetryAfterIsHonouredOn429And503(t *testing.T) {
 		step{action: "status", status: 429, retryAfter: "1"},
 		step{action: "status", status: 503, retryAfter: "1"})
 	message, err := client.Send(context.Background(), Draft{MessageID: "fixed-id", Topic: "t", Payload: 1})
+	requests, times := server.seen()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(server.requests) != 3 || message.MessageID != "fixed-id" {
-		t.Fatalf("requests %v", server.requests)
+	if len(requests) != 3 || message.MessageID != "fixed-id" {
+		t.Fatalf("requests %v", requests)
 	}
 	for i := 1; i < 3; i++ {
-		if gap := server.times[i].Sub(server.times[i-1]); gap < time.Second {
+		if gap := times[i].Sub(times[i-1]); gap < time.Second {
 			t.Fatalf("attempt %d came %v after the one before, before Retry-After", i+1, gap)
 		}
 	}
@@ -122,11 +132,12 @@ func TestOverloadThroughEveryAttemptIsUnavailableWithTheLastAnswer(t *testing.T)
 	client, server := scriptedClient(t, policy, step{action: "status", status: 503},
 		step{action: "status", status: 503})
 	_, err := client.Confirm(context.Background(), "m1")
+	requests, _ := server.seen()
 	var unavailable *UnavailableError
 	var answer *APIError
 	if !errors.As(err, &unavailable) || !errors.As(err, &answer) || answer.Status != 503 ||
-		len(server.requests) != 2 {
-		t.Fatalf("got %v after %d requests", err, len(server.requests))
+		len(requests) != 2 {
+		t.Fatalf("got %v after %d requests", err, len(requests))
 	}
 }
 
@@ -134,8 +145,9 @@ func TestARetryAfterBeyondTheLimitIsReturnedAtOnce(t *testing.T) {
 	client, server := scriptedClient(t, DefaultRetryPolicy,
 		step{action: "status", status: 429, retryAfter: "3600"})
 	_, err := client.Confirm(context.Background(), "m1")
+	requests, _ := server.seen()
 	var answer *APIError
-	if !errors.As(err, &answer) || answer.RetryAfter != time.Hour || len(server.requests) != 1 {
-		t.Fatalf("got %v after %d requests", err, len(server.requests))
+	if !errors.As(err, &answer) || answer.RetryAfter != time.Hour || len(requests) != 1 {
+		t.Fatalf("got %v after %d requests", err, len(requests))
 	}
 }

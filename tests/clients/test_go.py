@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.clients.conftest import require_tool, run_suite
 
 CLIENT = Path(__file__).resolve().parents[2] / "clients" / "go"
 
 
+# the first run downloads the modules and compiles them
+@pytest.mark.timeout(600)
 def test_go_client_suite(client_env: dict[str, str]) -> None:
     go = require_tool("go")
     env = client_env | {"GOFLAGS": "-mod=readonly", "RMS_GO_LIVE": "required"}
