@@ -18,5 +18,5 @@ CLIENT = Path(__file__).resolve().parents[2] / "clients" / "go"
 def test_go_client_suite(client_env: dict[str, str]) -> None:
     go = require_tool("go")
     env = client_env | {"GOFLAGS": "-mod=readonly", "RMS_GO_LIVE": "required"}
-    run_suite([go, "vet", "./..."], CLIENT, env, timeout=300)
-    run_suite([go, "test", "-count=1", "-timeout=240s", "./..."], CLIENT, env, timeout=420)
+    run_suite([go, "vet", "./..."], CLIENT, env, timeout=240)
+    run_suite([go, "test", "-count=1", "-timeout=240s", "./..."], CLIENT, env, timeout=300)
