@@ -13,10 +13,10 @@ from tests.clients.conftest import require_tool, run_suite
 CLIENT = Path(__file__).resolve().parents[2] / "clients" / "go"
 
 
-# the first run downloads the modules and compiles them
-@pytest.mark.timeout(600)
+# the first run downloads the modules and compiles them (about 3 minutes on a busy machine)
+@pytest.mark.timeout(900)
 def test_go_client_suite(client_env: dict[str, str]) -> None:
     go = require_tool("go")
     env = client_env | {"GOFLAGS": "-mod=readonly", "RMS_GO_LIVE": "required"}
-    run_suite([go, "vet", "./..."], CLIENT, env, timeout=240)
-    run_suite([go, "test", "-count=1", "-timeout=240s", "./..."], CLIENT, env, timeout=300)
+    run_suite([go, "vet", "./..."], CLIENT, env, timeout=420)
+    run_suite([go, "test", "-count=1", "-timeout=300s", "./..."], CLIENT, env, timeout=420)
