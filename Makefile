@@ -22,7 +22,7 @@ dev: $(STAMP)
 	@$(BIN)/python -m rms.kafka_broker
 	$(BIN)/rms dev
 
-## System packages the tests need (Java + Maven for Kafka, JDBC driver for Spark, Chromium, shellcheck)
+## System packages the tests need (Java + Maven for Kafka, JDBC driver for Spark, Chromium, shellcheck, promtool)
 system-deps:
 	@bash scripts/system-deps.sh
 

@@ -3,8 +3,10 @@
 #   scripts/system-deps.sh dev   what `rms dev` needs: Java and Maven for the embedded Apache Kafka
 #   scripts/system-deps.sh       everything `make test` needs: the above, a JDK (the check-back
 #                                conformance servers), the PostgreSQL JDBC driver for Spark,
-#                                Chromium for the dashboard test and shellcheck for the deploy
-#                                scripts
+#                                Chromium for the dashboard test, shellcheck for the deploy
+#                                scripts and promtool (Debian's prometheus) for the alert rules;
+#                                on a host that runs systemd that package also starts a
+#                                Prometheus server on :9090 (`systemctl disable --now prometheus`)
 set -euo pipefail
 need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
@@ -14,6 +16,7 @@ if [ "${1:-test}" != dev ]; then
   [ -f /usr/share/java/postgresql.jar ] || need+=(libpostgresql-jdbc-java)
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
   command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+  command -v promtool >/dev/null 2>&1 || need+=(prometheus)  # promtool: alert rules
 fi
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

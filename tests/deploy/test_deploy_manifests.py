@@ -3,9 +3,10 @@
 Everything here runs without a container engine: every YAML file parses, kustomize renders
 the overlays (with ``kubectl kustomize`` or ``kustomize build`` when installed), every
 command, ``RMS_`` setting, probe path, image and metric the manifests name exists in the
-code, and the systemd units, shell scripts, compose file and alert rules pass their own
-checkers when those are installed (each such part skips, naming what to install). The
-retention and report scripts run for real: retention against PostgreSQL.
+code, and the systemd units, shell scripts, Kubernetes objects, compose file and alert rules
+pass their own checkers. `make test` installs the checkers; without one, its part skips naming
+what to install, or fails under ``CI=true`` (tests/deploy/tools.py). The retention and report
+scripts run for real: retention against PostgreSQL.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import importlib.resources
+import importlib.util
 import io
 import json
 import os
@@ -33,6 +34,7 @@ from rms.cli import COMMANDS
 from rms.config import Settings
 from rms.embedded import EmbeddedPostgres
 from spark.options import JDBC_JAR_VARIABLE
+from tests.deploy.tools import checker_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -41,6 +43,7 @@ SCRIPTS = DEPLOY / "scripts"
 SYSTEMD = DEPLOY / "systemd"
 COMPOSE = DEPLOY / "compose"
 ALERT_RULES = DEPLOY / "prometheus" / "rms-alerts.yml"
+ALERT_TESTS = ALERT_RULES.parent / "tests"  # one promtool unit-test file per alert
 OPERATIONS = ROOT / "docs" / "operations.md"
 DOCKERFILE = ROOT / "Dockerfile"
 
@@ -53,6 +56,7 @@ METRICS: dict[str, str] = {
     "rms_checks_total": "counter",
     "rms_publish_failures_total": "counter",
     "rms_redeliveries_total": "counter",
+    "rms_loop_failing": "gauge",
 }
 PROBES = {"readinessProbe": "/readyz", "livenessProbe": "/healthz", "startupProbe": "/healthz"}
 HEALTH_PATHS = {"/healthz", "/readyz"}
@@ -255,8 +259,8 @@ def k8s_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def rendered(k8s_tree: Path) -> dict[str, list[Obj]]:
     if renderer() is None:
-        pytest.skip("neither kustomize nor kubectl is installed: overlays not rendered "
-                    "(install kubectl or kustomize)")
+        checker_missing("neither kustomize nor kubectl is installed: overlays not rendered "
+                        "(install kubectl or kustomize)")
     names = ["base", *(f"overlays/{o}" for o in OVERLAYS), "overlays/with-prometheus-operator"]
     return {name.removeprefix("overlays/"): render(k8s_tree / name) for name in names}
 
@@ -339,15 +343,15 @@ def test_rendered_objects_match_the_kubernetes_schemas(rendered: dict[str, list[
     try:
         validator = importlib.import_module("kubernetes_validate")
     except ModuleNotFoundError:
-        pytest.skip("kubernetes-validate is not installed: schemas not checked "
-                    "(pip install kubernetes-validate)")
+        checker_missing("kubernetes-validate is not installed: schemas not checked "
+                        "(pip install -e '.[test]')")
     for overlay, version in zip(OVERLAYS, K8S_VERSIONS, strict=True):  # oldest and newest
         for obj in rendered[overlay]:
             try:
                 validator.validate(obj, version, strict=True)
             except validator.ValidationError as exc:
                 pytest.fail(f"{overlay} {obj['kind']}/{obj['metadata']['name']} "
-                            f"(Kubernetes {version}): {exc}")
+                            f"(Kubernetes {version}): {exc.json_path}: {exc.message}")
 
 
 # --------------------------------------------------------------------------- Kubernetes shape
@@ -612,16 +616,15 @@ def compose() -> Obj:
     return dict(yaml.safe_load((COMPOSE / "compose.yaml").read_text()))
 
 
-def test_compose_matches_the_compose_specification(compose: Obj) -> None:
-    try:
-        jsonschema = importlib.import_module("jsonschema")
-        schemas = importlib.resources.files("check_jsonschema.builtin_schemas.vendor")
-    except ModuleNotFoundError:
-        pytest.skip("check-jsonschema is not installed: compose schema not checked "
-                    "(pip install check-jsonschema)")
-    schema = json.loads(schemas.joinpath("compose-spec.json").read_text())
-    errors = list(jsonschema.validators.validator_for(schema)(schema).iter_errors(compose))
-    assert not errors, [f"{list(e.absolute_path)}: {e.message}" for e in errors]
+def test_compose_matches_the_compose_specification() -> None:
+    """check-jsonschema with the Compose Specification schema it ships (formats checked too)."""
+    if importlib.util.find_spec("check_jsonschema") is None:
+        checker_missing("check-jsonschema is not installed: compose schema not checked "
+                        "(pip install -e '.[test]')")
+    result = subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema",
+                             "vendor.compose-spec", str(COMPOSE / "compose.yaml")],
+                            capture_output=True, text=True, check=False, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_compose_runs_the_whole_stack(compose: Obj) -> None:
@@ -742,14 +745,41 @@ def test_the_code_defines_the_alerting_metrics() -> None:
     assert METRICS.items() <= defined_metrics().items()
 
 
+def alert_names() -> list[str]:
+    return [rule["alert"] for rule in alert_rules() if "alert" in rule]
+
+
+def promtool(*args: str) -> subprocess.CompletedProcess[str]:
+    found = shutil.which("promtool")
+    if found is None:
+        checker_missing("promtool is not installed: rules not checked "
+                        "(bash scripts/system-deps.sh installs Debian's prometheus)")
+    return subprocess.run([found, *args], cwd=ALERT_RULES.parent, capture_output=True,
+                          text=True, check=False, timeout=60)
+
+
 def test_alert_rules_pass_promtool() -> None:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool is not installed: rules not checked (apt-get install prometheus)")
-    for args in (["check", "rules", ALERT_RULES.name], ["test", "rules", "rms-alerts.test.yml"]):
-        result = subprocess.run([promtool, *args], cwd=ALERT_RULES.parent, capture_output=True,
-                                text=True, check=False, timeout=60)
-        assert result.returncode == 0, result.stdout + result.stderr
+    result = promtool("check", "rules", "--lint=all", "--lint-fatal", ALERT_RULES.name)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_alert_has_a_test_of_firing_and_of_staying_quiet() -> None:
+    """Each alert's file tests that alert alone, both when it fires and when it must not."""
+    assert sorted(p.name for p in ALERT_TESTS.glob("*")) == sorted(
+        f"{name}.test.yml" for name in alert_names())
+    for name in alert_names():
+        spec = yaml.safe_load((ALERT_TESTS / f"{name}.test.yml").read_text())
+        assert spec["rule_files"] == [f"../{ALERT_RULES.name}"], name
+        cases = [case for test in spec["tests"] for case in test["alert_rule_test"]]
+        assert {case["alertname"] for case in cases} == {name}
+        assert any(case["exp_alerts"] for case in cases), f"{name}: never shown firing"
+        assert any(not case["exp_alerts"] for case in cases), f"{name}: never shown quiet"
+
+
+@pytest.mark.parametrize("alert", alert_names())
+def test_alert_fires_on_its_condition_only(alert: str) -> None:
+    result = promtool("test", "rules", str(Path(ALERT_TESTS.name) / f"{alert}.test.yml"))
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 # --------------------------------------------------------------------------- systemd, scripts
