@@ -3,10 +3,14 @@ package rms
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // lossyAcker loses the first ack of the messages in lose (the answer never reaches RMS),
@@ -50,7 +54,11 @@ func TestAConsumerDeduplicatesARedeliveryAndAcksOverHTTPAndTheAckTopic(t *testin
 	if err != nil {
 		t.Fatal(err)
 	}
-	overTopic, err := producerClient.Send(ctx, Draft{Topic: topic, Payload: map[string]int{"points": 7}})
+	traceID, _ := trace.TraceIDFromHex("5bf92f3577b34da6a3ce929d0e0e4736")
+	spanID, _ := trace.SpanIDFromHex("10f067aa0ba902b7")
+	traced := trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: traceID, SpanID: spanID, TraceFlags: trace.FlagsSampled}))
+	overTopic, err := producerClient.Send(traced, Draft{Topic: topic, Payload: map[string]int{"points": 7}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,9 +85,11 @@ func TestAConsumerDeduplicatesARedeliveryAndAcksOverHTTPAndTheAckTopic(t *testin
 			overHTTP.MessageID:  HTTPAcker{Client: env.client(t, consumerApp)},
 			overTopic.MessageID: topicAcker,
 		}}
+	recordTraces := map[string]trace.TraceID{}
 	consumer, err := NewConsumer(ConsumerConfig{Brokers: []string{env.brokers},
 		Group: env.prefix + "-points", Topics: []string{topic}, Inbox: inbox, Acker: acker,
 		Handler: func(ctx context.Context, tx *sql.Tx, record *Record) error {
+			recordTraces[record.MessageID] = trace.SpanContextFromContext(ctx).TraceID()
 			var payload struct{ Points int }
 			if err := record.Decode(&payload); err != nil {
 				return err
@@ -145,4 +155,42 @@ func TestAConsumerDeduplicatesARedeliveryAndAcksOverHTTPAndTheAckTopic(t *testin
 	if acker.acked[overHTTP.MessageID] != 1 || acker.acked[overTopic.MessageID] != 1 {
 		t.Fatalf("acks: %v", acker.acked)
 	}
+	if recordTraces[overTopic.MessageID] != traceID {
+		t.Fatalf("the handler did not run in the producer's trace: %v", recordTraces)
+	}
+	if ackTrace := ackTraceparent(t, env, overTopic.MessageID); len(ackTrace) < 35 ||
+		ackTrace[3:35] != traceID.String() {
+		t.Fatalf("the ack record's traceparent %q is not in the producer's trace", ackTrace)
+	}
+}
+
+// ackTraceparent is the traceparent header of the ack record of messageID on the ack topic.
+func ackTraceparent(t *testing.T, env liveEnv, messageID string) string {
+	t.Helper()
+	reader, err := kgo.NewClient(kgo.SeedBrokers(env.brokers), kgo.ConsumeTopics(env.ackTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		for _, record := range reader.PollFetches(ctx).Records() {
+			var ack struct {
+				MessageID string `json:"message_id"`
+			}
+			if json.Unmarshal(record.Value, &ack) != nil || ack.MessageID != messageID {
+				continue
+			}
+			for _, h := range record.Headers {
+				if h.Key == "traceparent" {
+					return string(h.Value)
+				}
+			}
+			return ""
+		}
+	}
+	t.Fatalf("no ack record of %s on %s", messageID, env.ackTopic)
+	return ""
 }
