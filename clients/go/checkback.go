@@ -153,8 +153,9 @@ func NewCheckBack(secrets []string, resolve Resolver, options ...CheckBackOption
 
 // Handle answers one check-back call: status 200 with {"status": ...}, or a problem
 // document (application/problem+json) with 401 (signature missing, wrong or stale), 409
-// (webhook-id replayed) or 422 (not a check-back body).
-func (c *CheckBack) Handle(ctx context.Context, headers http.Header, body []byte) (int, []byte) {
+// (webhook-id replayed) or 422 (not a check-back body). Header names are matched in any
+// case, so headers may come from any server framework as a plain map.
+func (c *CheckBack) Handle(ctx context.Context, headers map[string][]string, body []byte) (int, []byte) {
 	id, at, err := c.verifier.Verify(headers, body)
 	if err != nil {
 		return problemAnswer(http.StatusUnauthorized, "Invalid signature", err.Error())
@@ -243,6 +244,17 @@ func (c *CheckBack) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	status, answer := c.Handle(ctx, r.Header, body)
 	write(w, status, answer)
+}
+
+// canonicalHeaders is headers with canonical names (http.Header's lookups expect them).
+func canonicalHeaders(headers map[string][]string) http.Header {
+	canonical := make(http.Header, len(headers))
+	for name, values := range headers {
+		for _, value := range values {
+			canonical.Add(name, value)
+		}
+	}
+	return canonical
 }
 
 func write(w http.ResponseWriter, status int, body []byte) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -110,5 +111,18 @@ func TestCheckBackRefusesForgedStaleReplayedAndMalformedCalls(t *testing.T) {
 	expect("no id", 422, signedHeaders(t, secret, "e", time.Now(), noID), noID)
 	if len(calls.messages) != 1 {
 		t.Fatalf("the resolver ran for refused calls: %+v", calls)
+	}
+}
+
+func TestCheckBackHeadersMayComeInAnyCase(t *testing.T) {
+	secret := secretOf("s")
+	checkBack := newTestCheckBack(t, secret, &resolverCalls{})
+	body := []byte(`{"message_id":"m1","app":"a","topic":"t","created_at":"x","check_count":1}`)
+	lower := map[string][]string{}
+	for name, values := range signedHeaders(t, secret, "msg_m1_1", time.Now(), body) {
+		lower[strings.ToLower(name)] = values
+	}
+	if got := answerStatus(t)(checkBack.Handle(context.Background(), lower, body)); got != "committed" {
+		t.Fatalf("answered %q", got)
 	}
 }

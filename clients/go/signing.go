@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -61,8 +60,9 @@ func NewVerifier(secrets []string, tolerance time.Duration) (*Verifier, error) {
 }
 
 // Verify returns the verified webhook-id and timestamp of a signed body, or a
-// *SignatureError.
-func (v *Verifier) Verify(headers http.Header, body []byte) (id string, at time.Time, err error) {
+// *SignatureError. Header names are matched in any case.
+func (v *Verifier) Verify(given map[string][]string, body []byte) (id string, at time.Time, err error) {
+	headers := canonicalHeaders(given)
 	id = headers.Get(HeaderWebhookID)
 	stamp := headers.Get(HeaderWebhookTimestamp)
 	if id == "" || stamp == "" || headers.Get(HeaderWebhookSignature) == "" {
