@@ -138,3 +138,23 @@ def test_headers_without_values_are_a_bad_signature_not_an_error() -> None:
     binary = AckRecord.of(value, [(name, b"\xff\xfe" + raw) for name, raw in signed])
     assert signature_problem(binary, [secret], required=True) == "bad-signature"
     assert signature_problem(AckRecord.of(value, signed), [secret], required=True) is None
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+async def test_acks_compressed_with_any_kafka_codec_are_applied(api: Api, topic: str,
+                                                               codec: str) -> None:
+    """Producers compress by default in some clients (franz-go: snappy): RMS reads every
+    codec Kafka has, so a compressed ack never stops the consumer."""
+    producer = await api.create_app("orders", consume=["none"])
+    points = await api.create_app("points", produce=["none"], consume=["orders.*"])
+    (message_id,) = await _sent(api, producer, topic, 1)
+    value = orjson.dumps({"message_id": message_id, "consumer": "points"})
+    writer = AIOKafkaProducer(bootstrap_servers=api.settings.kafka_bootstrap_servers,
+                              enable_idempotence=False, compression_type=codec)
+    await writer.start()
+    try:
+        await writer.send_and_wait(api.settings.ack_topic, value,
+                                   headers=signed_ack_headers([points.signing_secret], value))
+    finally:
+        await writer.stop()
+    await eventually(lambda: _is_done(api, producer, message_id), timeout=20)

@@ -1,0 +1,196 @@
+package rms
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// lossyAcker loses the first ack of the messages in lose (the answer never reaches RMS),
+// as a crash between the commit and the ack would; then acks with the acker chosen per
+// message.
+type lossyAcker struct {
+	mu     sync.Mutex
+	lose   map[string]bool
+	ackers map[string]Acker
+	acked  map[string]int
+}
+
+func (a *lossyAcker) Ack(ctx context.Context, messageID string) error {
+	a.mu.Lock()
+	lost := a.lose[messageID]
+	delete(a.lose, messageID)
+	a.mu.Unlock()
+	if lost {
+		return errors.New("ack lost")
+	}
+	if err := a.ackers[messageID].Ack(ctx, messageID); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.acked[messageID]++
+	a.mu.Unlock()
+	return nil
+}
+
+// A consumer receives two records; the first one's ack is lost, so RMS redelivers it and
+// the inbox skips the redelivery; one message is acked over HTTP, the other with a signed
+// record on the ack topic, and both end done, each processed once.
+func TestAConsumerDeduplicatesARedeliveryAndAcksOverHTTPAndTheAckTopic(t *testing.T) {
+	env := live(t)
+	topic := env.topic("orders-consumed")
+	producer := env.newApp(t, "shop", []string{topic}, nil)
+	consumerApp := env.newApp(t, "points", nil, []string{topic})
+	producerClient := env.client(t, producer)
+	ctx := context.Background()
+	overHTTP, err := producerClient.Send(ctx, Draft{Topic: topic, Payload: map[string]int{"points": 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	traceID, _ := trace.TraceIDFromHex("5bf92f3577b34da6a3ce929d0e0e4736")
+	spanID, _ := trace.SpanIDFromHex("10f067aa0ba902b7")
+	traced := trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: traceID, SpanID: spanID, TraceFlags: trace.FlagsSampled}))
+	overTopic, err := producerClient.Send(traced, Draft{Topic: topic, Payload: map[string]int{"points": 7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	db := env.db(t)
+	inbox, err := NewInbox(db, "go_points_inbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inbox.CreateTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE go_points (message_id text, points int)`); err != nil {
+		t.Fatal(err)
+	}
+	topicAcker, err := NewTopicAcker(nil, []string{env.brokers}, consumerApp.name,
+		consumerApp.secret, env.ackTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topicAcker.Close()
+	acker := &lossyAcker{lose: map[string]bool{overHTTP.MessageID: true}, acked: map[string]int{},
+		ackers: map[string]Acker{
+			overHTTP.MessageID:  HTTPAcker{Client: env.client(t, consumerApp)},
+			overTopic.MessageID: topicAcker,
+		}}
+	recordTraces := map[string]trace.TraceID{}
+	consumer, err := NewConsumer(ConsumerConfig{Brokers: []string{env.brokers},
+		Group: env.prefix + "-points", Topics: []string{topic}, Inbox: inbox, Acker: acker,
+		Handler: func(ctx context.Context, tx *sql.Tx, record *Record) error {
+			recordTraces[record.MessageID] = trace.SpanContextFromContext(ctx).TraceID()
+			var payload struct{ Points int }
+			if err := record.Decode(&payload); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO go_points VALUES ($1, $2)`,
+				record.MessageID, payload.Points)
+			return err
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer consumer.Close()
+
+	seen := map[string][]Outcome{}
+	deadline := time.Now().Add(40 * time.Second)
+	for len(seen[overHTTP.MessageID]) < 2 || len(seen[overTopic.MessageID]) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("records seen: %v", seen)
+		}
+		poll, cancel := context.WithTimeout(ctx, time.Second)
+		report, err := consumer.PollOnce(poll)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range report.Records {
+			if r.Err != nil {
+				t.Fatalf("handler of %s failed: %v", r.MessageID, r.Err)
+			}
+			seen[r.MessageID] = append(seen[r.MessageID], r.Outcome)
+		}
+	}
+	if got := seen[overHTTP.MessageID]; got[0] != Processed || got[1] != Duplicate {
+		t.Fatalf("the record and its redelivery: %v", got)
+	}
+	eventually(t, 20*time.Second, "both messages done (HTTP ack: "+
+		stateOf(producerClient, overHTTP.MessageID)+", topic ack: "+
+		stateOf(producerClient, overTopic.MessageID)+" at the start of the wait)", func() bool {
+		return stateOf(producerClient, overHTTP.MessageID) == StateDone &&
+			stateOf(producerClient, overTopic.MessageID) == StateDone
+	})
+	done, _ := producerClient.Get(ctx, overHTTP.MessageID)
+	if done.DeliveryCount < 2 {
+		t.Fatalf("the first message was not redelivered: %+v", done)
+	}
+	rows, err := db.QueryContext(ctx, `SELECT message_id, count(*) FROM go_points GROUP BY message_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	effects := map[string]int{}
+	for rows.Next() {
+		var id string
+		var count int
+		if err := rows.Scan(&id, &count); err != nil {
+			t.Fatal(err)
+		}
+		effects[id] = count
+	}
+	if effects[overHTTP.MessageID] != 1 || effects[overTopic.MessageID] != 1 || len(effects) != 2 {
+		t.Fatalf("effects applied: %v", effects)
+	}
+	if acker.acked[overHTTP.MessageID] != 1 || acker.acked[overTopic.MessageID] != 1 {
+		t.Fatalf("acks: %v", acker.acked)
+	}
+	if recordTraces[overTopic.MessageID] != traceID {
+		t.Fatalf("the handler did not run in the producer's trace: %v", recordTraces)
+	}
+	if ackTrace := ackTraceparent(t, env, overTopic.MessageID); len(ackTrace) < 35 ||
+		ackTrace[3:35] != traceID.String() {
+		t.Fatalf("the ack record's traceparent %q is not in the producer's trace", ackTrace)
+	}
+}
+
+// ackTraceparent is the traceparent header of the ack record of messageID on the ack topic.
+func ackTraceparent(t *testing.T, env liveEnv, messageID string) string {
+	t.Helper()
+	reader, err := kgo.NewClient(kgo.SeedBrokers(env.brokers), kgo.ConsumeTopics(env.ackTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		for _, record := range reader.PollFetches(ctx).Records() {
+			var ack struct {
+				MessageID string `json:"message_id"`
+			}
+			if json.Unmarshal(record.Value, &ack) != nil || ack.MessageID != messageID {
+				continue
+			}
+			for _, h := range record.Headers {
+				if h.Key == "traceparent" {
+					return string(h.Value)
+				}
+			}
+			return ""
+		}
+	}
+	t.Fatalf("no ack record of %s on %s", messageID, env.ackTopic)
+	return ""
+}

@@ -1,0 +1,75 @@
+package dev.rms.client.consumer;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.TextNode;
+import dev.rms.client.internal.Json;
+import java.nio.charset.StandardCharsets;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Optional;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.common.header.Header;
+
+/**
+ * A Kafka record RMS published, with its {@code rms-*} headers read (design section 6): the
+ * message id, the app that produced it, which delivery this is (1 for the first publish, 2 for
+ * the first redelivery, ...), and the JSON payload.
+ */
+public record RmsRecord(
+    String messageId,
+    int delivery,
+    String app,
+    String createdAt,
+    String topic,
+    int partition,
+    long offset,
+    byte[] key,
+    JsonNode payload,
+    Map<String, String> headers) {
+  public static final String HEADER_MESSAGE_ID = "rms-message-id";
+  public static final String HEADER_APP = "rms-app";
+  public static final String HEADER_DELIVERY = "rms-delivery";
+  public static final String HEADER_CREATED_AT = "rms-created-at";
+
+  /** The record read as an RMS record; empty when it has no {@code rms-message-id}. */
+  public static Optional<RmsRecord> parse(ConsumerRecord<byte[], byte[]> record) {
+    Map<String, String> headers = new LinkedHashMap<>();
+    for (Header header : record.headers()) {
+      byte[] value = header.value();
+      headers.put(header.key(), value == null ? "" : new String(value, StandardCharsets.UTF_8));
+    }
+    String messageId = headers.get(HEADER_MESSAGE_ID);
+    if (messageId == null || messageId.isEmpty()) {
+      return Optional.empty();
+    }
+    return Optional.of(new RmsRecord(messageId, delivery(headers.get(HEADER_DELIVERY)),
+        headers.get(HEADER_APP), headers.get(HEADER_CREATED_AT), record.topic(),
+        record.partition(), record.offset(), record.key(), payload(record.value()),
+        Map.copyOf(headers)));
+  }
+
+  /** The record's W3C {@code traceparent}, when RMS stored a trace context with the message. */
+  public Optional<String> traceparent() {
+    return Optional.ofNullable(headers.get("traceparent"));
+  }
+
+  private static int delivery(String value) {
+    if (value == null || value.isEmpty() || !value.chars().allMatch(Character::isDigit)) {
+      return 0;
+    }
+    try {
+      return Integer.parseInt(value);
+    } catch (NumberFormatException tooLarge) {
+      return 0;
+    }
+  }
+
+  /** The JSON payload; a value that is not JSON is kept as text. */
+  private static JsonNode payload(byte[] value) {
+    if (value == null) {
+      return null;
+    }
+    return Json.tree(value).orElseGet(() -> TextNode.valueOf(new String(value,
+        StandardCharsets.UTF_8)));
+  }
+}

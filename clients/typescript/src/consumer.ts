@@ -1,0 +1,336 @@
+/**
+ * Consumer helpers: at-least-once delivery with exactly-once effect (design section 6).
+ *
+ * RMS delivers every message at least once: a record can come twice because RMS re-published
+ * it (no ack in time), because Kafka redelivered it after a restart, or because an operator
+ * resent it. {@link RmsConsumer} makes the effect happen once:
+ *
+ * 1. it reads the `rms-message-id` header of each record ({@link parseRecord});
+ * 2. in one transaction of the consumer's PostgreSQL database it inserts the id into the
+ *    inbox table and runs the handler with the same client ({@link Inbox}); an id already
+ *    there is a redelivery and the handler is skipped; a handler that throws rolls the inbox
+ *    row back too, so the message is processed again when it comes again;
+ * 3. after that commit it acknowledges the message to RMS ({@link HttpAcker} or a signed
+ *    record on the ack topic, {@link TopicAcker}), a skipped duplicate too (the first ack
+ *    may have been lost);
+ * 4. then it commits the Kafka offset. A crash before that makes Kafka deliver the record
+ *    again, and the inbox makes that harmless.
+ *
+ * A handler that throws is neither acked nor retried in place: RMS re-publishes the message
+ * when its ack deadline passes, so one bad message never blocks its partition.
+ */
+import { context, SpanKind, trace, type Context } from "@opentelemetry/api";
+import kafkajs, { type Consumer, type Kafka, type KafkaMessage, type Producer } from "kafkajs";
+import type { Pool, PoolClient } from "pg";
+
+import { checkedName } from "./barrier.js";
+import { RmsError, RmsUnavailableError } from "./errors.js";
+import { signedHeaders } from "./signing.js";
+import { contextFromHeaders, traceHeaders } from "./trace.js";
+import { Transport, type RetryOptions } from "./transport.js";
+
+export const HEADER_MESSAGE_ID = "rms-message-id";
+export const HEADER_APP = "rms-app";
+export const HEADER_DELIVERY = "rms-delivery";
+export const HEADER_CREATED_AT = "rms-created-at";
+export const DEFAULT_ACK_TOPIC = "rms.acks";
+export const DEFAULT_INBOX_TABLE = "rms_inbox";
+const tracer = trace.getTracer("@rms/client");
+
+// ---- records ---------------------------------------------------------------------------------
+
+/** A consumed RMS record with its headers decoded. */
+export interface RmsRecord {
+  messageId: string;
+  /** `rms-delivery`: 1 for the first publish, 2 for the first redelivery, ... (0 if absent). */
+  delivery: number;
+  app: string | null;
+  createdAt: string | null;
+  topic: string;
+  partition: number;
+  offset: string;
+  key: Buffer | null;
+  /** The JSON-decoded value (the message's payload); the raw bytes when not JSON. */
+  payload: unknown;
+  /** Every header as text (repeated headers: the last value). */
+  headers: Record<string, string>;
+}
+
+/** The record's headers as text; a header without a value is the empty string. */
+export function recordHeaders(message: Pick<KafkaMessage, "headers">): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [name, raw] of Object.entries(message.headers ?? {})) {
+    const last = Array.isArray(raw) ? raw[raw.length - 1] : raw;
+    headers[name] = last === undefined || last === null ? "" : last.toString();
+  }
+  return headers;
+}
+
+/** The RMS record, or null for a record without `rms-message-id` (not published by RMS). */
+export function parseRecord(topic: string, partition: number,
+                            message: Pick<KafkaMessage, "headers" | "key" | "value" | "offset">): RmsRecord | null {
+  const headers = recordHeaders(message);
+  const messageId = headers[HEADER_MESSAGE_ID];
+  if (!messageId) return null;
+  const delivery = headers[HEADER_DELIVERY] ?? "";
+  let payload: unknown = message.value;
+  if (message.value !== null) {
+    try {
+      payload = JSON.parse(message.value.toString("utf8"));
+    } catch {
+      payload = message.value;
+    }
+  }
+  return {
+    messageId,
+    delivery: /^\d+$/.test(delivery) ? Number(delivery) : 0,
+    app: headers[HEADER_APP] ?? null,
+    createdAt: headers[HEADER_CREATED_AT] ?? null,
+    topic,
+    partition,
+    offset: message.offset,
+    key: message.key ?? null,
+    payload,
+    headers,
+  };
+}
+
+// ---- the inbox -------------------------------------------------------------------------------
+
+export type Handler = (client: PoolClient, record: RmsRecord) => Promise<void>;
+
+export type ProcessResult =
+  | { outcome: "processed" }
+  | { outcome: "duplicate" }
+  | { outcome: "failed"; error: unknown };
+
+/** The inbox table's definition, for your own migrations. */
+export function inboxDdl(table: string = DEFAULT_INBOX_TABLE): string {
+  return `CREATE TABLE IF NOT EXISTS ${checkedName(table)} (
+  message_id text PRIMARY KEY,
+  topic text NOT NULL,
+  processed_at timestamptz NOT NULL DEFAULT now()
+)`;
+}
+
+/** Runs a handler at most once per message id, in one transaction with the inbox row. One
+ * inbox table serves one handler: two effects of the same message need two tables. */
+export class Inbox {
+  readonly table: string;
+
+  constructor(private readonly pool: Pool, options: { table?: string } = {}) {
+    this.table = checkedName(options.table ?? DEFAULT_INBOX_TABLE);
+  }
+
+  async ensure(): Promise<void> {
+    await this.pool.query(inboxDdl(this.table));
+  }
+
+  async process(record: RmsRecord, handler: Handler): Promise<ProcessResult> {
+    const client = await this.pool.connect();
+    try {
+      await client.query("BEGIN");
+      const claimed = await client.query(
+        `INSERT INTO ${this.table} (message_id, topic) VALUES ($1, $2)
+         ON CONFLICT (message_id) DO NOTHING RETURNING message_id`, [record.messageId, record.topic]);
+      if (!claimed.rowCount) {
+        await client.query("ROLLBACK");
+        return { outcome: "duplicate" };
+      }
+      await handler(client, record);
+      await client.query("COMMIT");
+      return { outcome: "processed" };
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => undefined);
+      return { outcome: "failed", error };
+    } finally {
+      client.release();
+    }
+  }
+}
+
+// ---- acknowledgements ------------------------------------------------------------------------
+
+export interface AckResult {
+  messageId: string;
+  /** `acked`: RMS (or the ack topic) has it; `refused`: RMS said no for good; `failed`: not
+   * reachable, RMS will redeliver and the ack is sent again then. */
+  result: "acked" | "refused" | "failed";
+  status?: number | null;
+  detail?: string;
+}
+
+export interface Acker {
+  /** `trace`: the W3C headers to carry (`traceparent`, `tracestate`). */
+  ack(messageId: string, trace?: Record<string, string>): Promise<AckResult>;
+  close(): Promise<void>;
+}
+
+/** `POST /v1/messages/{id}/ack` with the consumer app's API key, retried like every call. */
+export class HttpAcker implements Acker {
+  private readonly http: Transport;
+
+  constructor(options: { baseUrl: string; apiKey: string; retry?: RetryOptions; timeoutMs?: number }) {
+    this.http = new Transport(options);
+  }
+
+  async ack(messageId: string, trace: Record<string, string> = {}): Promise<AckResult> {
+    try {
+      await this.http.call("POST", `/v1/messages/${encodeURIComponent(messageId)}/ack`, undefined, trace);
+      return { messageId, result: "acked", status: 200 };
+    } catch (error) {
+      if (!(error instanceof RmsError)) throw error;
+      const result = error instanceof RmsUnavailableError ? "failed" : "refused";
+      return { messageId, result, status: error.status, detail: error.detail };
+    }
+  }
+
+  async close(): Promise<void> {}
+}
+
+export interface TopicAckerOptions {
+  /** The app RMS knows the consumer by (its `consume_topics` cover the message's topic). */
+  consumerApp: string;
+  /** That app's signing secret (`whsec_...`); during a rotation overlap, both. */
+  signingSecret: string | string[];
+  ackTopic?: string;
+  /** A connected producer to reuse, or a Kafka client to make one from. */
+  producer?: Producer;
+  kafka?: Kafka;
+}
+
+/** The ack value as written: `{"message_id", "consumer"}`. */
+export function ackValue(messageId: string, consumer: string): string {
+  return JSON.stringify({ message_id: messageId, consumer });
+}
+
+/**
+ * A record `{"message_id", "consumer"}` on the ack topic, signed with the consumer app's
+ * signing secret in Standard Webhooks headers over the value exactly as written (design
+ * section 6). RMS applies it asynchronously: `acked` means the broker holds it.
+ */
+export class TopicAcker implements Acker {
+  private readonly secrets: string[];
+  private readonly topic: string;
+  private readonly producer: Producer;
+  private readonly owned: boolean;
+  private connecting: Promise<void> | null;
+
+  constructor(private readonly options: TopicAckerOptions) {
+    this.secrets = typeof options.signingSecret === "string" ? [options.signingSecret] : options.signingSecret;
+    signedHeaders(this.secrets, ""); // a malformed secret fails here, not at the first ack
+    this.topic = options.ackTopic ?? DEFAULT_ACK_TOPIC;
+    if (options.producer) {
+      this.producer = options.producer;
+      this.owned = false;
+      this.connecting = Promise.resolve();
+    } else if (options.kafka) {
+      this.producer = options.kafka.producer({ allowAutoTopicCreation: false,
+                                                 createPartitioner: kafkajs.Partitioners.DefaultPartitioner });
+      this.owned = true;
+      this.connecting = null;
+    } else {
+      throw new TypeError("TopicAcker needs a producer or a kafka client");
+    }
+  }
+
+  async ack(messageId: string, trace: Record<string, string> = {}): Promise<AckResult> {
+    const value = ackValue(messageId, this.options.consumerApp);
+    const headers = { ...signedHeaders(this.secrets, value), ...trace };
+    try {
+      this.connecting ??= this.producer.connect();
+      await this.connecting;
+      await this.producer.send({ topic: this.topic, acks: -1, messages: [{ key: messageId, value, headers }] });
+    } catch (error) {
+      this.connecting = this.owned ? null : this.connecting;
+      return { messageId, result: "failed", status: null, detail: String(error) };
+    }
+    return { messageId, result: "acked" };
+  }
+
+  async close(): Promise<void> {
+    if (this.owned && this.connecting) await this.producer.disconnect().catch(() => undefined);
+  }
+}
+
+// ---- the consumer ----------------------------------------------------------------------------
+
+export interface ConsumerEvent {
+  record: RmsRecord;
+  process: ProcessResult;
+  ack: AckResult | null;
+}
+
+export interface RmsConsumerOptions {
+  kafka: Kafka;
+  groupId: string;
+  topics: Array<string | RegExp>;
+  inbox: Inbox;
+  handler: Handler;
+  acker: Acker;
+  /** Read a new group's topics from the beginning (default true). */
+  fromBeginning?: boolean;
+  /** Told about every RMS record once it is handled and acked. */
+  onRecord?: (event: ConsumerEvent) => void;
+}
+
+/** Kafka records → inbox + handler (one transaction) → ack → offset commit, one record at a
+ * time per partition. */
+export class RmsConsumer {
+  private readonly consumer: Consumer;
+
+  constructor(private readonly options: RmsConsumerOptions) {
+    this.consumer = options.kafka.consumer({ groupId: options.groupId, allowAutoTopicCreation: true });
+  }
+
+  async start(): Promise<void> {
+    await this.consumer.connect();
+    await this.consumer.subscribe({ topics: this.options.topics, fromBeginning: this.options.fromBeginning ?? true });
+    await this.consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ topic, partition, message }) => {
+        const record = parseRecord(topic, partition, message);
+        if (record !== null) await this.handle(record);
+        await this.consumer.commitOffsets([{ topic, partition, offset: (BigInt(message.offset) + 1n).toString() }]);
+      },
+    });
+  }
+
+  /** Stop consuming; offsets of records not fully handled stay uncommitted. */
+  async stop(): Promise<void> {
+    await this.consumer.disconnect();
+    await this.options.acker.close();
+  }
+
+  /** Handle one record: the handler runs in a span `rms.process` whose parent is the record's
+   * trace context; the ack, in a span `rms.ack` under it, carries that context. */
+  async handle(record: RmsRecord): Promise<ConsumerEvent> {
+    const parent = contextFromHeaders(record.headers, context.active());
+    const span = tracer.startSpan("rms.process", {
+      kind: SpanKind.CONSUMER,
+      attributes: { "messaging.system": "kafka", "messaging.destination.name": record.topic,
+                    "rms.message_id": record.messageId, "rms.delivery": record.delivery },
+    }, parent);
+    const processing = trace.setSpan(parent, span);
+    let event: ConsumerEvent;
+    try {
+      const process = await context.with(processing, () => this.options.inbox.process(record, this.options.handler));
+      span.setAttribute("rms.outcome", process.outcome);
+      const ack = process.outcome === "failed" ? null : await this.ack(record.messageId, processing);
+      event = { record, process, ack };
+    } finally {
+      span.end();
+    }
+    this.options.onRecord?.(event);
+    return event;
+  }
+
+  private async ack(messageId: string, parent: Context): Promise<AckResult> {
+    const span = tracer.startSpan("rms.ack", { kind: SpanKind.CLIENT, attributes: { "rms.message_id": messageId } }, parent);
+    try {
+      return await this.options.acker.ack(messageId, traceHeaders(trace.setSpan(parent, span)));
+    } finally {
+      span.end();
+    }
+  }
+}

@@ -1,0 +1,10 @@
+export * from "./errors.js";
+export { newMessageId } from "./ids.js";
+export { contextFromHeaders, traceHeaders } from "./trace.js";
+export { isConnectionClosed, parseRetryAfter, RETRY_STATUSES, RetryPolicy, type RetryOptions, type TransportOptions } from "./transport.js";
+export * from "./producer.js";
+export * from "./signing.js";
+export * from "./checkback.js";
+export * from "./http.js";
+export { Barrier, BarrierClosedError, barrierDdl, DEFAULT_BARRIER_TABLE, type BarrierOptions } from "./barrier.js";
+export * from "./consumer.js";
