@@ -25,7 +25,7 @@ from typing import IO, Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from rms.kafka.ack_records import ack_value, signed_ack_headers
-from rms.kafka.records import HEADER_DELIVERY, HEADER_MESSAGE_ID, header
+from rms.kafka.records import HEADER_CREATED_AT, HEADER_DELIVERY, HEADER_MESSAGE_ID, header
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -62,7 +62,8 @@ class Acker:
             lines.append(f"{message_id}\t{delivery}\t{received:.6f}\n")
             if delivery <= 1 and record.topic in self.skip_first:
                 continue
-            value = ack_value(message_id, self.app)
+            value = ack_value(message_id, self.app, header(list(record.headers),
+                                                           HEADER_CREATED_AT))
             topic = self.routes.get(record.topic, self.ack_topic)
             sends.append(await self.producer.send(topic, value, key=message_id.encode(),
                                                   headers=signed_ack_headers([self.secret], value)))

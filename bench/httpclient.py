@@ -18,10 +18,16 @@ class HttpError(RuntimeError):
     """The connection broke or the answer was not HTTP/1.1 we understand."""
 
 
+class ConnectionDropped(HttpError):
+    """A reused connection closed before any byte of the answer (the server dropped it as idle
+    as the request went out): the server never read the request, so it can be sent again."""
+
+
 @dataclass(frozen=True)
 class Response:
     status: int
     body: bytes
+    retried: bool = False  # sent a second time after a dropped connection
 
 
 def _content_length(head: bytes) -> int | None:
@@ -61,6 +67,15 @@ class Connection:
         self._writer.write(head + body)
         try:
             answer = await self._reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError as exc:
+            if exc.partial:
+                raise HttpError(f"bad or broken response: {exc}") from exc
+            raise ConnectionDropped("connection closed before any byte of the answer") from exc
+        except ConnectionResetError as exc:
+            raise ConnectionDropped(f"connection reset before the answer: {exc}") from exc
+        except asyncio.LimitOverrunError as exc:
+            raise HttpError(f"bad or broken response: {exc}") from exc
+        try:
             length = _content_length(answer)
             payload = (await _read_chunked(self._reader) if length is None
                        else await self._reader.readexactly(length))
@@ -80,6 +95,7 @@ class Pool:
     size: int
     _idle: list[Connection] = field(default_factory=list)
     _open: int = 0
+    dropped_retries: int = 0
     _freed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
     async def _connect(self) -> Connection:
@@ -120,8 +136,17 @@ class Pool:
 
     async def request(self, method: str, path: str, body: bytes = b"",
                       headers: bytes = b"") -> Response:
+        """Sent once more, on another connection, when the connection closes before any byte of
+        the answer (safe: every RMS call is idempotent by id); such retries are counted in
+        ``dropped_retries`` so that no figure hides them."""
+        try:
+            async with self.connection() as conn:
+                return await conn.request(method, path, body, headers)
+        except ConnectionDropped:
+            self.dropped_retries += 1
         async with self.connection() as conn:
-            return await conn.request(method, path, body, headers)
+            answer = await conn.request(method, path, body, headers)
+        return Response(answer.status, answer.body, retried=True)
 
     def close(self) -> None:
         for conn in self._idle:

@@ -112,6 +112,10 @@ def render(result: dict[str, Any]) -> str:
     lines += _soak(result.get("soak"))
     lines += targets.render(result)
     for run in result["runs"]:
+        if run.get("dropped_connection_retries"):
+            lines.append(f"{run['path']} {run['load']}: {run['dropped_connection_retries']} "
+                         "request(s) sent again after the connection closed before any byte "
+                         "of the answer")
         if run["error_samples"]:
             lines.append(f"errors in {run['path']} {run['load']}, e.g.: "
                          f"{run['error_samples'][0][:200]}")

@@ -18,6 +18,7 @@ from confirm_service.http11 import Http11Pool, HttpError, Request, TooLarge
 from rms.callback_urls import CallTarget, call_target
 from rms.domain.errors import Invalid
 from rms.domain.models import App, Message
+from rms.domain.timestamps import format_rfc3339
 from rms.domain.trace import TraceContext
 from rms.domain.transactions import Transaction
 from rms.kafka.records import rfc3339
@@ -66,7 +67,7 @@ def transaction_callback_body(transaction: Transaction) -> bytes:
     return orjson.dumps({
         "transaction_id": transaction.transaction_id, "app": transaction.app,
         "message_ids": list(transaction.message_ids),
-        "created_at": transaction.created_at.isoformat().replace("+00:00", "Z"),
+        "created_at": format_rfc3339(transaction.created_at),
         "check_count": transaction.check_count,
     })
 
@@ -106,14 +107,15 @@ class CheckCaller:
             {"message_id": message.message_id, "attempt": message.check_count},
             message.trace), app)
 
-    async def check_transaction(self, transaction: Transaction, app: App) -> CheckResult:
+    async def check_transaction(self, transaction: Transaction, app: App,
+                                trace: TraceContext | None = None) -> CheckResult:
         """Ask the producer about ``transaction`` (all its messages in one call), as
-        :meth:`check`."""
+        :meth:`check`; the call carries ``trace`` as W3C headers."""
         return await self._check(_Call(
             transaction.check_url, transaction_callback_body(transaction),
             transaction_webhook_id(transaction),
             {"transaction_id": transaction.transaction_id,
-             "attempt": transaction.check_count}), app)
+             "attempt": transaction.check_count}, trace), app)
 
     async def _check(self, call: _Call, app: App) -> CheckResult:
         try:

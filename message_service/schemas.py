@@ -9,6 +9,8 @@ import orjson
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from rms.domain.ids import APP_NAME_PATTERN, MESSAGE_ID_PATTERN, RESERVED_MESSAGE_IDS
+from rms.domain.timestamps import EXAMPLE as TIMESTAMP_EXAMPLE
+from rms.domain.timestamps import TimestampError, parse_rfc3339
 from rms.domain.topics import TOPIC_PATTERN, is_valid_topic
 
 
@@ -37,18 +39,13 @@ def _json_storable(value: Any) -> Any:
 
 
 def _rfc3339(value: Any) -> Any:
-    """An RFC 3339 timestamp with its offset (``2026-11-25T10:00:00Z``); a time without an
-    offset is ambiguous and refused."""
+    """An RFC 3339 timestamp exactly (:mod:`rms.domain.timestamps`)."""
     if not isinstance(value, str):
-        raise ValueError("must be an RFC 3339 timestamp string, e.g. 2026-11-25T10:00:00Z")
+        raise ValueError(f"must be an RFC 3339 timestamp string, e.g. {TIMESTAMP_EXAMPLE}")
     try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError(f"{value!r} is not an RFC 3339 timestamp "
-                         "(e.g. 2026-11-25T10:00:00Z)") from None
-    if moment.tzinfo is None or "T" not in value.upper():
-        raise ValueError(f"{value!r} needs a date, a time and an offset (Z or +hh:mm)")
-    return moment
+        return parse_rfc3339(value)
+    except TimestampError as exc:
+        raise ValueError(str(exc)) from None
 
 
 MessageId = Annotated[str, StringConstraints(pattern=MESSAGE_ID_PATTERN),
@@ -68,7 +65,8 @@ class MessageContent(Strict):
     message_id: MessageId | None = Field(
         default=None, description="1-128 chars of A-Za-z0-9._:- ; generated when absent")
     topic: Topic
-    key: Annotated[str, StringConstraints(max_length=1024)] | None = None
+    key: Annotated[str, StringConstraints(max_length=1024)] | None = Field(
+        default=None, description="the Kafka record key; at most 1,024 bytes in UTF-8")
     payload: Annotated[Any, AfterValidator(_json_storable)] = Field(
         description="any JSON value (the Kafka record value)")
     headers: dict[str, str] = Field(default_factory=dict)

@@ -129,7 +129,9 @@ class Settings(WorkerSettings, RetentionSettings):
     # HTTP server (rms serve): connections served at once (503 beyond), idle keep-alive, and
     # how long a request head and a request body may take to arrive (408 beyond)
     http_limit_concurrency: int = Field(default=1000, ge=1)
-    http_keep_alive_seconds: float = Field(default=5.0, gt=0)
+    # longer than the idle timeouts of the clients and proxies in front (Go 90 s, nginx and
+    # AWS ALB 60 s): the client, not the server, must be the one to drop an idle connection
+    http_keep_alive_seconds: float = Field(default=120.0, gt=0)
     http_head_timeout_seconds: float = Field(default=10.0, gt=0)
     http_body_timeout_seconds: float = Field(default=30.0, gt=0)
     # how long a rotated-out signing secret still signs check-backs next to the new one

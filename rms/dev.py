@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 
 from rms.embedded import EmbeddedError, EmbeddedPostgres, pg_binary
+from rms.kafka.topics import create_topics
 from rms.kafka_broker import EmbeddedKafka, KafkaUnavailable
 from rms.reaper import (
     FolderInUse,
@@ -36,6 +37,10 @@ ADMIN_TOKEN = "rms-dev-admin-token"  # noqa: S105 - dev mode only, printed at st
 ORDERS_KEY = "rms_dev_orders_key"
 POINTS_KEY = "rms_dev_points_key"
 DEMO_TOPIC_PATTERN = "orders.*"
+ACK_TOPIC = "rms.acks"
+# the broker creates no topic on its own, as in production: these are created at start (the
+# demo's and the README walkthrough's); others with `rms topics create NAME`
+DEV_TOPICS = (ACK_TOPIC, "orders.paid", "orders.invoiced")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -141,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     pid_file = PidFile(data_dir / "dev.pids")
     stop_leftovers(pid_file)  # a run killed with its watchdog must not hold the ports
     stack = Stack(data_dir, args.port, EmbeddedPostgres(data_dir / "pg"),
-                  EmbeddedKafka(data_dir / "kafka"), pid_file, lock)
+                  EmbeddedKafka(data_dir / "kafka", auto_create_topics=False), pid_file, lock)
     _stop_on_signals()
     try:
         _start(stack, demo=not args.no_demo)
@@ -186,6 +191,7 @@ def _start(stack: Stack, *, demo: bool) -> None:
     for database in ("rms", "demo_orders", "demo_points"):
         stack.postgres.ensure_database(database)
     upgrade(stack.postgres.url("rms"))
+    _create_topics(stack)
     orders_port, points_port = stack.port + 1, stack.port + 2
     # before the API answers /readyz, so the demo keys work as soon as it does
     secrets = asyncio.run(_demo_apps(stack, orders_port)) if demo else {}
@@ -196,6 +202,14 @@ def _start(stack: Stack, *, demo: bool) -> None:
     if demo:
         for name, argv, env in _demo_services(stack, orders_port, points_port, secrets):
             stack.spawn(name, argv, env)
+
+
+def _create_topics(stack: Stack) -> None:
+    """The dev topics, as ``rms topics create`` makes them (existing ones are kept)."""
+    results = asyncio.run(create_topics(stack.kafka.bootstrap_servers, DEV_TOPICS))
+    for result in results:
+        if result.outcome.startswith("failed"):
+            raise DevError(f"cannot create topic {result.topic!r}: {result.outcome}")
 
 
 def _module_exists(name: str) -> bool:
@@ -283,7 +297,7 @@ def _write_env(stack: Stack) -> None:
     values = {"RMS_URL": stack.api_url, "RMS_ADMIN_TOKEN": ADMIN_TOKEN,
               "RMS_DATABASE_URL": stack.postgres.url("rms"),
               "RMS_KAFKA_BOOTSTRAP_SERVERS": stack.kafka.bootstrap_servers,
-              "RMS_ACK_TOPIC": "rms.acks", "RMS_REPORT_DIR": str(stack.report_dir)}
+              "RMS_ACK_TOPIC": ACK_TOPIC, "RMS_REPORT_DIR": str(stack.report_dir)}
     lines = [f"export {name}='{value}'" for name, value in values.items()]
     (stack.data_dir / "dev.env").write_text("# written by rms dev for this run\n"
                                             + "\n".join(lines) + "\n")
@@ -298,7 +312,8 @@ def _print_welcome(stack: Stack, *, demo: bool) -> None:
         f"  dashboard      {url}/dashboard    (sign in with the admin token)",
         f"  admin token    {ADMIN_TOKEN}",
         f"  PostgreSQL     {stack.postgres.dsn('rms')}",
-        f"  Kafka          {stack.kafka.bootstrap_servers}  (ack topic rms.acks)",
+        f"  Kafka          {stack.kafka.bootstrap_servers}  (topics {', '.join(DEV_TOPICS)};",
+        "                 no topic is created on first use: rms topics create NAME)",
         f"  logs           {stack.data_dir}/*.log",
         f"  other shells   source {stack.data_dir}/dev.env   (then rms dead list, ...)",
         f"  SLA report     rms report --out {stack.report_dir}   (the dashboard shows it)",

@@ -41,7 +41,9 @@ async def create_app(body: AppCreate, _: AdminActor, wired: ServicesDep) -> AppC
     spec = AppSpec(body.name, tuple(body.produce_topics), tuple(body.consume_topics),
                    tuple(body.check_url_prefixes), body.default_check_url,
                    tuple(body.ordered_topics))
-    return credentials_out(await wired.operators.create_app(spec))
+    created = await wired.operators.create_app(spec)
+    wired.authentication.forget()
+    return credentials_out(created)
 
 
 @router.get("/apps", response_model=AppsOut, responses=ERRORS)

@@ -17,6 +17,7 @@ from enum import StrEnum
 from rms.domain import transitions as table
 from rms.domain.models import Message, NewMessage
 from rms.domain.states import DeadReason
+from rms.domain.trace import TraceContext
 
 
 class TransactionState(StrEnum):
@@ -100,3 +101,9 @@ class TransactionView:
 
     transaction: Transaction
     messages: tuple[Message, ...]
+
+    @property
+    def trace(self) -> TraceContext | None:
+        """The transaction's W3C trace context: its messages are all stored with the one of
+        the request that prepared them, so the first message's."""
+        return self.messages[0].trace if self.messages else None

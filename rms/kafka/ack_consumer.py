@@ -78,7 +78,7 @@ class AckConsumer:
             batches = await consumer.getmany(timeout_ms=500, max_records=1000)
             records = [record for batch in batches.values() for record in batch]
             if records:
-                await self._apply([AckRecord.of(r.value, r.headers) for r in records])
+                await self._apply([AckRecord.of(r.value, r.headers, r.timestamp) for r in records])
                 await consumer.commit()
             self._outage.succeeded()
 

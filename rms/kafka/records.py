@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import orjson
 
 from rms.domain.models import Message
+from rms.domain.timestamps import format_rfc3339
 from rms.domain.trace import TRACEPARENT, TRACESTATE, TraceContext
 
 HEADER_MESSAGE_ID = "rms-message-id"
@@ -53,7 +54,7 @@ _TRACE_HEADERS = frozenset({TRACEPARENT, TRACESTATE})
 
 
 def rfc3339(message: Message) -> str:
-    return message.created_at.isoformat().replace("+00:00", "Z")
+    return format_rfc3339(message.created_at)
 
 
 def header(headers: list[tuple[str, bytes]] | tuple[tuple[str, bytes], ...], name: str) -> str | None:

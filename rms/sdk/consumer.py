@@ -61,6 +61,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from rms import tracing
 from rms.domain.trace import TraceContext
 from rms.kafka.ack_records import ack_value, signed_ack_headers
+from rms.sdk import http
 from rms.signing import secret_key
 
 log = structlog.get_logger(__name__)
@@ -68,6 +69,7 @@ log = structlog.get_logger(__name__)
 HEADER_MESSAGE_ID = "rms-message-id"
 HEADER_APP = "rms-app"
 HEADER_DELIVERY = "rms-delivery"
+HEADER_CREATED_AT = "rms-created-at"
 DEFAULT_INBOX = "rms_inbox"
 _TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -109,6 +111,8 @@ class RmsRecord:
     payload: Any
     headers: dict[str, str]
     record: ConsumerRecord[bytes, bytes] = field(repr=False)
+    created_at: str | None = None  # the rms-created-at header as it came: which instance
+
 
     @property
     def trace(self) -> TraceContext | None:
@@ -130,7 +134,8 @@ class RmsRecord:
         delivery = headers.get(HEADER_DELIVERY, "")
         return cls(message_id=message_id, delivery=int(delivery) if delivery.isdigit() else 0,
                    app=headers.get(HEADER_APP), topic=record.topic, key=record.key,
-                   payload=payload, headers=headers, record=record)
+                   payload=payload, headers=headers, record=record,
+                   created_at=headers.get(HEADER_CREATED_AT))
 
 
 Handler = Callable[[AsyncConnection, RmsRecord], Awaitable[None]]
@@ -190,7 +195,10 @@ class Ack:
 
 
 class Acker(Protocol):
-    async def ack(self, message_id: str) -> Ack: ...
+    async def ack(self, message_id: str, created_at: str | None = None) -> Ack:
+        """Acknowledge ``message_id``; ``created_at`` is the acknowledged record's
+        ``rms-created-at`` header, which binds the ack to that instance of the id."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -211,14 +219,17 @@ class HttpAcker:
         self._retries = retries
         self._backoff = backoff_seconds
 
-    async def ack(self, message_id: str) -> Ack:
+    async def ack(self, message_id: str, created_at: str | None = None) -> Ack:
+        """An HTTP ack is authenticated with the app's API key when it is made, so
+        ``created_at`` is not needed (it cannot be replayed from a log)."""
         failure = "not attempted"
         for attempt in range(self._retries + 1):
             if attempt:
                 await asyncio.sleep(self._backoff * 2 ** (attempt - 1))
             try:
-                response = await self._client.post(f"/v1/messages/{message_id}/ack",
-                                                   headers=self._headers | _trace_headers())
+                response = await http.send(self._client, "POST",
+                                           f"/v1/messages/{message_id}/ack",
+                                           headers=self._headers | _trace_headers())
             except httpx.HTTPError as exc:
                 failure = f"{type(exc).__name__}: {exc}"
                 continue
@@ -235,10 +246,12 @@ class HttpAcker:
 
 
 class TopicAcker:
-    """A record ``{"message_id", "consumer"}`` on the ack topic (design section 6), signed with
-    the consumer app's signing secret (the ``whsec_`` secret shown when the app was created):
-    RMS applies only acks signed by the app they name. RMS checks the ack asynchronously:
-    ``ACKED`` means the broker holds it."""
+    """A record ``{"message_id", "consumer", "created_at"}`` on the ack topic (design section
+    6), signed with the consumer app's signing secret (the ``whsec_`` secret shown when the app
+    was created): RMS applies only acks signed by the app they name, and only to the instance of
+    the id created at ``created_at`` (the acknowledged record's ``rms-created-at``), so a
+    replayed or late record never finishes a newer message that reuses the id. RMS checks the
+    ack asynchronously: ``ACKED`` means the broker holds it."""
 
     def __init__(self, bootstrap_servers: str, consumer_app: str, *, signing_secret: str,
                  ack_topic: str = "rms.acks", producer: AIOKafkaProducer | None = None) -> None:
@@ -251,8 +264,8 @@ class TopicAcker:
                                                       enable_idempotence=False)
         self._started = not self._owned
 
-    async def ack(self, message_id: str) -> Ack:
-        value = ack_value(message_id, self._consumer_app)
+    async def ack(self, message_id: str, created_at: str | None = None) -> Ack:
+        value = ack_value(message_id, self._consumer_app, created_at)
         headers = signed_ack_headers([self._secret], value)
         headers += [(name, text.encode()) for name, text in _trace_headers().items()]
         try:
@@ -379,6 +392,7 @@ class RmsConsumer:
         """Handle records in order (one transaction each), then ack the handled ones."""
         report = BatchReport()
         traces: dict[str, TraceContext | None] = {}
+        instances: dict[str, str | None] = {}
         for record in records:
             message = RmsRecord.parse(record)
             if message is None:
@@ -387,9 +401,11 @@ class RmsConsumer:
                 report.skipped += 1
                 continue
             outcome, traces[message.message_id] = await self._process(message)
+            instances[message.message_id] = message.created_at
             report.outcomes.append((message.message_id, outcome))
         to_ack = list(dict.fromkeys(i for i, outcome in report.outcomes if outcome.acks))
-        report.acks = list(await asyncio.gather(*(self._ack(i, traces[i]) for i in to_ack)))
+        report.acks = list(await asyncio.gather(*(self._ack(i, instances[i], traces[i])
+                                                  for i in to_ack)))
         return report
 
     async def _process(self, message: RmsRecord) -> tuple[Outcome, TraceContext | None]:
@@ -406,12 +422,13 @@ class RmsConsumer:
                 span.fail("handler failed")
         return outcome, span.context
 
-    async def _ack(self, message_id: str, trace: TraceContext | None = None) -> Ack:
+    async def _ack(self, message_id: str, created_at: str | None = None,
+                   trace: TraceContext | None = None) -> Ack:
         async with self._ack_gate:
             with tracing.start("rms.ack", trace, kind="client",
                                attributes={"rms.message_id": message_id}) as span, \
                     tracing.current(span):
-                ack = await self._acker.ack(message_id)
+                ack = await self._acker.ack(message_id, created_at)
                 if ack.result is not AckResult.ACKED:
                     span.fail(f"{ack.result.value}: {ack.detail}")
         if ack.result is AckResult.REFUSED:

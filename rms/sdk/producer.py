@@ -46,6 +46,8 @@ import structlog
 
 from rms import tracing
 from rms.domain.ids import new_message_id
+from rms.domain.timestamps import format_rfc3339
+from rms.sdk import http
 
 log = structlog.get_logger(__name__)
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
@@ -156,7 +158,7 @@ class Draft:
                     "ack_timeout_seconds": self.ack_timeout_seconds,
                     "max_deliveries": self.max_deliveries,
                     "deliver_after": (None if self.deliver_after is None
-                                      else self.deliver_after.isoformat()),
+                                      else format_rfc3339(self.deliver_after)),
                     "delay_seconds": self.delay_seconds}
         return body | {k: v for k, v in optional.items() if v is not None}
 
@@ -345,13 +347,14 @@ class RmsProducer:
 
     async def _call(self, method: str, path: str, body: Mapping[str, Any] | None = None
                     ) -> dict[str, Any]:
-        """One logical request, retried on network errors and overload."""
+        """One logical request, retried on network errors and overload (and at once, not
+        counted as an attempt, when the connection closes before any byte of the answer)."""
         attempt = 0
         while True:
             attempt += 1
             try:
-                response = await self._client.request(method, path, json=body,
-                                                      headers=self._auth | _trace_headers())
+                response = await http.send(self._client, method, path, json=body,
+                                           headers=self._auth | _trace_headers())
             except httpx.TransportError as exc:
                 if attempt >= self._retry.attempts:
                     raise RmsUnavailable(None, f"{type(exc).__name__}: {exc}") from exc

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -65,7 +66,17 @@ SELECT * FROM inserted
 
 
 SELECT_SQL = "SELECT * FROM messages WHERE message_id = ANY($1::text[])"
-TOPICS_SQL = "SELECT message_id, topic FROM messages WHERE message_id = ANY($1::text[])"
+ACK_TARGETS_SQL = ("SELECT message_id, topic, created_at FROM messages "
+                   "WHERE message_id = ANY($1::text[])")
+
+
+@dataclass(frozen=True, slots=True)
+class AckTarget:
+    """What an ack record is judged against: the message's topic (who may acknowledge it) and
+    its creation time (which instance of the id it is)."""
+
+    topic: str
+    created_at: datetime
 _ITEMS = (("message_id", "text"), ("app", "text"), ("actor", "text"), ("detail", "text"))
 
 

@@ -18,7 +18,8 @@ from rms.domain.errors import Conflict, IllegalTransition, NotFound, PartOfTrans
 from rms.domain.models import Actor, Message, MessageEvent, NewMessage
 from rms.domain.states import State
 from rms.store.coalesced import (
-    TOPICS_SQL,
+    ACK_TARGETS_SQL,
+    AckTarget,
     CoalescedWrites,
     PrepareItem,
     TransitionItem,
@@ -188,13 +189,14 @@ class MessageStore:
         async with self._engine.connect() as conn:
             return await self._fetch(conn, message_ids)
 
-    async def topics(self, message_ids: Sequence[str]) -> dict[str, str]:
-        """The topic of each known id (what an ack's permission check needs, without payloads)."""
+    async def ack_targets(self, message_ids: Sequence[str]) -> dict[str, AckTarget]:
+        """The topic and creation time of each known id: what an ack's permission and
+        instance checks need, without payloads."""
         if not message_ids:
             return {}
         async with driver_connection(self._engine) as driver:
-            rows = await driver.fetch(TOPICS_SQL, list(message_ids))
-        return {row["message_id"]: row["topic"] for row in rows}
+            rows = await driver.fetch(ACK_TARGETS_SQL, list(message_ids))
+        return {row["message_id"]: AckTarget(row["topic"], row["created_at"]) for row in rows}
 
     async def pending_count(self, app: str) -> int:
         """The app's pending-send messages (an index-only count on ``messages_app_state``)."""
@@ -224,6 +226,9 @@ def _check_retry(app: str, draft: NewMessage, stored: Message | None) -> Message
         raise Conflict(f"message {draft.message_id!r} could not be stored; retry")
     if stored.app != app:
         raise Conflict(f"message id {draft.message_id!r} is already used by another app")
+    if stored.transaction_id is not None:  # not the same kind of message, whatever its content
+        raise Conflict(f"message id {draft.message_id!r} is a message of transaction "
+                       f"{stored.transaction_id!r}; use a new message_id for a message alone")
     if not stored.same_content(draft):
         raise Conflict(
             f"message {draft.message_id!r} already exists with different content; "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Row
@@ -12,6 +13,16 @@ from rms.domain.trace import stored
 
 _STATES = {state.value: state for state in State}
 _REASONS = {reason.value: reason for reason in DeadReason}
+
+
+def instant(value: datetime | None) -> datetime | None:
+    """A stored time as an aware UTC datetime. asyncpg writes the exact instants
+    0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z as ``-infinity`` / ``infinity`` and
+    reads those back as naive ``datetime.min`` / ``datetime.max``: they mean the same instants
+    (they sort the same in SQL), so they are read as those instants in UTC."""
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
 
 
 def message_from(m: Any) -> Message:
@@ -44,7 +55,7 @@ def message_from(m: Any) -> Message:
         next_check_at=m["next_check_at"],
         next_delivery_at=m["next_delivery_at"],
         claim_token=m["claim_token"],
-        deliver_after=m["deliver_after"],
+        deliver_after=instant(m["deliver_after"]),
         trace=stored(m["traceparent"], m["tracestate"]),
         ordered=m["ordered"],
         confirm_seq=m["confirm_seq"],

@@ -2,8 +2,9 @@
 message (:func:`may_ack`), and both paths mark it ``done`` through the ACK transition.
 
 An ack-topic record counts only when ``consumer`` names an app whose ``consume_topics`` cover
-the message's topic and (when signatures are required) it carries that app's signature;
-anything else is counted by reason and skipped.
+the message's topic, (when signatures are required) it carries that app's signature, and it
+was written for the message instance that holds the id now (:func:`written_for`); anything
+else is counted by reason and skipped.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from rms.config import Settings
 from rms.domain.errors import Forbidden, NotFound
 from rms.domain.models import App, Message
 from rms.domain.topics import topic_allowed
-from rms.kafka.ack_records import AckRecord, Rejection, parse_ack, signature_problem
+from rms.kafka.ack_records import (
+    AckClaim,
+    AckRecord,
+    Rejection,
+    parse_ack,
+    signature_problem,
+    written_for,
+)
 from rms.store.apps import AppStore
 from rms.store.messages import ACK, MessageStore
 
@@ -58,53 +66,61 @@ class Acks:
 
         Each record is judged alone: one that is malformed, unsigned, names an unknown app or
         a message its app may not acknowledge is counted and skipped, never raised, so it
-        cannot hold back the records after it. The batch costs three queries whatever its
-        size: its consumers, its messages' topics, and one ``ack_many`` per consumer."""
+        cannot hold back the records after it; so is one written for another instance of its
+        message id (``stale``: replayed, or read after the id was freed and used again). The
+        batch costs three queries whatever its size: its consumers, its messages' topics and
+        creation times, and one ``ack_many`` per consumer."""
         rejected = _Rejections()
         by_consumer = _by_consumer(records, rejected)
         apps = await self.apps.get_many(by_consumer)
-        signed: dict[str, list[str]] = {}
+        signed: dict[str, list[tuple[AckClaim, AckRecord]]] = {}
         for consumer, acks in by_consumer.items():
             app = apps.get(consumer)
             if app is None:
                 rejected.add("unknown-consumer", len(acks), consumer)
             else:
                 signed[consumer] = self._signed(app, acks, rejected)
-        topics = await self.messages.topics([i for ids in signed.values() for i in ids])
+        targets = await self.messages.ack_targets(
+            [claim.message_id for acks in signed.values() for claim, _ in acks])
         applied = 0
-        for consumer, ids in signed.items():
-            allowed = [i for i in ids if i in topics and may_ack(apps[consumer], topics[i])]
-            rejected.add("not-permitted-or-unknown", len(ids) - len(allowed), consumer)
+        for consumer, acks in signed.items():
+            permitted = [(claim, record) for claim, record in acks
+                         if (target := targets.get(claim.message_id)) is not None
+                         and may_ack(apps[consumer], target.topic)]
+            rejected.add("not-permitted-or-unknown", len(acks) - len(permitted), consumer)
+            allowed = [claim.message_id for claim, record in permitted
+                       if written_for(claim, record, targets[claim.message_id].created_at)]
+            rejected.add("stale", len(permitted) - len(allowed), consumer)
             done = await self.messages.ack_many(allowed, actor=f"app:{consumer}", via="ack-topic")
             metrics.ACKS.labels("ack-topic").inc(len(done))
             applied += len(done)
         rejected.report()
         return applied
 
-    def _signed(self, app: App, acks: list[tuple[str, AckRecord]],
-                rejected: _Rejections) -> list[str]:
+    def _signed(self, app: App, acks: list[tuple[AckClaim, AckRecord]],
+                rejected: _Rejections) -> list[tuple[AckClaim, AckRecord]]:
         secrets = [s for s in (app.signing_secret, app.previous_signing_secret) if s]
         required = self.settings.ack_signatures == "required"
-        ids = []
-        for message_id, record in acks:
+        kept = []
+        for claim, record in acks:
             problem = signature_problem(record, secrets, required=required)
             if problem is None:
-                ids.append(message_id)
+                kept.append((claim, record))
             else:
                 rejected.add(problem, 1, app.name)
-        return ids
+        return kept
 
 
 def _by_consumer(records: Iterable[AckRecord],
-                 rejected: _Rejections) -> dict[str, list[tuple[str, AckRecord]]]:
+                 rejected: _Rejections) -> dict[str, list[tuple[AckClaim, AckRecord]]]:
     """The well-formed records grouped by the app they name; the rest counted as malformed."""
-    grouped: dict[str, list[tuple[str, AckRecord]]] = defaultdict(list)
+    grouped: dict[str, list[tuple[AckClaim, AckRecord]]] = defaultdict(list)
     for record in records:
-        parsed = parse_ack(record.value)
-        if parsed is None:
+        claim = parse_ack(record.value)
+        if claim is None:
             rejected.add("malformed", 1)
         else:
-            grouped[parsed[1]].append((parsed[0], record))
+            grouped[claim.consumer].append((claim, record))
     return grouped
 
 

@@ -15,7 +15,7 @@ from rms.config import Settings
 from rms.domain.errors import Forbidden, Invalid, PayloadTooLarge
 from rms.domain.ids import new_message_id
 from rms.domain.models import App, NewMessage
-from rms.domain.topics import topic_allowed
+from rms.domain.topics import is_reserved_topic, may_produce, topic_allowed
 from rms.kafka.records import RESERVED_HEADER_PREFIX
 
 T = TypeVar("T")
@@ -66,10 +66,9 @@ class Drafts:
 
     async def draft(self, app: App, request: PrepareInput) -> NewMessage:
         """Validate a prepare against the app's permissions and the limits."""
-        if not topic_allowed(request.topic, app.produce_topics):
-            raise Forbidden(f"topic {request.topic!r} is not in app {app.name!r}'s "
-                            "produce_topics")
+        self._check_topic(app, request.topic)
         self._check_payload(request)
+        _check_key(request.key)
         self._check_headers(request.headers)
         self._check_delay(request)
         check_url = request.check_url or app.default_check_url
@@ -101,6 +100,15 @@ class Drafts:
             return await self.draft(app, request)
         except (Forbidden, Invalid, PayloadTooLarge) as exc:
             raise type(exc)(f"messages[{index}]: {exc.detail}") from exc
+
+    def _check_topic(self, app: App, topic: str) -> None:
+        ack_topic = self.settings.ack_topic
+        if may_produce(topic, app.produce_topics, ack_topic):
+            return
+        if is_reserved_topic(topic, ack_topic):
+            raise Forbidden(f"topic {topic!r} is reserved (the ack topic RMS_ACK_TOPIC and "
+                            "Kafka's internal '__' topics): no app produces to it")
+        raise Forbidden(f"topic {topic!r} is not in app {app.name!r}'s produce_topics")
 
     def check_batch_size(self, count: int) -> None:
         if count > self.settings.max_batch_items:
@@ -152,6 +160,17 @@ class Drafts:
 _ENCODED_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
 _NUL = ("the NUL character (\\u0000) cannot be stored (PostgreSQL text and jsonb refuse it); "
         "payload, key, headers and check_url must not contain it")
+
+
+MAX_KEY_BYTES = 1024
+
+
+def _check_key(key: str | None) -> None:
+    """A key is indexed with its topic (per-key ordering), and an index row holds at most
+    about 2.7 kB: the limit is in bytes, so 1,024 four-byte characters are refused too."""
+    size = len(key.encode()) if key is not None else 0
+    if size > MAX_KEY_BYTES:
+        raise Invalid(f"key is {size} bytes in UTF-8; the limit is {MAX_KEY_BYTES} bytes")
 
 
 def is_ordered(app: App, topic: str, key: str | None) -> bool:

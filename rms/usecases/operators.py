@@ -8,8 +8,10 @@ from dataclasses import dataclass
 
 from rms.callback_urls import validate_prefix
 from rms.config import Settings
+from rms.domain.errors import Invalid
 from rms.domain.models import App, Message
 from rms.domain.states import State
+from rms.domain.topics import names_reserved_topic
 from rms.store.admin import (
     AdminStore,
     BlockedKey,
@@ -40,13 +42,22 @@ class Operators:
     admin: AdminStore
 
     async def create_app(self, spec: AppSpec) -> Credentials:
-        """Register an app; its check-URL prefixes and default check URL are validated."""
+        """Register an app; its check-URL prefixes and default check URL are validated, and
+        its produce topics may not name a reserved topic (the ack topic, Kafka's ``__*``)."""
+        self._check_produce_topics(spec.produce_topics)
         prefixes = tuple(validate_prefix(prefix) for prefix in spec.check_url_prefixes)
         default = (None if spec.default_check_url is None
                    else validate_prefix(spec.default_check_url))
         return await self.apps.create(AppSpec(spec.name, spec.produce_topics,
                                               spec.consume_topics, prefixes, default,
                                               spec.ordered_topics))
+
+    def _check_produce_topics(self, patterns: Iterable[str]) -> None:
+        named = [p for p in patterns if names_reserved_topic(p, self.settings.ack_topic)]
+        if named:
+            raise Invalid(f"produce_topics names reserved topics {named!r}: the ack topic "
+                          f"({self.settings.ack_topic!r}, RMS_ACK_TOPIC) and Kafka's internal "
+                          "'__' topics are never produced to through RMS")
 
     async def list_apps(self) -> list[App]:
         return await self.apps.list()

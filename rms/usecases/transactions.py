@@ -172,7 +172,8 @@ async def after_change(dispatcher: Dispatcher, view: TransactionView,
 class TransactionCaller(Protocol):
     """Asks a transaction's producer about it; never raises for what the producer does."""
 
-    async def check_transaction(self, transaction: Transaction, app: App) -> CheckResult: ...
+    async def check_transaction(self, transaction: Transaction, app: App,
+                                trace: TraceContext | None = None) -> CheckResult: ...
 
 
 AppsOf = Callable[[Sequence[str]], Awaitable[dict[str, App]]]
@@ -213,7 +214,13 @@ class TransactionChecks:
         transaction = view.transaction
         async with self._slots:
             started = time.perf_counter()
-            result = await self._caller.check_transaction(transaction, app)
+            with tracing.start("rms.check-back", view.trace, kind="client", attributes={
+                    "rms.app": transaction.app, "rms.transaction_id": transaction.transaction_id,
+                    "rms.check_count": transaction.check_count}) as span:
+                result = await self._caller.check_transaction(transaction, app, span.context)
+                span.set("rms.outcome", result.outcome.value)
+                if result.error is not None:
+                    span.fail(result.error)
         count_answer(result, time.perf_counter() - started, attempt=transaction.check_count,
                      transaction_id=transaction.transaction_id, app=app.name)
         try:

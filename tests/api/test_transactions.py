@@ -132,6 +132,23 @@ async def test_idempotent_retries_and_conflicts(api: Api, unique: str) -> None:
             ).json()["state"] == "pending"
 
 
+async def test_a_single_prepare_reusing_a_members_id_is_409_even_with_its_content(
+        api: Api, unique: str) -> None:
+    orders = await api.create_app("orders")
+    topic = f"orders.{unique}"
+    stored = await create(api, orders, body([topic], f"tx-{unique}"))
+    member = stored["messages"][0]
+    same = {"message_id": member["message_id"], "topic": topic, "payload": member["payload"],
+            "check_url": CHECK_URL}
+    for path, request in (("/v1/messages", same), ("/v1/messages/send", same),
+                          ("/v1/messages/batch", {"messages": [same]})):
+        response = await api.post(orders, path, json=request)
+        assert response.status_code == 409, (path, response.text)
+        assert f"tx-{unique}" in response.json()["detail"]
+    again = await api.client.get(f"/v1/transactions/tx-{unique}", headers=orders.headers)
+    assert again.json() == stored
+
+
 async def test_a_member_cannot_be_confirmed_or_cancelled_alone(api: Api, unique: str) -> None:
     orders = await api.create_app("orders")
     topic = f"orders.{unique}"

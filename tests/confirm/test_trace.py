@@ -94,3 +94,32 @@ async def test_an_unanswered_check_back_span_is_failed(
 
 async def _called(server: CallbackServer) -> bool:
     return bool(server.calls)
+
+
+async def test_a_transactions_check_back_carries_its_traceparent(
+        api: Api, producer: AppKeys, server: CallbackServer, worker_settings: Settings,
+        topic: str) -> None:
+    """A transaction is asked once, with the trace context its messages were prepared with;
+    one prepared without it is asked without W3C headers."""
+    for transaction_id, headers in (("traced-tx", {"traceparent": PRODUCER_PARENT,
+                                                   "tracestate": "rojo=1"}),
+                                    ("plain-tx", {})):
+        response = await api.client.post("/v1/transactions", headers=producer.headers | headers,
+                                         json={"transaction_id": transaction_id,
+                                               "check_url": server.url + "check", **FAST,
+                                               "messages": [{"topic": topic, "payload": n}
+                                                            for n in range(2)]})
+        assert response.status_code == 201, response.text
+    server.behaviour = _committed
+
+    async def both_confirmed() -> bool:
+        states = [(await api.client.get(f"/v1/transactions/{t}", headers=producer.headers)
+                   ).json()["state"] for t in ("traced-tx", "plain-tx")]
+        return states == ["confirmed", "confirmed"]
+
+    async with confirm_worker(worker_settings) as worker:
+        await drive(worker, both_confirmed)
+    calls = {call.json["transaction_id"]: call.headers for call in server.calls}
+    assert calls["traced-tx"]["traceparent"] == PRODUCER_PARENT
+    assert calls["traced-tx"]["tracestate"] == "rojo=1"
+    assert "traceparent" not in calls["plain-tx"] and "tracestate" not in calls["plain-tx"]

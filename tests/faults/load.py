@@ -270,13 +270,15 @@ class Consumer:
         self.history.consumed.append(consumed)
         if consumed.delivery == 1 and self.rng.random() < 0.2:
             return  # "crashed before acking": the recovery service delivers it again
-        task = asyncio.create_task(self._ack(consumed.message_id, producer))
+        task = asyncio.create_task(self._ack(consumed.message_id, producer,
+                                             headers.get("rms-created-at")))
         self.acks.add(task)
         task.add_done_callback(self.acks.discard)
 
-    async def _ack(self, message_id: str, producer: AIOKafkaProducer) -> None:
+    async def _ack(self, message_id: str, producer: AIOKafkaProducer,
+                   created_at: str | None) -> None:
         if self.rng.random() < 0.25:
-            value = ack_value(message_id, self.apps.consumer)
+            value = ack_value(message_id, self.apps.consumer, created_at)
             signed = signed_ack_headers([self.apps.consumer_secret], value)
             with contextlib.suppress(KafkaError, OSError, asyncio.TimeoutError):
                 async with asyncio.timeout(3):

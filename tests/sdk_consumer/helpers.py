@@ -19,8 +19,8 @@ class CountingAcker:
         self.inner = inner
         self.acks: list[Ack] = []
 
-    async def ack(self, message_id: str) -> Ack:
-        ack = await self.inner.ack(message_id)
+    async def ack(self, message_id: str, created_at: str | None = None) -> Ack:
+        ack = await self.inner.ack(message_id, created_at)
         self.acks.append(ack)
         return ack
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import re
 
+import orjson
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from rms.kafka.records import header
 from rms.sdk.consumer import AckResult, BatchReport, HttpAcker, RmsConsumer, TopicAcker, make_acker
 from tests.sdk_consumer.helpers import consume_until, record_effect, scalar
-from tests.support import Api, AppKeys, eventually
+from tests.support import Api, AppKeys, eventually, read_topic
 
 
 async def _setup(api: Api, topic: str) -> tuple[AppKeys, AppKeys, AppKeys, list[str]]:
@@ -91,6 +93,14 @@ async def test_ack_topic_acks(acks_api: Api, consumer_db: AsyncEngine, topic: st
     for message_id in (second, third):
         await eventually(lambda m=message_id: _is_done(api, m), timeout=30)
     assert await scalar(consumer_db, "SELECT count(*) FROM effects") == 3
+    # each ack the consumer wrote is bound to the instance it read (its rms-created-at)
+    created = {header(list(r.headers), "rms-message-id"): header(list(r.headers),
+                                                                 "rms-created-at")
+               for r in await read_topic(servers, topic, expect=3)}
+    written = [orjson.loads(r.value or b"") for r in await read_topic(servers, ack_topic,
+                                                                      expect=7, timeout=5)]
+    bound = {ack["message_id"]: ack.get("created_at") for ack in written if "created_at" in ack}
+    assert bound == {m: created[m] for m in (first, second, third)}
 
 
 async def _is_done(api: Api, message_id: str) -> bool:
