@@ -38,7 +38,8 @@ SASL_MECHANISMS: tuple[str, ...] = get_args(SaslMechanism)
 
 # the errors that mean "the configuration is wrong", not "the cluster is away"
 _LOGIN_REFUSED: tuple[type[BaseException], ...] = (
-    errors.SaslAuthenticationFailedError, errors.UnsupportedSaslMechanismError,
+    errors.SaslAuthenticationFailed, errors.AuthenticationFailedError,
+    errors.UnsupportedSaslMechanismError,
     errors.IllegalSaslStateError)
 
 
