@@ -18,7 +18,6 @@ from typing import Any
 from aiokafka.errors import KafkaError
 from pydantic_settings import SettingsConfigDict
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from rms.config import ConfigError, KafkaSettings, config_problem
 from rms.kafka.security import KafkaSecurityError, kafka_security, login_problem
@@ -100,8 +99,9 @@ async def _create(settings: TopicSettings, options: dict[str, Any],
 
 async def _app_topics(database_url: str) -> list[str]:
     from rms.store.apps import AppStore
+    from rms.store.database import open_engine
 
-    engine = create_async_engine(database_url)
+    engine = open_engine(database_url)
     try:
         return [topic for app in await AppStore(engine).list() for topic in app.produce_topics]
     finally:
