@@ -3,6 +3,7 @@
 #   scripts/system-deps.sh dev   what `rms dev` needs: Java and Maven for the embedded Apache Kafka
 #   scripts/system-deps.sh       everything `make test` needs: the above, a JDK (the check-back
 #                                conformance servers), the PostgreSQL JDBC driver for Spark,
+#                                Debian's PostgreSQL (built with OpenSSL: the TLS tests),
 #                                Chromium for the dashboard test and shellcheck for the deploy
 #                                scripts
 set -euo pipefail
@@ -12,6 +13,8 @@ command -v mvn >/dev/null 2>&1 || need+=(maven)
 if [ "${1:-test}" != dev ]; then
   command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)  # conformance servers
   [ -f /usr/share/java/postgresql.jar ] || need+=(libpostgresql-jdbc-java)
+  # a PostgreSQL built with OpenSSL, for the tests of PostgreSQL over TLS
+  compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || need+=(postgresql)
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
   command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 fi

