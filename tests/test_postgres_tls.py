@@ -5,12 +5,9 @@ URLs included."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -19,52 +16,23 @@ from sqlalchemy import text
 
 from confirm_service.runtime import confirm_worker
 from rms.config import Settings, WorkerSettings
-from rms.embedded import EmbeddedPostgres
 from rms.kafka_broker import EmbeddedKafka
 from rms.store.database import create_engine
 from rms.store.migrate import upgrade
 from tests.conftest import ADMIN_TOKEN
 from tests.support import Api
-from tests.tls_support import Authority, postgres_with_openssl
+from tests.tls_support import TlsPostgres, tls_postgres_server
 
 DATABASE = "rms_tls"
 pytestmark = pytest.mark.timeout(180)
 
 
-@dataclass
-class TlsPostgres:
-    server: EmbeddedPostgres
-    cafile: Path
-    stranger_ca: Path
-
-    def url(self, query: str = "") -> str:
-        base = f"postgresql+asyncpg://postgres@127.0.0.1:{self.server.port}/{DATABASE}"
-        return f"{base}?sslmode=verify-full&sslrootcert={self.cafile}{query}"
-
-    def socket_url(self) -> str:
-        return (f"postgresql+asyncpg://postgres@/{DATABASE}?host={self.server.socket_dir}"
-                f"&port={self.server.port}")
-
-
 @pytest.fixture(scope="module")
 def tls_postgres() -> Iterator[TlsPostgres]:
-    """Outside pytest's base folder: the server's unprivileged user must reach it."""
-    base = Path(tempfile.mkdtemp(prefix="rms-tls-pg-"))
-    base.chmod(0o755)
-    authority = Authority(base / "ca")
-    stranger = Authority(base / "stranger", name="Some other CA")
-    issued = authority.server("postgres")
-    server = EmbeddedPostgres(base / "data", fsync=False, tls=(issued.cert, issued.key),
-                              bin_dir=postgres_with_openssl())
-    try:
-        server.start()
-        server.create_database(DATABASE)
-        found = TlsPostgres(server, authority.cafile, stranger.cafile)
-        upgrade(found.url())  # Alembic reads the URL as every command does
+    with tls_postgres_server() as found:
+        found.server.create_database(DATABASE)
+        upgrade(found.url(DATABASE))  # Alembic reads the URL as every command does
         yield found
-    finally:
-        server.stop("immediate")
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _rms(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -77,8 +45,9 @@ def _rms(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complete
 async def tls_api(tls_postgres: TlsPostgres, kafka: EmbeddedKafka, unique: str) -> AsyncIterator[Api]:
     from message_service.app import create_app
 
-    settings = Settings(database_url=tls_postgres.url(), kafka_bootstrap_servers=kafka.bootstrap_servers,
-                        admin_token=ADMIN_TOKEN, allow_private_callbacks=True,
+    settings = Settings(database_url=tls_postgres.url(DATABASE),
+                        kafka_bootstrap_servers=kafka.bootstrap_servers, admin_token=ADMIN_TOKEN,
+                        allow_private_callbacks=True,
                         ack_topic=f"rms.acks.{unique}", ack_consumer_enabled=False)
     app = create_app(settings)
     async with (app.router.lifespan_context(app),
@@ -108,11 +77,11 @@ async def test_the_api_runs_over_verify_full(tls_api: Api, unique: str) -> None:
 
 async def test_the_workers_run_over_verify_full(tls_postgres: TlsPostgres, kafka: EmbeddedKafka,
                                                 tmp_path: Path) -> None:
-    settings = WorkerSettings(database_url=tls_postgres.url(),
+    settings = WorkerSettings(database_url=tls_postgres.url(DATABASE),
                               kafka_bootstrap_servers=kafka.bootstrap_servers)
     async with confirm_worker(settings) as worker:
         await worker.tick()
-    env = {"RMS_DATABASE_URL": tls_postgres.url(),
+    env = {"RMS_DATABASE_URL": tls_postgres.url(DATABASE),
            "RMS_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers}
     once = _rms(["recovery-worker", "--once"], env, tmp_path)
     assert once.returncode == 0, once.stderr
@@ -120,7 +89,7 @@ async def test_the_workers_run_over_verify_full(tls_postgres: TlsPostgres, kafka
 
 def test_an_untrusted_server_or_plain_tcp_is_one_line(tls_postgres: TlsPostgres,
                                                       tmp_path: Path) -> None:
-    untrusted = tls_postgres.url().replace(str(tls_postgres.cafile), str(tls_postgres.stranger_ca))
+    untrusted = tls_postgres.url(DATABASE).replace(str(tls_postgres.cafile), str(tls_postgres.stranger_ca))
     refused = _rms(["migrate"], {"RMS_DATABASE_URL": untrusted}, tmp_path)
     assert refused.returncode == 1, refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
@@ -132,7 +101,7 @@ def test_an_untrusted_server_or_plain_tcp_is_one_line(tls_postgres: TlsPostgres,
 
 async def test_every_command_reads_a_unix_socket_url(tls_postgres: TlsPostgres,
                                                      kafka: EmbeddedKafka, tmp_path: Path) -> None:
-    url = tls_postgres.socket_url()
+    url = tls_postgres.socket_url(DATABASE)
     engine = create_engine(WorkerSettings(database_url=url), pool_size=1)  # API and workers
     try:
         async with engine.connect() as connection:

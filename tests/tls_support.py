@@ -3,8 +3,12 @@ files for Kafka (``ssl.keystore.type=PEM``), PostgreSQL (``ssl_cert_file``) and 
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import ipaddress
+import shutil
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +16,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from rms.embedded import EmbeddedPostgres
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1")
 
@@ -106,3 +112,41 @@ def _builder(subject: x509.Name, issuer: x509.Name,
 
 def _file_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-." else "-" for c in name)
+
+
+@dataclass
+class TlsPostgres:
+    """A PostgreSQL that serves TLS with a certificate for 127.0.0.1 and refuses TCP without
+    it; ``stranger_ca`` signed nothing it shows."""
+
+    server: EmbeddedPostgres
+    cafile: Path
+    stranger_ca: Path
+
+    def url(self, database: str) -> str:
+        """``sslmode=verify-full`` against the server's CA."""
+        return (f"postgresql+asyncpg://postgres@127.0.0.1:{self.server.port}/{database}"
+                f"?sslmode=verify-full&sslrootcert={self.cafile}")
+
+    def socket_url(self, database: str) -> str:
+        return (f"postgresql+asyncpg://postgres@/{database}?host={self.server.socket_dir}"
+                f"&port={self.server.port}")
+
+
+@contextlib.contextmanager
+def tls_postgres_server() -> Iterator[TlsPostgres]:
+    """Outside pytest's base folder: the server's unprivileged user (tests run as root) must
+    reach it."""
+    base = Path(tempfile.mkdtemp(prefix="rms-tls-pg-"))
+    base.chmod(0o755)
+    authority = Authority(base / "ca")
+    stranger = Authority(base / "stranger", name="Some other CA")
+    issued = authority.server("postgres")
+    server = EmbeddedPostgres(base / "data", fsync=False, tls=(issued.cert, issued.key),
+                              bin_dir=postgres_with_openssl())
+    try:
+        server.start()
+        yield TlsPostgres(server, authority.cafile, stranger.cafile)
+    finally:
+        server.stop("immediate")
+        shutil.rmtree(base, ignore_errors=True)
