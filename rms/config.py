@@ -19,6 +19,11 @@ class ConfigError(ValueError):
     """The configuration cannot run safely (e.g. no admin token outside dev mode)."""
 
 
+_KAFKA_SECURITY_FIELDS = frozenset({
+    "kafka_ssl_cafile", "kafka_ssl_certfile", "kafka_ssl_keyfile", "kafka_sasl_mechanism",
+    "kafka_sasl_username", "kafka_sasl_password", "kafka_sasl_password_file"})
+
+
 class KafkaSettings(BaseSettings):
     """Where the Kafka cluster is and how every Kafka client of RMS connects to it: TLS and
     SASL (:mod:`rms.kafka.security` turns these into client options). The SASL password may
@@ -40,7 +45,13 @@ class KafkaSettings(BaseSettings):
     @model_validator(mode="before")
     @classmethod
     def _password_from_file(cls, data: Any) -> Any:
-        if not isinstance(data, dict) or not data.get("kafka_sasl_password_file"):
+        """An empty TLS or SASL value is unset (a deployment template may carry it empty); the
+        password file, when named, is read now."""
+        if not isinstance(data, dict):
+            return data
+        data = {key: value for key, value in data.items()
+                if not (key in _KAFKA_SECURITY_FIELDS and value == "")}
+        if not data.get("kafka_sasl_password_file"):
             return data
         if data.get("kafka_sasl_password"):
             raise ConfigError("set RMS_KAFKA_SASL_PASSWORD or RMS_KAFKA_SASL_PASSWORD_FILE, "

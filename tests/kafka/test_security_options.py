@@ -73,6 +73,15 @@ def test_the_password_may_come_from_a_file(tmp_path: Path) -> None:
     assert "RMS_KAFKA_SASL_PASSWORD_FILE: cannot read" in config_problem(missing.value)
 
 
+def test_empty_values_are_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("SSL_CAFILE", "SASL_MECHANISM", "SASL_USERNAME", "SASL_PASSWORD",
+                 "SASL_PASSWORD_FILE"):
+        monkeypatch.setenv(f"RMS_KAFKA_{name}", "")
+    settings = KafkaSettings()
+    assert settings.kafka_sasl_password is None and settings.kafka_ssl_cafile is None
+    assert kafka_security(settings).client_options() == {"security_protocol": "PLAINTEXT"}
+
+
 def test_the_password_never_appears_in_a_repr() -> None:
     settings = KafkaSettings(kafka_security_protocol="SASL_SSL", kafka_sasl_mechanism="PLAIN",
                              kafka_sasl_username="rms", kafka_sasl_password="s3cret-pw")
