@@ -25,6 +25,7 @@ from bench.kafka_options import kafka_options, security_environment
 from bench.procs import Sampler
 from rms.embedded import EmbeddedPostgres, free_port, remove_tree, wait_for_port
 from rms.kafka_broker import EmbeddedKafka
+from rms.store.dburl import parse_database_url
 from rms.store.migrate import upgrade
 
 ADMIN_TOKEN = "bench-admin-token"
@@ -59,8 +60,8 @@ class Stack:
 
     @property
     def dsn(self) -> str:
-        """libpq URL for asyncpg (the ``+asyncpg`` driver suffix removed)."""
-        return self.database_url.replace("+asyncpg", "")
+        """The libpq URL asyncpg connects with, as every RMS command reads the database URL."""
+        return parse_database_url(self.database_url).dsn()
 
     @property
     def check_url(self) -> str:
