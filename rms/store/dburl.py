@@ -110,7 +110,8 @@ def parse_database_url(text: str) -> DatabaseUrl:
     try:
         split = urlsplit(text.strip())
         if split.scheme not in SCHEMES:
-            raise DatabaseUrlError(f"RMS_DATABASE_URL cannot be parsed: not of the form {_FORM}")
+            raise DatabaseUrlError(f"RMS_DATABASE_URL cannot be parsed: not of the form {_FORM} "
+                                   "(postgresql:// serves too)")
         if "," in split.netloc:
             raise DatabaseUrlError("RMS_DATABASE_URL names several hosts: name one (or a "
                                    "load balancer in front of them)")
