@@ -164,7 +164,9 @@ async def _first_answer(bootstrap_servers: str, options: dict[str, Any],
             return f"Kafka at {host}:{port} refused the login: {_reason(exc)}"
         except ssl.SSLError as exc:
             return f"Kafka at {host}:{port}: TLS failed: {_tls_reason(exc)}"
-        except (errors.KafkaError, OSError, TimeoutError):
+        except (errors.KafkaError, OSError, TimeoutError) as exc:
+            if isinstance(exc.__cause__, ssl.SSLError):  # the broker refused our certificate
+                return f"Kafka at {host}:{port}: TLS failed: {_tls_reason(exc.__cause__)}"
             continue  # this broker is away: ask the next one
         connection.close()
         return None
@@ -195,6 +197,9 @@ def _tls_reason(exc: ssl.SSLError) -> str:
     if isinstance(exc, ssl.SSLCertVerificationError):
         return (f"the broker's certificate is not trusted ({exc.verify_message}): check "
                 "RMS_KAFKA_SSL_CAFILE and the broker's host name")
+    if "ALERT" in str(exc).upper():
+        return (f"the broker refused the client certificate ({exc.reason}): check "
+                "RMS_KAFKA_SSL_CERTFILE and RMS_KAFKA_SSL_KEYFILE")
     return _reason(exc)
 
 

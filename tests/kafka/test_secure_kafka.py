@@ -288,6 +288,9 @@ async def test_mutual_tls_publishes_as_the_certificates_principal(
     (record,) = await read_topic(secure_kafka.servers, topic, expect=1,
                                  options=secure_kafka.options("admin"))
     assert record.value == b'{"n": 1}'
+    without = KafkaSecurity("SSL", ssl_cafile=str(secure_kafka.authority.cafile))
+    problem = await login_problem(secure_kafka.mtls_servers, without)
+    assert problem is not None and "refused the client certificate" in problem, problem
 
 
 @pytest.mark.parametrize("command", [["serve", "--port", "1"], ["confirm-worker"],
