@@ -33,6 +33,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from fastapi import FastAPI, Request, Response
 
+from bench.kafka_options import kafka_options
 from bench.stack import BARE_ACK_TOPIC, Stack, wait_http
 from rms.embedded import free_port
 
@@ -101,7 +102,7 @@ async def _consume_acks(pool: asyncpg.Pool, bootstrap: str, topic: str,
 
 async def _consume_acks_once(pool: asyncpg.Pool, bootstrap: str, topic: str,
                              ready: asyncio.Event) -> None:
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id="bench-bare-acks",
+    consumer = AIOKafkaConsumer(topic, **kafka_options(bootstrap), group_id="bench-bare-acks",
                                 enable_auto_commit=False, auto_offset_reset="earliest")
     await consumer.start()
     try:
@@ -127,7 +128,7 @@ def create_app() -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         state["pool"] = await asyncpg.create_pool(dsn, min_size=4, max_size=20)
-        state["producer"] = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=2,
+        state["producer"] = AIOKafkaProducer(**kafka_options(bootstrap), linger_ms=2,
                                              enable_idempotence=False, acks="all")
         await state["producer"].start()
         acks = asyncio.create_task(_consume_acks(state["pool"], bootstrap,

@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from bench.kafka_options import kafka_options
 from rms.kafka.ack_records import ack_value, signed_ack_headers
 from rms.kafka.records import HEADER_CREATED_AT, HEADER_DELIVERY, HEADER_MESSAGE_ID, header
 
@@ -75,10 +76,11 @@ class Acker:
 
 async def consume(args: argparse.Namespace) -> None:
     topics = [t for t in args.topics.split(",") if t]
-    consumer = AIOKafkaConsumer(*topics, bootstrap_servers=args.bootstrap, group_id=None,
+    options = kafka_options(args.bootstrap)
+    consumer = AIOKafkaConsumer(*topics, **options, group_id=None,
                                 auto_offset_reset="latest", fetch_max_wait_ms=5,
                                 max_partition_fetch_bytes=8 << 20)
-    producer = AIOKafkaProducer(bootstrap_servers=args.bootstrap, linger_ms=2,
+    producer = AIOKafkaProducer(**options, linger_ms=2,
                                 enable_idempotence=False)
     await consumer.start()
     await producer.start()

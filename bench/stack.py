@@ -21,9 +21,11 @@ from pathlib import Path
 import httpx
 from aiokafka import AIOKafkaProducer
 
+from bench.kafka_options import kafka_options, security_environment
 from bench.procs import Sampler
 from rms.embedded import EmbeddedPostgres, free_port, remove_tree, wait_for_port
 from rms.kafka_broker import EmbeddedKafka
+from rms.store.dburl import parse_database_url
 from rms.store.migrate import upgrade
 
 ADMIN_TOKEN = "bench-admin-token"
@@ -58,8 +60,8 @@ class Stack:
 
     @property
     def dsn(self) -> str:
-        """libpq URL for asyncpg (the ``+asyncpg`` driver suffix removed)."""
-        return self.database_url.replace("+asyncpg", "")
+        """The libpq URL asyncpg connects with, as every RMS command reads the database URL."""
+        return parse_database_url(self.database_url).dsn()
 
     @property
     def check_url(self) -> str:
@@ -67,6 +69,8 @@ class Stack:
 
     def env(self, **extra: str) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith("RMS_")}
+        if not self.own:  # the target's cluster may require TLS and SASL
+            base |= security_environment()
         return base | {
             "RMS_DATABASE_URL": self.database_url, "RMS_KAFKA_BOOTSTRAP_SERVERS": self.bootstrap,
             "RMS_ADMIN_TOKEN": self.admin_token, "RMS_ALLOW_PRIVATE_CALLBACKS": "true",
@@ -196,7 +200,7 @@ def register_app(stack: Stack) -> None:
 async def create_topics(bootstrap: str, topics: list[str]) -> None:
     """Produce one header-less record to each topic (the consumer ignores it), so every topic
     exists before the consumer subscribes."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False)
+    producer = AIOKafkaProducer(**kafka_options(bootstrap), enable_idempotence=False)
     await producer.start()
     try:
         await asyncio.gather(*(producer.send_and_wait(t, b"{}") for t in topics))

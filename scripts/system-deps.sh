@@ -3,6 +3,7 @@
 #   scripts/system-deps.sh dev   what `rms dev` needs: Java and Maven for the embedded Apache Kafka
 #   scripts/system-deps.sh       everything `make test` needs: the above, a JDK (the check-back
 #                                conformance servers), the PostgreSQL JDBC driver for Spark,
+#                                Debian's PostgreSQL (built with OpenSSL: the TLS tests),
 #                                Chromium for the dashboard test, shellcheck for the deploy
 #                                scripts and promtool (Debian's prometheus) for the alert rules;
 #                                on a host that runs systemd that package also starts a
@@ -14,6 +15,8 @@ command -v mvn >/dev/null 2>&1 || need+=(maven)
 if [ "${1:-test}" != dev ]; then
   command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)  # conformance servers
   [ -f /usr/share/java/postgresql.jar ] || need+=(libpostgresql-jdbc-java)
+  # a PostgreSQL built with OpenSSL, for the tests of PostgreSQL over TLS
+  compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || need+=(postgresql)
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
   command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
   command -v promtool >/dev/null 2>&1 || need+=(prometheus)  # promtool: alert rules

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from spark.dburl import jdbc_target
 from spark.options import (
     ReportError,
     UsageError,
@@ -86,7 +87,9 @@ def _live_source(args: argparse.Namespace) -> Any:
         return ParquetSource(args.input)
     if args.input is not None:
         raise UsageError("--input is only for --source parquet")
-    return JdbcSource(database_url(args.database_url), partitions=args.jdbc_partitions)
+    url = database_url(args.database_url)
+    jdbc_target(url)  # a form the JDBC read cannot use fails here, before Spark starts
+    return JdbcSource(url, partitions=args.jdbc_partitions)
 
 
 def _jar(args: argparse.Namespace, source: Any) -> Path | None:

@@ -74,12 +74,16 @@ def non_negative_float(text: str) -> float:
 
 
 def database_url(given: str | None) -> str:
+    """``--database-url``, else ``RMS_DATABASE_URL``, checked by the one reading of it."""
+    from rms.store.dburl import DatabaseUrlError, parse_database_url
+
     url = given or os.environ.get("RMS_DATABASE_URL")
     if not url:
         raise UsageError("set RMS_DATABASE_URL or pass --database-url")
-    scheme = url.split("://", 1)[0] if "://" in url else ""
-    if scheme.split("+", 1)[0] not in {"postgresql", "postgres"}:
-        raise UsageError("the database URL must be a postgresql:// URL")
+    try:
+        parse_database_url(url)
+    except DatabaseUrlError as exc:
+        raise UsageError(str(exc)) from None
     return url
 
 

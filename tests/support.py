@@ -71,11 +71,13 @@ class Api:
 
 
 async def read_topic(bootstrap: str, topic: str, *, expect: int, timeout: float = 10.0,
-                     settle: float = 0.0) -> list[ConsumerRecord[bytes, bytes]]:
+                     settle: float = 0.0, options: dict[str, Any] | None = None,
+                     ) -> list[ConsumerRecord[bytes, bytes]]:
     """Every record on ``topic`` from the start; waits until ``expect`` arrived (or timeout),
-    then ``settle`` seconds more to catch any extra (for 'no duplicate' assertions)."""
+    then ``settle`` seconds more to catch any extra (for 'no duplicate' assertions).
+    ``options``: TLS and SASL client options (:mod:`rms.kafka.security`)."""
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                enable_auto_commit=False, group_id=None)
+                                enable_auto_commit=False, group_id=None, **(options or {}))
     await consumer.start()
     records: list[ConsumerRecord[bytes, bytes]] = []
     try:

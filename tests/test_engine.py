@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from rms import metrics
 from rms.config import Settings
 from rms.store.database import _end_leaked_transaction, create_engine
+from rms.store.dburl import parse_database_url
 from rms.store.raw import driver_connection
 
 
@@ -44,18 +45,23 @@ async def _leak_a_transaction(engine: AsyncEngine) -> None:
         await driver.execute("UPDATE leak_probe SET v = -1 WHERE id = 1")
 
 
-async def _autocommit_write_is_committed(engine: AsyncEngine, value: int) -> bool:
+async def _autocommit_write_is_committed(engine: AsyncEngine, value: int, dsn: str) -> bool:
     """An autocommit statement on a pooled connection (the group-commit path), then whether
     another session sees it, within a second (a leaked lock would block the write)."""
     async with asyncio.timeout(1.0):
         async with driver_connection(engine) as driver:
             await driver.execute("UPDATE leak_probe SET v = $1 WHERE id = 1", value)
-    probe = await asyncpg.connect(engine.url.set(drivername="postgresql").render_as_string(
-        hide_password=False))
+    probe = await asyncpg.connect(dsn)
     try:
         return bool(await probe.fetchval("SELECT v FROM leak_probe WHERE id = 1") == value)
     finally:
         await probe.close()
+
+
+@pytest.fixture
+def probe_dsn(settings: Settings) -> str:
+    """Where a second session, outside the engine's pool, connects."""
+    return parse_database_url(settings.database_url).dsn()
 
 
 @pytest.fixture
@@ -69,16 +75,16 @@ async def one_connection_engine(settings: Settings) -> AsyncIterator[AsyncEngine
 
 
 async def test_a_connection_returned_inside_a_transaction_is_closed_at_once(
-        one_connection_engine: AsyncEngine) -> None:
+        one_connection_engine: AsyncEngine, probe_dsn: str) -> None:
     await _leak_a_transaction(one_connection_engine)
-    assert await _autocommit_write_is_committed(one_connection_engine, 7)
+    assert await _autocommit_write_is_committed(one_connection_engine, 7, probe_dsn)
 
 
 async def test_a_pooled_connection_inside_a_transaction_is_replaced_at_checkout(
-        one_connection_engine: AsyncEngine) -> None:
+        one_connection_engine: AsyncEngine, probe_dsn: str) -> None:
     pool = one_connection_engine.sync_engine.pool
     event.remove(pool, "checkin", _end_leaked_transaction)  # only the checkout guard left
     before = metrics.DB_CONNECTIONS_DISCARDED.labels("open-transaction")._value.get()
     await _leak_a_transaction(one_connection_engine)
-    assert await _autocommit_write_is_committed(one_connection_engine, 8)
+    assert await _autocommit_write_is_committed(one_connection_engine, 8, probe_dsn)
     assert metrics.DB_CONNECTIONS_DISCARDED.labels("open-transaction")._value.get() == before + 1

@@ -89,7 +89,7 @@ def test_transactions_migration_carries_existing_messages_over(postgres: Embedde
     """A database of the release before transactions: its messages belong to no transaction
     and keep working (confirm, the recovery claim) after the upgrade."""
     from rms.domain.models import Actor
-    from rms.store.database import normalise_url
+    from rms.store.database import open_engine
     from rms.store.messages import CONFIRM, MessageStore
     from rms.store.redeliveries import RedeliveryStore
 
@@ -108,7 +108,7 @@ def test_transactions_migration_carries_existing_messages_over(postgres: Embedde
     upgrade(postgres.url(name))
 
     async def run() -> tuple[str, list[str]]:
-        engine = create_async_engine(normalise_url(postgres.url(name)))
+        engine = open_engine(postgres.url(name))
         try:
             confirmed, changed = await MessageStore(engine).transition(
                 "old-1", CONFIRM, app="orders", actor="app:orders", by=Actor.PRODUCER)

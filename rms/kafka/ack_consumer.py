@@ -17,6 +17,7 @@ from aiokafka.errors import KafkaError
 from rms import metrics
 from rms.config import Settings
 from rms.kafka.ack_records import AckRecord
+from rms.kafka.security import client_options
 from rms.outage import OutageLog
 
 log = structlog.get_logger(__name__)
@@ -54,7 +55,7 @@ class AckConsumer:
                 continue
             consumer = AIOKafkaConsumer(
                 self._settings.ack_topic,
-                bootstrap_servers=self._settings.kafka_bootstrap_servers,
+                **client_options(self._settings),
                 group_id=self._settings.ack_consumer_group,
                 enable_auto_commit=False,
                 auto_offset_reset="earliest",
@@ -87,7 +88,7 @@ class AckConsumer:
         first use needs ``rms topics create``. Unknown (cluster unreachable) counts as yes:
         the consumer's own failure then tells of the outage."""
         topic = self._settings.ack_topic
-        client = AIOKafkaClient(bootstrap_servers=self._settings.kafka_bootstrap_servers,
+        client = AIOKafkaClient(**client_options(self._settings),
                                 client_id=f"{self._settings.kafka_client_id}-acks-check")
         exists = False
         try:

@@ -19,6 +19,7 @@ from rms import metrics
 from rms.config import WorkerSettings
 from rms.kafka.failures import MissingTopics, PublishFailure, classify
 from rms.kafka.records import OutgoingRecord
+from rms.kafka.security import client_options
 
 log = structlog.get_logger(__name__)
 
@@ -53,7 +54,7 @@ def producer_options(settings: WorkerSettings) -> dict[str, Any]:
     acks: str | int = settings.kafka_acks if settings.kafka_acks == "all" else int(settings.kafka_acks)
     timeout_ms = int(settings.kafka_publish_timeout_seconds * 1000)
     return {
-        "bootstrap_servers": settings.kafka_bootstrap_servers,
+        **client_options(settings),
         "client_id": settings.kafka_client_id,
         "acks": acks,
         "enable_idempotence": settings.kafka_enable_idempotence,

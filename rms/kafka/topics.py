@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
@@ -32,10 +33,12 @@ def concrete_topics(patterns: Iterable[str]) -> list[str]:
     return sorted({p for p in patterns if "*" not in p})
 
 
-async def create_topics(bootstrap_servers: str, topics: Iterable[str], *,
+async def create_topics(client_options: dict[str, Any], topics: Iterable[str], *,
                         partitions: int = BROKER_DEFAULT,
                         replication_factor: int = BROKER_DEFAULT) -> list[TopicResult]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id="rms-topics")
+    """``client_options``: the bootstrap servers and connection options
+    (:func:`rms.kafka.security.client_options`)."""
+    admin = AIOKafkaAdminClient(**client_options, client_id="rms-topics")
     await admin.start()
     try:
         existing = set(await admin.list_topics())

@@ -47,13 +47,21 @@ class KafkaCluster:
     heap_mb: int = 256
     auto_create_topics: bool = True
     extra_settings: dict[str, str] = field(default_factory=dict)
+    # the clients' listener's security protocol; with TLS or SASL the cluster is watched for
+    # readiness over the plaintext internal listener
+    client_protocol: str = "PLAINTEXT"
+    extra_listeners: dict[str, str] = field(default_factory=dict)  # name: security protocol
+    format_args: list[str] = field(default_factory=list)  # e.g. --add-scram for SCRAM users
     nodes: list[KafkaNode] = field(default_factory=list)
     cluster_id: str = field(default_factory=new_cluster_id)
     started_in: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.nodes:
-            self.nodes = [KafkaNode(i, self.base_dir / f"node{i}", heap_mb=self.heap_mb)
+            self.nodes = [KafkaNode(i, self.base_dir / f"node{i}", heap_mb=self.heap_mb,
+                                    client_protocol=self.client_protocol,
+                                    extra_listeners=dict(self.extra_listeners),
+                                    format_args=list(self.format_args))
                           for i in range(1, self.size + 1)]
 
     @property
@@ -91,9 +99,16 @@ class KafkaCluster:
         """Every node's own client port, bypassing any proxy in front of an advertised one."""
         return ",".join(f"127.0.0.1:{node.port}" for node in self.nodes)
 
+    def listener_servers(self, name: str) -> str:
+        """Every node's port of the extra listener ``name``."""
+        return ",".join(f"127.0.0.1:{node.extra_ports[name]}" for node in self.nodes)
+
     def wait_ready(self, timeout: float = 60.0, nodes: list[KafkaNode] | None = None) -> float:
         expected = {node.node_id for node in (nodes or self.nodes)}
-        return wait_for_brokers(self.direct_servers, expected, timeout, self._dead_node)
+        servers = self.direct_servers
+        if self.client_protocol != "PLAINTEXT":
+            servers = ",".join(f"127.0.0.1:{node.internal_port}" for node in self.nodes)
+        return wait_for_brokers(servers, expected, timeout, self._dead_node)
 
     def stop(self, timeout: float = 15.0) -> None:
         for node in self.nodes:
@@ -166,11 +181,14 @@ class EmbeddedKafka(KafkaCluster):
     Without ``data_dir`` the broker keeps its log in a temporary folder removed on ``stop``."""
 
     def __init__(self, data_dir: Path | None = None, *, heap_mb: int = 384,
-                 auto_create_topics: bool = True, extra_settings: dict[str, str] | None = None) -> None:
+                 auto_create_topics: bool = True, extra_settings: dict[str, str] | None = None,
+                 client_protocol: str = "PLAINTEXT", extra_listeners: dict[str, str] | None = None,
+                 format_args: list[str] | None = None) -> None:
         self._temporary = data_dir is None
         base = Path(tempfile.mkdtemp(prefix="rms-kafka-")) if data_dir is None else data_dir
         super().__init__(base, size=1, heap_mb=heap_mb, auto_create_topics=auto_create_topics,
-                         extra_settings=extra_settings or {})
+                         extra_settings=extra_settings or {}, client_protocol=client_protocol,
+                         extra_listeners=extra_listeners or {}, format_args=format_args or [])
 
     @property
     def port(self) -> int:

@@ -40,8 +40,9 @@ def new_cluster_id() -> str:
 @dataclass
 class KafkaNode:
     """A KRaft node. Clients connect to ``port`` (advertised as ``advertised_port``, which a fault
-    proxy may own); brokers replicate over ``internal_port``; the quorum talks on
-    ``controller_port``."""
+    proxy may own) with ``client_protocol``, and to the ``extra_listeners`` (name: security
+    protocol) on ``extra_ports``; brokers replicate over ``internal_port`` and the quorum talks
+    on ``controller_port``, both in plaintext on loopback."""
 
     node_id: int
     data_dir: Path
@@ -53,6 +54,15 @@ class KafkaNode:
     process: subprocess.Popen[bytes] | None = None
     # run in the child before the JVM starts (``rms dev`` ties it to its own life with it)
     preexec_fn: Callable[[], None] | None = None
+    client_protocol: str = "PLAINTEXT"
+    extra_listeners: dict[str, str] = field(default_factory=dict)
+    extra_ports: dict[str, int] = field(default_factory=dict)
+    # more arguments of ``kafka-storage format`` (e.g. ``--add-scram`` for SCRAM users)
+    format_args: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for name in self.extra_listeners:
+            self.extra_ports.setdefault(name, free_port())
 
     @property
     def log_dir(self) -> Path:
@@ -68,15 +78,18 @@ class KafkaNode:
 
     def properties(self, voters: str, broker_settings: dict[str, str]) -> dict[str, str]:
         advertised = self.advertised_port or self.port
+        extra = "".join(f",{name}://127.0.0.1:{self.extra_ports[name]}" for name in self.extra_listeners)
+        protocols = "".join(f",{name}:{protocol}" for name, protocol in self.extra_listeners.items())
         return {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
             "controller.quorum.voters": voters,
             "listeners": (f"CLIENT://127.0.0.1:{self.port},INTERNAL://127.0.0.1:{self.internal_port},"
-                          f"CONTROLLER://127.0.0.1:{self.controller_port}"),
+                          f"CONTROLLER://127.0.0.1:{self.controller_port}{extra}"),
             "advertised.listeners": (f"CLIENT://127.0.0.1:{advertised},"
-                                     f"INTERNAL://127.0.0.1:{self.internal_port}"),
-            "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                                     f"INTERNAL://127.0.0.1:{self.internal_port}{extra}"),
+            "listener.security.protocol.map": (f"CLIENT:{self.client_protocol},INTERNAL:PLAINTEXT,"
+                                               f"CONTROLLER:PLAINTEXT{protocols}"),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "INTERNAL",
             "log.dirs": str(self.log_dir),
@@ -98,7 +111,8 @@ class KafkaNode:
             return None
         return subprocess.Popen(
             [*self._java(64), "kafka.tools.StorageTool", "format", "--ignore-formatted",
-             f"--cluster-id={cluster_id}", f"--config={config}"],  # an id may start with "-"
+             f"--cluster-id={cluster_id}", f"--config={config}",  # an id may start with "-"
+             *self.format_args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=self.data_dir,
         )
 

@@ -7,8 +7,8 @@ import asyncio
 from alembic import context
 from sqlalchemy import pool
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import create_async_engine
 
+from rms.store.database import ENGINE_URL, open_engine
 from rms.store.schema import metadata
 
 config = context.config
@@ -24,15 +24,14 @@ def _run(connection: Connection) -> None:
 async def _run_async() -> None:
     url = config.get_main_option("sqlalchemy.url")
     assert url, "sqlalchemy.url must be set by rms.store.migrate"
-    engine = create_async_engine(url, poolclass=pool.NullPool)
+    engine = open_engine(url, poolclass=pool.NullPool)
     async with engine.connect() as connection:
         await connection.run_sync(_run)
     await engine.dispose()
 
 
 if context.is_offline_mode():
-    context.configure(url=config.get_main_option("sqlalchemy.url"), target_metadata=metadata,
-                      literal_binds=True)
+    context.configure(url=ENGINE_URL, target_metadata=metadata, literal_binds=True)
     with context.begin_transaction():
         context.run_migrations()
 else:

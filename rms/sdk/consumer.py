@@ -61,6 +61,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from rms import tracing
 from rms.domain.trace import TraceContext
 from rms.kafka.ack_records import ack_value, signed_ack_headers
+from rms.kafka.security import KafkaSecurity as KafkaSecurity  # the SDK's name for it
 from rms.sdk import http
 from rms.signing import secret_key
 
@@ -251,17 +252,24 @@ class TopicAcker:
     was created): RMS applies only acks signed by the app they name, and only to the instance of
     the id created at ``created_at`` (the acknowledged record's ``rms-created-at``), so a
     replayed or late record never finishes a newer message that reuses the id. RMS checks the
-    ack asynchronously: ``ACKED`` means the broker holds it."""
+    ack asynchronously: ``ACKED`` means the broker holds it.
+
+    ``security`` is how to reach a cluster that requires TLS or SASL, e.g.
+    ``KafkaSecurity("SASL_SSL", ssl_cafile="ca.pem", sasl_mechanism="SCRAM-SHA-512",
+    sasl_username="points-service", sasl_password=...)``; the cluster's ACLs should let this
+    principal write the ack topic and nothing else RMS reads."""
 
     def __init__(self, bootstrap_servers: str, consumer_app: str, *, signing_secret: str,
-                 ack_topic: str = "rms.acks", producer: AIOKafkaProducer | None = None) -> None:
+                 ack_topic: str = "rms.acks", producer: AIOKafkaProducer | None = None,
+                 security: KafkaSecurity | None = None) -> None:
         secret_key(signing_secret)  # a malformed secret fails here, not at the first ack
         self._secret = signing_secret
         self._consumer_app = consumer_app
         self._topic = ack_topic
         self._owned = producer is None
+        options = (security or KafkaSecurity()).client_options()
         self._producer = producer or AIOKafkaProducer(bootstrap_servers=bootstrap_servers,
-                                                      enable_idempotence=False)
+                                                      enable_idempotence=False, **options)
         self._started = not self._owned
 
     async def ack(self, message_id: str, created_at: str | None = None) -> Ack:
@@ -286,10 +294,11 @@ class TopicAcker:
 
 def make_acker(mode: str, *, rms_url: str | None = None, api_key: str | None = None,
                bootstrap_servers: str | None = None, consumer_app: str | None = None,
-               signing_secret: str | None = None, ack_topic: str = "rms.acks") -> Acker:
+               signing_secret: str | None = None, ack_topic: str = "rms.acks",
+               security: KafkaSecurity | None = None) -> Acker:
     """``mode`` ``http`` (needs ``rms_url`` and ``api_key``) or ``topic`` (needs
     ``bootstrap_servers``, ``consumer_app``, the app name RMS knows the consumer by, and that
-    app's ``signing_secret``)."""
+    app's ``signing_secret``; ``security`` for a cluster with TLS or SASL)."""
     if mode == "http":
         return HttpAcker(rms_url, api_key)
     if mode == "topic":
@@ -297,7 +306,7 @@ def make_acker(mode: str, *, rms_url: str | None = None, api_key: str | None = N
             raise ValueError("topic acks need bootstrap_servers, consumer_app and the app's "
                              "signing_secret")
         return TopicAcker(bootstrap_servers, consumer_app, signing_secret=signing_secret,
-                          ack_topic=ack_topic)
+                          ack_topic=ack_topic, security=security)
     raise ValueError(f"ack mode must be 'http' or 'topic', not {mode!r}")
 
 

@@ -13,16 +13,21 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from rms import metrics
 from rms.config import WorkerSettings
+from rms.store.dburl import DatabaseUrlError, database_location, parse_database_url
+
+__all__ = ["DatabaseUrlError", "connect_failure", "create_engine", "database_location",
+           "open_engine"]
+ENGINE_URL = "postgresql+asyncpg://"  # the dialect; where to connect is the async creator's
 
 log = structlog.get_logger(__name__)
 
 
-def normalise_url(url: str) -> str:
-    """Accept plain ``postgresql://`` URLs too and use the asyncpg driver."""
-    for prefix in ("postgresql://", "postgres://"):
-        if url.startswith(prefix):
-            return "postgresql+asyncpg://" + url[len(prefix):]
-    return url
+def open_engine(url: str, *, connect_args: dict[str, Any] | None = None,
+                **engine_args: Any) -> AsyncEngine:
+    """An engine on ``RMS_DATABASE_URL`` as :mod:`rms.store.dburl` reads it (sockets, TLS):
+    asyncpg connects with the URL's libpq form, SQLAlchemy only pools the connections."""
+    return create_async_engine(ENGINE_URL, async_creator=parse_database_url(url).connector(
+        **(connect_args or {})), **engine_args)
 
 
 def _json_dumps(value: object) -> str:
@@ -31,8 +36,8 @@ def _json_dumps(value: object) -> str:
 
 def create_engine(settings: WorkerSettings, *, pool_size: int | None = None) -> AsyncEngine:
     """One engine per process. ``pool_timeout`` bounds the wait so overload answers 503."""
-    engine = create_async_engine(
-        normalise_url(settings.database_url),
+    engine = open_engine(
+        settings.database_url,
         pool_size=pool_size or settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
         pool_timeout=settings.db_pool_timeout_seconds,
@@ -86,27 +91,6 @@ def _end_leaked_transaction(dbapi_connection: Any, _record: Any) -> None:
         metrics.DB_CONNECTIONS_DISCARDED.labels("open-transaction").inc()
         log.warning("database.connection_discarded", reason="open-transaction", at="checkin")
         driver.terminate()
-
-
-class DatabaseUrlError(ValueError):
-    """``RMS_DATABASE_URL`` cannot be parsed (the message never repeats the URL: it may hold a
-    password)."""
-
-
-def database_location(url: str) -> str:
-    """``host:port/database`` of ``url``, without user or password, for messages and logs."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        parsed = make_url(url)
-        port = parsed.port or 5432
-    except (ArgumentError, ValueError) as exc:
-        reason = "not of the form postgresql+asyncpg://user:password@host:port/database"
-        if "port" in str(exc).lower() or "int()" in str(exc):
-            reason = "its port is not a number"
-        raise DatabaseUrlError(f"RMS_DATABASE_URL cannot be parsed: {reason}") from None
-    return f"{parsed.host or 'localhost'}:{port}/{parsed.database or ''}"
 
 
 def connect_failure(url: str, exc: BaseException) -> str:

@@ -9,15 +9,14 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 
-from rms.store.database import normalise_url
-
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
 
 def alembic_config(database_url: str) -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    config.set_main_option("sqlalchemy.url", normalise_url(database_url).replace("%", "%%"))
+    # env.py connects through rms.store.database.open_engine (the one reading of the URL)
+    config.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
     return config
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from fastapi import FastAPI
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from confirm_service.runtime import confirm_worker
 from rms.config import Settings
@@ -26,7 +26,7 @@ from rms.sdk.checkback import (
 )
 from rms.sdk.producer import Draft, RmsProducer
 from rms.sdk.signing import Verifier
-from rms.store.database import normalise_url
+from rms.store.database import open_engine
 from tests.confirm.helpers import drive
 from tests.confirm.servers import CallbackServer, Reply, free_port, serving
 from tests.support import Api, AppKeys, read_topic
@@ -36,7 +36,7 @@ from tests.support import Api, AppKeys, read_topic
 async def producer_db(database_url: str) -> AsyncIterator[AsyncEngine]:
     """The producer's own database (here the test's database; the barrier has its own
     table)."""
-    engine = create_async_engine(normalise_url(database_url), pool_size=4)
+    engine = open_engine(database_url, pool_size=4)
     yield engine
     await engine.dispose()
 

@@ -68,7 +68,8 @@ K8S_VERSIONS = ("1.27.0", "1.34.0")  # staging's and production's; CronJob timeZ
 SETTING = re.compile(r"(?<![A-Za-z0-9_])RMS_[A-Z0-9_]+")
 SHELL_RMS = re.compile(r"^\s*(?:exec\s+)?rms\s+([a-z][a-z-]*)", re.MULTILINE)
 TEST_SECRETS = {"RMS_DATABASE_URL": "postgresql+asyncpg://rms:test@db.invalid:5432/rms",
-                "RMS_ADMIN_TOKEN": "test-admin-token-not-secret"}
+                "RMS_ADMIN_TOKEN": "test-admin-token-not-secret",
+                "RMS_KAFKA_SASL_PASSWORD": ""}
 
 Obj = dict[str, Any]
 

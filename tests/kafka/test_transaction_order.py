@@ -42,7 +42,7 @@ async def test_a_failed_publish_in_the_middle_holds_the_rest_in_order(
     api = strict_api
     servers = api.settings.kafka_bootstrap_servers
     first, missing, third = f"orders.{unique}", f"billing.{unique}", f"audit.{unique}"
-    await create_topics(servers, [first, third])
+    await create_topics({"bootstrap_servers": servers}, [first, third])
     orders = await api.create_app("orders")
     ids = [f"m{n}-{unique}" for n in range(3)]
     body = {"transaction_id": f"tx-{unique}", "check_url": CHECK_PREFIX + "check",
@@ -81,7 +81,7 @@ async def test_a_failed_publish_in_the_middle_holds_the_rest_in_order(
         assert [e["event"] for e in await events(api, ids[2])].count("publish-failed") == 1
         assert await read_topic(servers, third, expect=1, timeout=1.0) == []
 
-        await create_topics(servers, [missing])
+        await create_topics({"bootstrap_servers": servers}, [missing])
 
         async def all_published() -> bool:
             return all([(await message(api, i))["delivery_count"] == 1 for i in ids])

@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import Column, MetaData, Table, Text, func, select
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.sdk.barrier import Barrier, BarrierClosed
-from rms.store.database import normalise_url
+from rms.store.database import open_engine
 
 metadata = MetaData()
 orders = Table("orders", metadata, Column("order_id", Text, primary_key=True))
@@ -21,7 +21,7 @@ orders = Table("orders", metadata, Column("order_id", Text, primary_key=True))
 @pytest.fixture
 async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
     """The producer's own database (a fresh one per test)."""
-    engine = create_async_engine(normalise_url(database_url), pool_size=4)
+    engine = open_engine(database_url, pool_size=4)
     async with engine.begin() as conn:
         await conn.run_sync(metadata.create_all)
     yield engine

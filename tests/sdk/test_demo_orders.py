@@ -18,7 +18,7 @@ import orjson
 import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from confirm_service.runtime import confirm_worker
 from rms.config import Settings
@@ -26,7 +26,7 @@ from rms.demo.orders import Config, barrier_rows, create_app, orders
 from rms.embedded import EmbeddedPostgres, free_port
 from rms.sdk.barrier import Barrier, BarrierClosed
 from rms.sdk.producer import RmsProducer
-from rms.store.database import normalise_url
+from rms.store.database import open_engine
 from rms.usecases.checkbacks import ConfirmWorker
 from tests.confirm.servers import serving
 from tests.support import Api, read_topic
@@ -52,7 +52,7 @@ def orders_db(postgres: EmbeddedPostgres) -> Iterator[str]:
 
 @pytest.fixture
 async def orders_engine(orders_db: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_async_engine(normalise_url(orders_db), pool_size=5)
+    engine = open_engine(orders_db, pool_size=5)
     yield engine
     await engine.dispose()
 
