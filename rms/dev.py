@@ -206,7 +206,8 @@ def _start(stack: Stack, *, demo: bool) -> None:
 
 def _create_topics(stack: Stack) -> None:
     """The dev topics, as ``rms topics create`` makes them (existing ones are kept)."""
-    results = asyncio.run(create_topics(stack.kafka.bootstrap_servers, DEV_TOPICS))
+    results = asyncio.run(create_topics({"bootstrap_servers": stack.kafka.bootstrap_servers},
+                                        DEV_TOPICS))
     for result in results:
         if result.outcome.startswith("failed"):
             raise DevError(f"cannot create topic {result.topic!r}: {result.outcome}")

@@ -20,6 +20,7 @@ from prometheus_client import REGISTRY
 
 from rms.config import Settings
 from rms.kafka.ack_records import signed_ack_headers
+from rms.kafka.security import client_options
 from rms.kafka.topics import create_topics
 from tests.conftest import ADMIN_TOKEN
 from tests.support import Api, AppKeys, eventually
@@ -120,8 +121,8 @@ async def test_poison_on_every_partition_causes_no_rebalance(settings: Settings,
     from message_service.app import create_app
 
     side = f"observer.{unique}"
-    await create_topics(settings.kafka_bootstrap_servers, [settings.ack_topic], partitions=2)
-    await create_topics(settings.kafka_bootstrap_servers, [side], partitions=1)
+    await create_topics(client_options(settings), [settings.ack_topic], partitions=2)
+    await create_topics(client_options(settings), [side], partitions=1)
     listener = Rebalances()
     app = create_app(settings)
     async with app.router.lifespan_context(app), replica(settings), \
