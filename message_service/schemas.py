@@ -265,7 +265,9 @@ class BlockedKeyStats(BaseModel):
     app: str = Field(description="the app of the message holding the key back")
     message_id: str = Field(description="the message holding the key back")
     reason: str = Field(description="dead (until an operator resolves it), publish-failed "
-                        "(waiting for its retry) or awaiting-redelivery (ack deadline passed)")
+                        "(waiting for its retry), awaiting-redelivery (ack deadline passed), "
+                        "scheduled (delayed, its deliver_after not come) or held-for-order "
+                        "(an earlier message of its transaction not yet published)")
     waiting: int = Field(description="later messages of the key not yet published")
 
 
@@ -278,8 +280,8 @@ class StatsOut(BaseModel):
         default_factory=list, description="sent messages whose last publish failed, waiting "
         "for their retry: by app, topic and reason")
     blocked_keys: list[BlockedKeyStats] = Field(
-        default_factory=list, description="ordered keys held back by one of their messages "
-        "(at most 100, by topic and key)")
+        default_factory=list, description="ordered keys (app, topic, key) held back by one "
+        "of their messages (at most 100, by app, topic and key)")
 
 
 class Problem(BaseModel):

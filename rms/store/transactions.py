@@ -174,14 +174,7 @@ class TransactionStore:
                 return _explain_miss(transaction_id, change, current, app, claim_token), False
             if checked is not None:
                 await self._checked(conn, transaction_id, actor, checked)
-            moved = (
-                update(messages)
-                .where(messages.c.transaction_id == transaction_id,
-                       messages.c.state == change.message.source.value)
-                .values(core_values(change.message)
-                        | ({"claim_token": f"publishing:{transaction_id}"}
-                           if change.publishing else {}))
-                .returning(*messages.c).cte("moved"))
+            moved = _move_members(transaction_id, change)
             await conn.execute(with_event(moved, event_of(change.message), actor,
                                           {"by": by.value, "transaction_id": transaction_id}))
             view = await self._view(conn, transaction_id)
@@ -290,6 +283,25 @@ class TransactionStore:
                    jsonb(full))
             .where(messages.c.transaction_id == transaction_id)
             .order_by(messages.c.transaction_position)))
+
+
+def _move_members(transaction_id: str, change: TransactionChange) -> Any:
+    """The change of every message of the transaction, as a CTE returning the changed rows.
+    A confirm numbers its ordered messages (``confirm_seq``) in their listed order: the
+    numbers are drawn in a sub-select sorted by position (PostgreSQL evaluates a volatile
+    output column after the sort), never in the order the ``UPDATE`` happens to visit rows."""
+    values = core_values(change.message) | (
+        {"claim_token": f"publishing:{transaction_id}"} if change.publishing else {})
+    members = [messages.c.transaction_id == transaction_id,
+               messages.c.state == change.message.source.value]
+    if "confirm_seq" in values:
+        numbered = (
+            select(messages.c.message_id, values["confirm_seq"].label("seq"))
+            .where(*members).order_by(messages.c.transaction_position)
+            .cte("numbered").prefix_with("MATERIALIZED"))
+        values["confirm_seq"] = numbered.c.seq
+        members.append(messages.c.message_id == numbered.c.message_id)
+    return update(messages).where(*members).values(values).returning(*messages.c).cte("moved")
 
 
 class ClaimLost(Exception):

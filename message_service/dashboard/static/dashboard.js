@@ -176,8 +176,10 @@
     $("blocked-table").tBodies[0].replaceChildren(...blocked);
     $("blocked").hidden = blocked.length === 0;
     const heldKeys = (stats.blocked_keys || []).map((held) => el("tr",
-      { "data-topic": held.topic, "data-key": held.key, "data-reason": held.reason },
-      el("td", { class: "k" }, held.topic), el("td", { class: "k" }, held.key),
+      { "data-app": held.app, "data-topic": held.topic, "data-key": held.key,
+        "data-reason": held.reason },
+      el("td", { class: "k" }, held.app), el("td", { class: "k" }, held.topic),
+      el("td", { class: "k" }, held.key),
       el("td", { class: "k" }, held.message_id),
       el("td", { class: "k hot" }, held.reason.replaceAll("-", " ")),
       countCell(held.waiting, true),
