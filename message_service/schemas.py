@@ -163,6 +163,30 @@ class TransactionOut(BaseModel):
     messages: list[MessageOut] = Field(description="in the transaction's order")
 
 
+class TransactionSummary(BaseModel):
+    """A transaction of the admin listing: the transaction object without its messages."""
+
+    transaction_id: str
+    app: str
+    state: str = Field(description="pending | confirmed | cancelled")
+    dead: bool
+    dead_reason: str | None = Field(description="check-exhausted | null")
+    check_count: int
+    check_url: str
+    max_checks: int
+    created_at: datetime
+    confirmed_at: datetime | None
+    cancelled_at: datetime | None
+    next_check_at: datetime | None
+    message_ids: list[str] = Field(description="its messages, in the transaction's order")
+    age_seconds: float = Field(description="since it was prepared (database clock)")
+
+
+class TransactionPage(BaseModel):
+    items: list[TransactionSummary]
+    next_cursor: str | None
+
+
 class EventOut(BaseModel):
     at: datetime
     event: str

@@ -126,7 +126,12 @@ LIMIT :limit
 
 
 def encode_cursor(message: Message) -> str:
-    raw = orjson.dumps([message.created_at.isoformat(), message.message_id])
+    return encode_key(message.created_at, message.message_id)
+
+
+def encode_key(created_at: datetime, row_id: str) -> str:
+    """A keyset cursor: the ``(created_at, id)`` of the last row of a page."""
+    raw = orjson.dumps([created_at.isoformat(), row_id])
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 

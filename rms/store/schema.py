@@ -167,6 +167,7 @@ transactions = Table(
         postgresql_where=text("state = 'pending' AND NOT dead"),
     ),
     Index("transactions_app_state", "app", "state"),
+    Index("transactions_created", "created_at", "transaction_id"),
 )
 
 message_events = Table(

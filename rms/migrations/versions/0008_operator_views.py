@@ -1,7 +1,8 @@
-"""What retention did, for Prometheus: one ``retention_status`` row that every ``rms retention
-run`` updates (last run, last success and failure, totals of runs, failures and messages
-removed and archived) and the API's ``/metrics`` exports. Nothing existing changes; the row
-appears with the first run.
+"""What operators see: what retention did, for Prometheus (one ``retention_status`` row that
+every ``rms retention run`` updates: last run, last success and failure, totals of runs,
+failures and messages removed and archived; the API's ``/metrics`` exports it), and the index
+of the admin listing of transactions (oldest first, a keyset cursor). Nothing existing
+changes; the row appears with the first run.
 
 Revision ID: 0008
 Revises: 0007
@@ -38,7 +39,9 @@ def upgrade() -> None:
                   server_default=sa.text("0")),
         sa.CheckConstraint("id = 1", name="retention_status_one_row"),
     )
+    op.create_index("transactions_created", "transactions", ["created_at", "transaction_id"])
 
 
 def downgrade() -> None:
+    op.drop_index("transactions_created", table_name="transactions")
     op.drop_table("retention_status")
