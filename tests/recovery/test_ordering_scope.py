@@ -52,13 +52,13 @@ def _ids(records: list[ConsumerRecord[bytes, bytes]]) -> list[str | None]:
 
 
 async def test_an_ordered_member_waits_for_a_delayed_earlier_member(
-        api: Api, worker: RecoveryWorker, unique: str) -> None:
+        api: Api, worker: RecoveryWorker, sql: SqlHelper, unique: str) -> None:
     plain, ordered = f"plain.{unique}", f"ordered.{unique}"
     orders = await _app(api, "orders", [ordered])
     ids = [f"{n}-{unique}" for n in ("a", "b", "c")]
     body = {"transaction_id": f"tx-{unique}", "check_url": CHECK_PREFIX + "check",
             "messages": [
-                {"message_id": ids[0], "topic": plain, "payload": {"n": 0}, "delay_seconds": 2},
+                {"message_id": ids[0], "topic": plain, "payload": {"n": 0}, "delay_seconds": 600},
                 {"message_id": ids[1], "topic": ordered, "key": "k", "payload": {"n": 1}},
                 {"message_id": ids[2], "topic": plain, "payload": {"n": 2}}]}
     assert (await api.post(orders, "/v1/transactions", json=body)).status_code == 201
@@ -66,7 +66,7 @@ async def test_an_ordered_member_waits_for_a_delayed_earlier_member(
     assert confirmed.status_code == 200, confirmed.text
     later = await _confirmed(api, orders, ordered, "k")  # the same key, behind the member
 
-    for _ in range(4):  # before the delay ends: neither the member nor its key goes
+    for _ in range(4):  # while the first member waits: neither the ordered one nor its key goes
         await worker.tick()
         await asyncio.sleep(0.1)
     assert [(await message(api, i))["delivery_count"] for i in ids] == [0, 0, 0]
@@ -74,6 +74,10 @@ async def test_an_ordered_member_waits_for_a_delayed_earlier_member(
     assert await _blocked_keys(api) == [{"topic": ordered, "key": "k", "app": "orders",
                                          "message_id": ids[1], "reason": "held-for-order",
                                          "waiting": 1}]
+
+    # the delay ends: the members go in their order, then the key's later message
+    await sql.execute("UPDATE messages SET deliver_after = now(), next_delivery_at = now() "
+                      "WHERE message_id = :m", m=ids[0])
 
     async def all_published() -> bool:
         return all([(await message(api, i))["delivery_count"] >= 1 for i in [*ids, later]])
