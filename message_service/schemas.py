@@ -161,6 +161,30 @@ class TransactionOut(BaseModel):
     messages: list[MessageOut] = Field(description="in the transaction's order")
 
 
+class TransactionSummary(BaseModel):
+    """A transaction of the admin listing: the transaction object without its messages."""
+
+    transaction_id: str
+    app: str
+    state: str = Field(description="pending | confirmed | cancelled")
+    dead: bool
+    dead_reason: str | None = Field(description="check-exhausted | null")
+    check_count: int
+    check_url: str
+    max_checks: int
+    created_at: datetime
+    confirmed_at: datetime | None
+    cancelled_at: datetime | None
+    next_check_at: datetime | None
+    message_ids: list[str] = Field(description="its messages, in the transaction's order")
+    age_seconds: float = Field(description="since it was prepared (database clock)")
+
+
+class TransactionPage(BaseModel):
+    items: list[TransactionSummary]
+    next_cursor: str | None
+
+
 class EventOut(BaseModel):
     at: datetime
     event: str
@@ -263,7 +287,9 @@ class BlockedKeyStats(BaseModel):
     app: str = Field(description="the app of the message holding the key back")
     message_id: str = Field(description="the message holding the key back")
     reason: str = Field(description="dead (until an operator resolves it), publish-failed "
-                        "(waiting for its retry) or awaiting-redelivery (ack deadline passed)")
+                        "(waiting for its retry), awaiting-redelivery (ack deadline passed), "
+                        "scheduled (delayed, its deliver_after not come) or held-for-order "
+                        "(an earlier message of its transaction not yet published)")
     waiting: int = Field(description="later messages of the key not yet published")
 
 
@@ -276,8 +302,8 @@ class StatsOut(BaseModel):
         default_factory=list, description="sent messages whose last publish failed, waiting "
         "for their retry: by app, topic and reason")
     blocked_keys: list[BlockedKeyStats] = Field(
-        default_factory=list, description="ordered keys held back by one of their messages "
-        "(at most 100, by topic and key)")
+        default_factory=list, description="ordered keys (app, topic, key) held back by one "
+        "of their messages (at most 100, by app, topic and key)")
 
 
 class Problem(BaseModel):

@@ -141,6 +141,9 @@ class RetentionSettings(BaseSettings):
     retention_batch_size: int = Field(default=5000, ge=1)
     retention_pause_seconds: float = Field(default=0.0, ge=0)
     retention_archive_dir: str | None = None
+    # permission bits of the archive's files (octal; folders add the search bit where the
+    # files can be read): owner-only by default, since archived messages hold full payloads
+    retention_archive_file_mode: str = Field(default="0600", pattern=r"^0?[0-7]{3}$")
 
 
 class Settings(WorkerSettings, RetentionSettings):

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 TRANSITIONS = Counter("rms_transitions_total", "State transitions applied", ["event"])
 PUBLISHES = Counter("rms_publishes_total", "Records accepted by the broker")
@@ -55,3 +61,53 @@ DB_CONNECTIONS_DISCARDED = Counter("rms_db_connections_discarded_total",
                                    "Pooled database connections closed because they were unusable "
                                    "(open-transaction: left inside a transaction nobody owns)",
                                    ["reason"])
+
+
+
+@dataclass(frozen=True)
+class RetentionFigures:
+    """What ``rms retention run`` recorded in the database (``retention_status``)."""
+
+    last_run_at: datetime | None = None
+    last_success_at: datetime | None = None
+    last_failure_at: datetime | None = None
+    runs: int = 0
+    failures: int = 0
+    messages_removed: int = 0
+    messages_archived: int = 0
+    events_removed: int = 0
+
+
+class RetentionCollector(Collector):
+    """Retention runs as a CLI job (no process to scrape): each run writes its figures to the
+    database and the API exports the latest ones at every scrape of /metrics."""
+
+    def __init__(self) -> None:
+        self.figures: RetentionFigures | None = None  # None: not read (yet) in this process
+
+    def collect(self) -> Iterator[Metric]:
+        found = self.figures
+        if found is None:
+            return
+        for name, text, moment in (
+                ("last_run", "When the last retention run ended", found.last_run_at),
+                ("last_success", "When the last successful retention run ended",
+                 found.last_success_at),
+                ("last_failure", "When the last failed retention run ended",
+                 found.last_failure_at)):
+            if moment is not None:
+                yield GaugeMetricFamily(f"rms_retention_{name}_timestamp_seconds",
+                                        f"{text} (Unix time)", value=moment.timestamp())
+        for name, text, value in (
+                ("runs", "Retention runs (dry runs excluded)", found.runs),
+                ("failures", "Retention runs that failed (the next run resumes)",
+                 found.failures),
+                ("messages_removed", "Finished messages retention removed", found.messages_removed),
+                ("messages_archived", "Of them, written to the archive first",
+                 found.messages_archived),
+                ("events_removed", "Events retention removed with them", found.events_removed)):
+            yield CounterMetricFamily(f"rms_retention_{name}", text, value=value)
+
+
+RETENTION = RetentionCollector()
+REGISTRY.register(RETENTION)

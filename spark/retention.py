@@ -20,7 +20,9 @@ With an archive, each batch is, in this order:
    the day manifests (``spark.archive``);
 4. deleted: exactly the journaled ids, in one transaction. Events that appeared after step 1
    (a late publish outcome) are deleted with the batch and written to the batch's ``-late``
-   file before the commit;
+   file before the commit; the last delete names every event id it removes (the journaled
+   ones and the late ones just written), so an event committed while the transaction runs is
+   never deleted unarchived: it stays, and a later run archives it as an orphan;
 5. un-journaled.
 
 A run that dies anywhere resumes on the next run, which first finishes the journaled batch:
@@ -33,6 +35,7 @@ one run works at a time (a PostgreSQL advisory lock); a second one exits at once
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -42,9 +45,12 @@ from pathlib import Path
 from typing import Any
 
 from spark.archive import (
+    PRIVATE,
     Journal,
+    Modes,
     clear_journal,
     day_dir,
+    make_dirs,
     read_journal,
     remove_files,
     write_journal,
@@ -92,12 +98,20 @@ DELETE FROM message_events AS e
 WHERE e.message_id = ANY($1::text[]) AND NOT (e.id = ANY($2::bigint[]))
 RETURNING {select_list(EVENT_COLUMNS, "e")}
 """
-# the events of the deleted messages, and journaled orphans (events whose message is gone)
+# without an archive: the events of the deleted messages, and journaled orphans
 _DELETE_EVENTS = """
 DELETE FROM message_events AS e
 WHERE e.message_id = ANY($1::text[])
    OR (e.id = ANY($2::bigint[])
        AND NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.message_id = e.message_id))
+"""
+# with an archive: only the events archived (journaled or just written as late ones), each of
+# a deleted message or an orphan; an event committed after the late ones were read stays
+_DELETE_ARCHIVED_EVENTS = """
+DELETE FROM message_events AS e
+WHERE e.id = ANY($2::bigint[])
+  AND (e.message_id = ANY($1::text[])
+       OR NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.message_id = e.message_id))
 """
 # a transaction finished before the cutoff goes once none of its messages is left (its messages
 # carry transaction_id and transaction_position into the archive)
@@ -136,6 +150,7 @@ class RetentionRequest:
     older_than: timedelta | None = None  # from the database clock; or:
     before: datetime | None = None  # an explicit cutoff
     archive: Path | None = None
+    modes: Modes = PRIVATE  # permission bits of the archive's files and folders
     batch_size: int = 5000
     pause_seconds: float = 0.0
     dry_run: bool = False
@@ -145,6 +160,7 @@ class RetentionRequest:
 class RetentionResult:
     cutoff: datetime
     messages: int = 0
+    archived: int = 0  # of them, written to the archive first
     events: int = 0
     batches: int = 0
     late_events: int = 0
@@ -203,6 +219,8 @@ class Retention:
         self.result = RetentionResult(cutoff=cutoff)
         self._clock = clock
         self._stamp = clock.strftime("%Y%m%dT%H%M%S%fZ")
+        self._modes = request.modes
+        self._written: dict[str, int] = {}  # rows of each file this run wrote
 
     async def run(self) -> RetentionResult:
         if self._archive is not None:
@@ -243,9 +261,9 @@ class Retention:
                     at: datetime = row["at"]
                     rows[f"{day_dir(Path(), at.date())}/events/part-{name}.parquet"].append(row)
                 journal = Journal(name, [], ids, sorted(rows), [])
-                write_journal(self._archive, journal)
+                write_journal(self._archive, journal, self._modes)
                 for file, file_rows in rows.items():
-                    write_parquet(self._archive / file, "events", file_rows)
+                    self._write(file, "events", file_rows)
                 await self.finish(journal)
             self.result.batches += 1
             self.result.orphan_events += len(ids)
@@ -280,11 +298,16 @@ class Retention:
         rows, files, late = _batch_files(batch)
         journal = Journal(batch.name, batch.message_ids, [int(r["id"]) for r in batch.events],
                           files, late)
-        write_journal(self._archive, journal)
+        write_journal(self._archive, journal, self._modes)
         for name in files:
-            write_parquet(self._archive / name, name.split("/")[1], rows[name])
+            self._write(name, name.split("/")[1], rows[name])
         self._write_manifests(files)
         return journal
+
+    def _write(self, name: str, table: str, rows: Sequence[Any]) -> None:
+        assert self._archive is not None
+        write_parquet(self._archive / name, table, rows, self._modes)
+        self._written[name] = len(rows)
 
     async def finish(self, journal: Journal) -> None:
         """Steps 4 and 5 (also the resumption of a journaled batch whose files are all there)."""
@@ -299,14 +322,18 @@ class Retention:
         the commit), then their other events."""
         async with self._conn.transaction():
             gone = [r["message_id"] for r in await self._conn.fetch(_DELETE_MESSAGES, message_ids)]
-            if self._archive is not None:
+            if self._archive is None:
+                status: str = await self._conn.execute(_DELETE_EVENTS, gone, event_ids)
+            else:
                 late = await self._conn.fetch(_DELETE_LATE_EVENTS, gone, event_ids)
                 self._write_late(late, late_files)
                 self.result.late_events += len(late)
                 self.result.events += len(late)
-            status: str = await self._conn.execute(_DELETE_EVENTS, gone, event_ids)
+                status = await self._conn.execute(_DELETE_ARCHIVED_EVENTS, gone, event_ids)
             self.result.events += int(status.split()[-1])
             self.result.messages += len(gone)
+            if self._archive is not None:
+                self.result.archived += len(gone)
 
     def _write_late(self, late: Sequence[Any], late_files: list[str]) -> None:
         """Late events to the ``-late`` file of their message's day (rewritten whole on every
@@ -320,7 +347,7 @@ class Retention:
         for row in late:
             by_file[late_of_day[day_of[row["message_id"]]]].append(row)
         for name, rows in by_file.items():
-            write_parquet(self._archive / name, "events", rows)
+            self._write(name, "events", rows)
 
     def _message_days(self, late_files: list[str]) -> dict[str, str]:
         """Message id -> its day directory, read back from the batch's message files."""
@@ -341,7 +368,9 @@ class Retention:
             stamp = date.fromisoformat(day.removeprefix("day="))
             directory = day_dir(self._archive, stamp)
             if directory.is_dir():
-                write_manifest(directory, stamp, self._clock)
+                written = {name.split("/", 1)[1]: rows for name, rows in self._written.items()
+                           if name.split("/")[0] == day}
+                write_manifest(directory, stamp, self._clock, written, self._modes)
                 if day not in self.result.days:
                     self.result.days.append(day)
 
@@ -369,16 +398,67 @@ async def _cutoff(conn: Any, request: RetentionRequest) -> tuple[datetime, datet
     return clock - request.older_than, clock
 
 
+# one row (see rms.store.schema.retention_status), exported by the API's /metrics
+_RECORD_RUN = """
+INSERT INTO retention_status AS s (id, last_run_at, last_success_at, last_failure_at,
+    runs_total, failures_total, messages_removed_total, messages_archived_total,
+    events_removed_total)
+VALUES (1, now(), CASE WHEN $1 THEN now() END, CASE WHEN $1 THEN NULL ELSE now() END, 1,
+        CASE WHEN $1 THEN 0 ELSE 1 END, $2, $3, $4)
+ON CONFLICT (id) DO UPDATE SET
+    last_run_at = now(),
+    last_success_at = CASE WHEN $1 THEN now() ELSE s.last_success_at END,
+    last_failure_at = CASE WHEN $1 THEN s.last_failure_at ELSE now() END,
+    runs_total = s.runs_total + 1,
+    failures_total = s.failures_total + CASE WHEN $1 THEN 0 ELSE 1 END,
+    messages_removed_total = s.messages_removed_total + $2,
+    messages_archived_total = s.messages_archived_total + $3,
+    events_removed_total = s.events_removed_total + $4
+"""
+
+
+async def _record(conn: Any, ok: bool, result: RetentionResult | None) -> None:
+    """Count the run for /metrics; a database that cannot take it (down, or not migrated)
+    changes nothing about the run itself."""
+    import asyncpg
+
+    done = result or RetentionResult(cutoff=datetime.now(UTC))
+    with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
+        await conn.execute(_RECORD_RUN, ok, done.messages, done.archived, done.events)
+
+
+async def _record_failure(request: RetentionRequest, result: RetentionResult | None) -> None:
+    import asyncpg
+
+    try:
+        conn = await asyncpg.connect(asyncpg_dsn(request.database_url), timeout=5)
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError):
+        return
+    try:
+        await _record(conn, False, result)
+    finally:
+        await conn.close()
+
+
 async def _run(request: RetentionRequest) -> RetentionResult:
     import asyncpg
 
     conn = await asyncpg.connect(asyncpg_dsn(request.database_url),
                                  server_settings={"application_name": "rms-retention"})
+    retention: Retention | None = None
     try:
         if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", LOCK_KEY):
             raise ReportError("another retention run is in progress (advisory lock held)")
         cutoff, clock = await _cutoff(conn, request)
-        return await Retention(conn, request, cutoff, clock).run()
+        retention = Retention(conn, request, cutoff, clock)
+        result = await retention.run()
+        if not request.dry_run:
+            await _record(conn, True, result)
+        return result
+    except (ReportError, asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
+        if retention is not None and not request.dry_run:  # what it removed still counts
+            await _record_failure(request, retention.result)
+        raise
     finally:
         await conn.close()  # also releases the advisory lock
 
@@ -392,6 +472,6 @@ def run_retention(request: RetentionRequest) -> RetentionResult:
     if request.archive is not None:
         if request.archive.exists() and not request.archive.is_dir():
             raise UsageError(f"--archive {request.archive} exists and is not a directory")
-        request.archive.mkdir(parents=True, exist_ok=True)
+        make_dirs(request.archive, request.modes)
     return asyncio.run(_run(request))
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from rms.config import RetentionSettings, config_problem
+from spark.archive import Modes
 from spark.options import (
     ReportError,
     UsageError,
@@ -58,6 +59,7 @@ def _request(args: argparse.Namespace) -> RetentionRequest:
     before = parse_instant(args.before, "--before") if args.before else None
     return RetentionRequest(
         database_url=database_url(args.database_url),
+        modes=Modes(int(settings.retention_archive_file_mode, 8)),
         older_than=None if before else parse_age(args.older_than or settings.retention_older_than),
         before=before,
         archive=archive,

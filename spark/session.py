@@ -10,17 +10,46 @@ partitions per core unless ``--conf spark.sql.shuffle.partitions=N`` says otherw
 memory does not grow with the history. The JDBC jar goes on ``spark.jars``; under
 ``spark-submit`` pass it with ``--jars`` instead (the driver's class path is fixed before this
 code runs).
+
+When this process starts the JVM, the JVM's standard error goes through a filter that drops
+its start-up notices (the incubator-module warning, the native-Hadoop notice and Spark's
+default log4j banner), so ``rms report`` prints its one-line result and nothing before it;
+every other line (warnings and errors of the run) passes through unchanged.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
+import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 APP_NAME = "rms-report"
+
+# what the JVM and Spark print when a local driver starts: nothing an operator acts on
+START_UP_NOISE = (
+    re.compile(r"^WARNING: Using incubator modules: "),
+    re.compile(r" WARN NativeCodeLoader: Unable to load native-hadoop library"),
+    re.compile(r"^Using Spark's default log4j profile: "),
+    re.compile(r'^Setting default log level to "'),
+    re.compile(r"^To adjust logging level use sc\.setLogLevel\("),
+)
+
+
+def is_start_up_noise(line: str) -> bool:
+    return any(pattern.search(line) for pattern in START_UP_NOISE)
+
+
+def forward_lines(lines: Iterable[bytes], write: Any) -> None:
+    """Every line but the start-up notices, as it comes."""
+    for raw in lines:
+        line = raw.decode("utf-8", errors="replace")
+        if not is_start_up_noise(line):
+            write(line)
 
 
 @dataclass(frozen=True)
@@ -64,9 +93,36 @@ def session_conf(settings: SessionSettings) -> dict[str, str]:
     return conf | settings.conf | {"spark.sql.session.timeZone": "UTC"}
 
 
+def _start_quiet_jvm(conf: dict[str, str]) -> None:
+    """Start the JVM gateway with its standard error filtered (see the module docstring);
+    nothing when a gateway exists already (a session started before, or ``spark-submit``)."""
+    from subprocess import PIPE
+
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    spark_conf = SparkConf(loadDefaults=False).setAppName(APP_NAME)
+    for key, value in conf.items():
+        spark_conf.set(key, value)
+    gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": PIPE})  # type: ignore[no-untyped-call]
+    process = gateway.proc
+    if process is not None and process.stderr is not None:
+        def write(line: str) -> None:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+
+        threading.Thread(target=forward_lines, args=(iter(process.stderr.readline, b""), write),
+                         name="jvm-stderr", daemon=True).start()
+    SparkContext._ensure_initialized(gateway=gateway)
+
+
 def build_session(settings: SessionSettings) -> Any:
     from pyspark.sql import SparkSession
 
+    if settings.launched_here:
+        _start_quiet_jvm(session_conf(settings))
     builder = SparkSession.builder.appName(APP_NAME)
     for key, value in session_conf(settings).items():
         builder = builder.config(key, value)

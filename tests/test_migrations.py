@@ -40,7 +40,8 @@ def test_upgrade_from_empty_matches_models(postgres: EmbeddedPostgres) -> None:
     assert _diff(postgres.url(name)) == []
     tables = postgres.psql("SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables "
                            "WHERE schemaname = 'public'", name).strip()
-    assert tables == "alembic_version,apps,message_events,messages,ordering_keys,transactions"
+    assert tables == ("alembic_version,apps,message_events,messages,ordering_keys,"
+                      "retention_status,transactions")
 
 
 def test_due_work_uses_partial_indexes(postgres: EmbeddedPostgres) -> None:
@@ -121,3 +122,47 @@ def test_transactions_migration_carries_existing_messages_over(postgres: Embedde
 
     assert asyncio.run(run()) == ("sent", ["old-2"])
     assert postgres.psql("SELECT count(*) FROM transactions", name).strip() == "0"
+
+
+def test_ordering_per_app_migration_ends_leases_and_keys_each_apps_messages(
+        postgres: EmbeddedPostgres) -> None:
+    """A database of the release with keys per (topic, key): after the upgrade the leases in
+    flight are gone, and the queued ordered messages of two apps sharing a topic and key are
+    two keys, each in its confirm order."""
+    from rms.store.database import normalise_url
+    from rms.store.sequencing import Key, SequencingStore
+
+    name = f"m_{uuid.uuid4().hex[:12]}"
+    postgres.create_database(name)
+    upgrade(postgres.url(name), "0006")
+    postgres.psql(
+        "INSERT INTO apps (name, api_key_hash, signing_secret, ordered_topics) VALUES "
+        "('orders', 'h1', 's', '{ledger}'), ('billing', 'h2', 's', '{ledger}');"
+        "INSERT INTO messages (message_id, app, topic, key, payload, state, "
+        "check_after_seconds, max_checks, ack_timeout_seconds, max_deliveries, ordered, "
+        "confirm_seq, next_delivery_at) SELECT 'm' || n, "
+        "CASE WHEN n % 2 = 0 THEN 'orders' ELSE 'billing' END, 'ledger', 'k', '{}', 'sent', "
+        "10, 15, 60, 6, true, nextval('messages_confirm_seq'), now() - interval '1 second' "
+        "FROM generate_series(1, 4) AS n;"
+        "INSERT INTO ordering_keys (topic, key, lease_token, lease_until) "
+        "VALUES ('ledger', 'k', 'old-worker', now() + interval '1 hour')", name)
+
+    upgrade(postgres.url(name))
+
+    assert postgres.psql("SELECT count(*) FROM ordering_keys", name).strip() == "0"
+
+    async def run() -> tuple[list[Key], dict[Key, list[str]]]:
+        engine = create_async_engine(normalise_url(postgres.url(name)))
+        try:
+            store = SequencingStore(engine)
+            keys = await store.lease_keys(limit=10, token="t", lease_seconds=30)
+            queues = await store.queues("t", 10)
+            return sorted(keys, key=lambda k: k.app), {
+                key: [q.message.message_id for q in queue] for key, queue in queues.items()}
+        finally:
+            await engine.dispose()
+
+    keys, queues = asyncio.run(run())
+    assert keys == [Key("billing", "ledger", "k"), Key("orders", "ledger", "k")]
+    assert queues == {Key("billing", "ledger", "k"): ["m1", "m3"],
+                      Key("orders", "ledger", "k"): ["m2", "m4"]}

@@ -6,7 +6,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from rms.domain.models import Message
-from rms.domain.ordering import run_of
+from rms.domain.ordering import Queued, run_of
 from rms.domain.states import DeadReason, State
 
 NOW = datetime(2026, 11, 25, tzinfo=UTC)
@@ -30,30 +30,40 @@ def _ids(found: tuple[list[Message], Message | None]) -> tuple[list[str], str | 
 
 
 def test_due_messages_go_in_order_past_published_ones() -> None:
-    queue = [(_message(1, deliveries=1), False), (_message(2), True), (_message(3), True)]
+    queue = [Queued(_message(1, deliveries=1), False), Queued(_message(2), True),
+             Queued(_message(3), True)]
     assert _ids(run_of(queue)) == (["m2", "m3"], None)
 
 
 def test_a_failed_publish_waiting_for_its_retry_holds_the_key() -> None:
-    queue = [(_message(1), False), (_message(2), True)]
+    queue = [Queued(_message(1), False), Queued(_message(2), True)]
     assert _ids(run_of(queue)) == ([], "m1")
 
 
 def test_an_overdue_message_is_redelivered_before_later_ones() -> None:
-    queue = [(_message(1, deliveries=1), True), (_message(2), True)]
+    queue = [Queued(_message(1, deliveries=1), True), Queued(_message(2), True)]
     assert _ids(run_of(queue)) == (["m1", "m2"], None)
 
 
 def test_a_dead_message_holds_the_key_and_a_claim_in_flight_too() -> None:
-    dead = [(_message(1, deliveries=6, dead=True), False), (_message(2), True)]
+    dead = [Queued(_message(1, deliveries=6, dead=True), False), Queued(_message(2), True)]
     assert _ids(run_of(dead)) == ([], "m1")
-    in_flight = [(_message(1, deliveries=1, claimed=True), False), (_message(2), True)]
+    in_flight = [Queued(_message(1, deliveries=1, claimed=True), False),
+                 Queued(_message(2), True)]
     assert _ids(run_of(in_flight)) == ([], "m1")
-    expired = [(_message(1, deliveries=1, claimed=True), True), (_message(2), True)]
+    expired = [Queued(_message(1, deliveries=1, claimed=True), True), Queued(_message(2), True)]
     assert _ids(run_of(expired)) == (["m1", "m2"], None)
 
 
 def test_messages_held_back_go_right_after_the_one_before_them() -> None:
     resent = replace(_message(1, deliveries=6), delivery_base=6)
-    queue = [(resent, True), (_message(2), False), (_message(3), False)]
+    queue = [Queued(resent, True), Queued(_message(2), False), Queued(_message(3), False)]
     assert _ids(run_of(queue)) == (["m1", "m2", "m3"], None)
+
+
+def test_a_delayed_message_holds_its_key_until_its_time_even_right_after_a_publish() -> None:
+    head = [Queued(_message(1), False, scheduled=True), Queued(_message(2), True)]
+    assert _ids(run_of(head)) == ([], "m1")
+    behind = [Queued(_message(1), True), Queued(_message(2), False, scheduled=True),
+              Queued(_message(3), False)]
+    assert _ids(run_of(behind)) == (["m1"], "m2")

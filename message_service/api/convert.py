@@ -11,6 +11,7 @@ from message_service.schemas import AppCredentialsOut, AppOut, EventOut, Message
 from rms.domain.models import App, Message, MessageEvent
 from rms.domain.transactions import TransactionView
 from rms.store.apps import Credentials
+from rms.store.transactions import ListedTransaction
 
 
 def message_out(m: Message) -> MessageOut:
@@ -45,6 +46,19 @@ def transaction_fields(view: TransactionView) -> dict[str, Any]:
         "created_at": t.created_at, "confirmed_at": t.confirmed_at,
         "cancelled_at": t.cancelled_at, "next_check_at": t.next_check_at,
         "messages": [message_fields(m) for m in view.messages],
+    }
+
+
+def transaction_summary(listed: ListedTransaction) -> dict[str, Any]:
+    """A row of the admin listing (the fields of ``TransactionSummary``)."""
+    t = listed.transaction
+    return {
+        "transaction_id": t.transaction_id, "app": t.app, "state": t.state.value,
+        "dead": t.dead, "dead_reason": t.dead_reason.value if t.dead_reason else None,
+        "check_count": t.check_count, "check_url": t.check_url, "max_checks": t.max_checks,
+        "created_at": t.created_at, "confirmed_at": t.confirmed_at,
+        "cancelled_at": t.cancelled_at, "next_check_at": t.next_check_at,
+        "message_ids": list(t.message_ids), "age_seconds": listed.age_seconds,
     }
 
 

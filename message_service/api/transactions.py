@@ -3,15 +3,24 @@ cancel by hand (operator)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Path, Request, Response
+from typing import Annotated
 
-from message_service.api.convert import transaction_response
+from fastapi import APIRouter, Path, Query, Request, Response
+
+from message_service.api.convert import json_response, transaction_response, transaction_summary
 from message_service.api.messages import ERRORS
 from message_service.deps import AdminActor, CurrentApp, RequestTrace, ServicesDep
 from message_service.limits import LIMIT_RESPONSES, RATE_LIMIT, pending_places
-from message_service.schemas import MessageId, TransactionOut, TransactionRequest
+from message_service.schemas import (
+    MessageId,
+    TransactionOut,
+    TransactionPage,
+    TransactionRequest,
+)
 from message_service.strict_json import StrictJsonRoute
 from rms.domain.ids import MESSAGE_ID_PATTERN
+from rms.domain.transactions import TransactionState
+from rms.store.transactions import TransactionFilter
 
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/transactions",
                    tags=["transactions"], dependencies=[RATE_LIMIT], responses=LIMIT_RESPONSES)
@@ -52,6 +61,24 @@ async def get(app: CurrentApp, wired: ServicesDep,
               transaction_id: MessageId = IdPath) -> Response:
     """One of the app's transactions, with its messages in order."""
     return transaction_response(await wired.transactions.get(transaction_id, app=app))
+
+
+@admin_router.get("", response_model=TransactionPage, responses=ERRORS)
+async def admin_list(
+    _: AdminActor,
+    wired: ServicesDep,
+    state: TransactionState | None = None,
+    dead: bool | None = None,
+    app: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: str | None = None,
+) -> Response:
+    """Transactions of any app matching the filters, oldest first, a page at a time (each
+    without its messages: ``message_ids`` lists them)."""
+    found, next_cursor = await wired.transactions.search(
+        TransactionFilter(state, dead, app), limit, cursor)
+    return json_response({"items": [transaction_summary(t) for t in found],
+                          "next_cursor": next_cursor})
 
 
 @admin_router.get("/{transaction_id}", response_model=TransactionOut, responses=ERRORS)

@@ -14,8 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from rms.domain.errors import Invalid
 from rms.domain.models import Message
 from rms.domain.states import Event, State
+from rms.metrics import RetentionFigures
 from rms.store.rows import to_message
-from rms.store.schema import message_events, messages
+from rms.store.schema import message_events, messages, retention_status
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +62,11 @@ class BlockedPublishes:
 
 @dataclass(frozen=True)
 class BlockedKey:
-    """An ordered key held back by ``message_id``: ``dead`` (until an operator resolves it),
-    ``publish-failed`` (waiting for its retry) or ``awaiting-redelivery`` (its ack deadline
-    passed); ``waiting``: the key's later messages not yet published."""
+    """An ordered key ``(app, topic, key)`` held back by ``message_id``: ``dead`` (until an
+    operator resolves it), ``publish-failed`` (waiting for its retry), ``awaiting-redelivery``
+    (its ack deadline passed), ``scheduled`` (delayed, its ``deliver_after`` not come) or
+    ``held-for-order`` (an earlier message of its transaction not yet published); ``waiting``:
+    the key's later messages not yet published."""
 
     topic: str
     key: str
@@ -75,22 +78,30 @@ class BlockedKey:
 
 # Per key, the first ordered unacknowledged message that is not "published and inside its ack
 # deadline" (index messages_ordered_keys); a key is blocked when that message is dead, or
-# failed its last publish or waits for its redelivery while later messages wait behind it.
+# failed its last publish, waits for its redelivery, for its delivery time or for an earlier
+# message of its transaction while later messages wait behind it.
 _BLOCKED_KEYS = text("""
 WITH heads AS (
-    SELECT DISTINCT ON (topic, key) topic, key, app, message_id, confirm_seq, dead,
+    SELECT DISTINCT ON (app, topic, key) topic, key, app, message_id, confirm_seq, dead,
            delivery_count > delivery_base AS published, claim_token,
-           next_delivery_at <= now() AS due
+           next_delivery_at <= now() AS due, coalesce(deliver_after > now(), false) AS scheduled,
+           transaction_id, transaction_position
     FROM messages
     WHERE ordered AND state = 'sent'
       AND (dead OR delivery_count = delivery_base OR claim_token IS NOT NULL
            OR next_delivery_at <= now())
-    ORDER BY topic, key, confirm_seq
+    ORDER BY app, topic, key, confirm_seq
 ), classified AS (
     SELECT h.*, CASE
         WHEN h.dead THEN 'dead'
         WHEN h.claim_token IS NOT NULL AND NOT h.due THEN NULL
         WHEN h.published AND h.due THEN 'awaiting-redelivery'
+        WHEN NOT h.published AND h.scheduled THEN 'scheduled'
+        WHEN NOT h.published AND EXISTS (
+            SELECT 1 FROM messages e
+            WHERE h.transaction_id IS NOT NULL AND e.transaction_id = h.transaction_id
+              AND e.transaction_position < h.transaction_position AND e.state = 'sent'
+              AND (e.delivery_count = 0 OR e.claim_token IS NOT NULL)) THEN 'held-for-order'
         WHEN NOT h.published AND (SELECT e.event FROM message_events e
                                   WHERE e.message_id = h.message_id
                                   ORDER BY e.id DESC LIMIT 1) = 'publish-failed'
@@ -101,20 +112,26 @@ WITH heads AS (
 SELECT * FROM (
     SELECT c.topic, c.key, c.app, c.message_id, c.reason,
            (SELECT count(*) FROM messages w
-            WHERE w.ordered AND w.state = 'sent' AND w.topic = c.topic AND w.key = c.key
+            WHERE w.ordered AND w.state = 'sent' AND w.app = c.app AND w.topic = c.topic
+              AND w.key = c.key
               AND w.confirm_seq > c.confirm_seq AND w.delivery_count = w.delivery_base
            ) AS waiting
     FROM classified c
     WHERE c.reason IS NOT NULL
 ) AS blocked
 WHERE reason = 'dead' OR waiting > 0
-ORDER BY topic, key
+ORDER BY app, topic, key
 LIMIT :limit
 """)
 
 
 def encode_cursor(message: Message) -> str:
-    raw = orjson.dumps([message.created_at.isoformat(), message.message_id])
+    return encode_key(message.created_at, message.message_id)
+
+
+def encode_key(created_at: datetime, row_id: str) -> str:
+    """A keyset cursor: the ``(created_at, id)`` of the last row of a page."""
+    raw = orjson.dumps([created_at.isoformat(), row_id])
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
@@ -204,6 +221,19 @@ class AdminStore:
         async with self._engine.connect() as conn:
             row = (await conn.execute(statement)).one()
         return row[0], row[1]
+
+    async def retention_figures(self) -> RetentionFigures:
+        """What retention runs recorded (all zero before the first run)."""
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(select(retention_status))).first()
+        if row is None:
+            return RetentionFigures()
+        return RetentionFigures(
+            last_run_at=row.last_run_at, last_success_at=row.last_success_at,
+            last_failure_at=row.last_failure_at, runs=row.runs_total,
+            failures=row.failures_total, messages_removed=row.messages_removed_total,
+            messages_archived=row.messages_archived_total,
+            events_removed=row.events_removed_total)
 
     async def reachable(self) -> bool:
         """Whether the database answers a trivial query."""

@@ -106,7 +106,7 @@ messages = Table(
     Index("messages_app_state", "app", "state"),
     Index(
         "messages_ordered_keys",
-        "topic", "key", "confirm_seq",
+        "app", "topic", "key", "confirm_seq",
         postgresql_where=text("ordered AND state = 'sent'"),
     ),
     Index(
@@ -124,10 +124,11 @@ messages = Table(
 
 CONFIRM_SEQUENCE = Sequence("messages_confirm_seq", metadata=metadata)
 
-# the sequencer's per-key lease: one worker publishes a key at a time
+# the sequencer's per-key lease: one worker publishes a key (app, topic, key) at a time
 ordering_keys = Table(
     "ordering_keys",
     metadata,
+    Column("app", Text, primary_key=True),
     Column("topic", Text, primary_key=True),
     Column("key", Text, primary_key=True),
     Column("lease_token", Text, nullable=True),
@@ -166,6 +167,7 @@ transactions = Table(
         postgresql_where=text("state = 'pending' AND NOT dead"),
     ),
     Index("transactions_app_state", "app", "state"),
+    Index("transactions_created", "created_at", "transaction_id"),
 )
 
 message_events = Table(
@@ -179,4 +181,21 @@ message_events = Table(
     Column("detail", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Index("message_events_message", "message_id", "id"),
     Index("message_events_at", "at"),
+)
+
+# what ``rms retention run`` (a CLI job, not a server) did: one row, updated by every run and
+# read by the API's /metrics, so Prometheus sees retention through the scrape it already has
+retention_status = Table(
+    "retention_status",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False, server_default=text("1")),
+    Column("last_run_at", DateTime(timezone=True), nullable=True),
+    Column("last_success_at", DateTime(timezone=True), nullable=True),
+    Column("last_failure_at", DateTime(timezone=True), nullable=True),
+    Column("runs_total", BigInteger, nullable=False, server_default=text("0")),
+    Column("failures_total", BigInteger, nullable=False, server_default=text("0")),
+    Column("messages_removed_total", BigInteger, nullable=False, server_default=text("0")),
+    Column("messages_archived_total", BigInteger, nullable=False, server_default=text("0")),
+    Column("events_removed_total", BigInteger, nullable=False, server_default=text("0")),
+    CheckConstraint("id = 1", name="retention_status_one_row"),
 )

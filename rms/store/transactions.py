@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Row, and_, func, insert, literal, select, update
+from sqlalchemy import Row, Select, and_, func, insert, literal, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -30,6 +30,7 @@ from rms.domain.transactions import (
     TransactionState,
     TransactionView,
 )
+from rms.store.admin import decode_cursor, encode_key
 from rms.store.rows import to_message
 from rms.store.schema import message_events, messages, transactions
 from rms.store.transitions import core_values, event_of, jsonb, seconds, with_event
@@ -47,6 +48,33 @@ def to_transaction(row: Row[Any]) -> Transaction:
         max_checks=m["max_checks"], created_at=m["created_at"],
         confirmed_at=m["confirmed_at"], cancelled_at=m["cancelled_at"],
         next_check_at=m["next_check_at"], claim_token=m["claim_token"])
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionFilter:
+    """The admin listing's filters (None: any)."""
+
+    state: TransactionState | None = None
+    dead: bool | None = None
+    app: str | None = None
+
+    def clauses(self) -> list[Any]:
+        found: list[Any] = []
+        if self.state is not None:
+            found.append(transactions.c.state == self.state.value)
+        if self.dead is not None:
+            found.append(transactions.c.dead.is_(self.dead))
+        if self.app is not None:
+            found.append(transactions.c.app == self.app)
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class ListedTransaction:
+    """A transaction of the admin listing and its age (database clock)."""
+
+    transaction: Transaction
+    age_seconds: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +172,27 @@ class TransactionStore:
             to_transaction(row), tuple(members.get(row.transaction_id, ())))
             for row in rows}
 
+    async def search(self, where: TransactionFilter, limit: int, cursor: str | None
+                     ) -> tuple[list[ListedTransaction], str | None]:
+        """Transactions of any app matching ``where``, oldest first, ``limit`` at a time
+        after the keyset ``cursor`` (``(created_at, transaction_id)``; index
+        ``transactions_created``)."""
+        age = func.extract("epoch", func.now() - transactions.c.created_at).label("age")
+        statement: Select[Any] = select(transactions, age).where(*where.clauses())
+        if cursor is not None:
+            statement = statement.where(
+                tuple_(transactions.c.created_at, transactions.c.transaction_id)
+                > tuple_(*decode_cursor(cursor)))
+        statement = statement.order_by(transactions.c.created_at,
+                                       transactions.c.transaction_id).limit(limit + 1)
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(statement)).all()
+        found = [ListedTransaction(to_transaction(row), max(0.0, float(row.age)))
+                 for row in rows[:limit]]
+        last = found[-1].transaction if found else None
+        more = len(rows) > limit and last is not None
+        return found, encode_key(last.created_at, last.transaction_id) if more and last else None
+
     # ---- confirm and cancel ------------------------------------------------------------
 
     async def change(self, transaction_id: str, change: TransactionChange, *,
@@ -174,14 +223,7 @@ class TransactionStore:
                 return _explain_miss(transaction_id, change, current, app, claim_token), False
             if checked is not None:
                 await self._checked(conn, transaction_id, actor, checked)
-            moved = (
-                update(messages)
-                .where(messages.c.transaction_id == transaction_id,
-                       messages.c.state == change.message.source.value)
-                .values(core_values(change.message)
-                        | ({"claim_token": f"publishing:{transaction_id}"}
-                           if change.publishing else {}))
-                .returning(*messages.c).cte("moved"))
+            moved = _move_members(transaction_id, change)
             await conn.execute(with_event(moved, event_of(change.message), actor,
                                           {"by": by.value, "transaction_id": transaction_id}))
             view = await self._view(conn, transaction_id)
@@ -290,6 +332,25 @@ class TransactionStore:
                    jsonb(full))
             .where(messages.c.transaction_id == transaction_id)
             .order_by(messages.c.transaction_position)))
+
+
+def _move_members(transaction_id: str, change: TransactionChange) -> Any:
+    """The change of every message of the transaction, as a CTE returning the changed rows.
+    A confirm numbers its ordered messages (``confirm_seq``) in their listed order: the
+    numbers are drawn in a sub-select sorted by position (PostgreSQL evaluates a volatile
+    output column after the sort), never in the order the ``UPDATE`` happens to visit rows."""
+    values = core_values(change.message) | (
+        {"claim_token": f"publishing:{transaction_id}"} if change.publishing else {})
+    members = [messages.c.transaction_id == transaction_id,
+               messages.c.state == change.message.source.value]
+    if "confirm_seq" in values:
+        numbered = (
+            select(messages.c.message_id, values["confirm_seq"].label("seq"))
+            .where(*members).order_by(messages.c.transaction_position)
+            .cte("numbered").prefix_with("MATERIALIZED"))
+        values["confirm_seq"] = numbered.c.seq
+        members.append(messages.c.message_id == numbered.c.message_id)
+    return update(messages).where(*members).values(values).returning(*messages.c).cte("moved")
 
 
 class ClaimLost(Exception):

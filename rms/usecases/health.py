@@ -21,7 +21,9 @@ class Health:
         return [name for name, ok in (("database", database), ("broker", broker)) if not ok]
 
     async def refresh_gauges(self) -> None:
-        """Ages of the oldest pending-send and unacknowledged messages (partial indexes)."""
+        """Ages of the oldest pending-send and unacknowledged messages (partial indexes), and
+        what the retention job recorded (one row)."""
         pending, unacked = await self.admin.oldest_ages()
         metrics.OLDEST_PENDING_SEND.set(pending or 0)
         metrics.OLDEST_UNACKED.set(unacked or 0)
+        metrics.RETENTION.figures = await self.admin.retention_figures()

@@ -95,7 +95,7 @@ class Sequencer:
         """Every leased key: the runs of all keys claimed in one statement, then the keys
         worked on concurrently (at most ``RMS_WORKER_CONCURRENCY`` at once)."""
         queues = await self.store.queues(token, self.settings.worker_batch_size)
-        plans = {key: run_of([(q.message, q.due) for q in queue]) for key, queue in queues.items()}
+        plans = {key: run_of(queue) for key, queue in queues.items()}
         ids = [m.message_id for run, _ in plans.values() for m in run]
         found = await self.store.claim_run(
             ids, key_token=token, token=self._token(),
@@ -103,7 +103,7 @@ class Sequencer:
         claimed = {m.message_id: m for m in found.claimed}
         reports = {key: KeyReport() for key in plans}
         for message in found.dead:
-            self._report_dead(message, reports[Key(message.topic, message.key or "")])
+            self._report_dead(message, reports[Key.of(message)])
         gate = asyncio.Semaphore(max(1, self.settings.worker_concurrency))
 
         async def one(key: Key, run: list[Message], blocking: Message | None) -> None:

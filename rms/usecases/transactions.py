@@ -33,7 +33,12 @@ from rms.domain.transactions import (
     TransactionChange,
     TransactionView,
 )
-from rms.store.transactions import ClaimLost, TransactionStore
+from rms.store.transactions import (
+    ClaimLost,
+    ListedTransaction,
+    TransactionFilter,
+    TransactionStore,
+)
 from rms.usecases.checkbacks import CheckResult, CheckSettings, Outcome, count_answer
 from rms.usecases.drafts import CheckBackInput, ContentInput, Drafts, first_duplicate
 
@@ -113,6 +118,11 @@ class Transactions:
         return await self.store.get(transaction_id, app=None if app is None else app.name)
 
     # ---- operator side -------------------------------------------------------------------
+
+    async def search(self, where: TransactionFilter, limit: int, cursor: str | None
+                     ) -> tuple[list[ListedTransaction], str | None]:
+        """Transactions of any app matching ``where``, oldest first, a page at a time."""
+        return await self.store.search(where, limit, cursor)
 
     async def admin_confirm(self, transaction_id: str, *, actor: str = "admin"
                             ) -> TransactionView:

@@ -26,6 +26,8 @@ DESIGN_PATHS = [
     "/v1/admin/messages/{message_id}/confirm",
     "/v1/admin/messages/{message_id}/cancel",
     "/v1/admin/stats",
+    "/v1/admin/transactions",
+    "/v1/admin/transactions/{transaction_id}",
     "/healthz",
     "/readyz",
     "/metrics",
@@ -46,6 +48,11 @@ async def test_openapi_lists_every_path(api: Api) -> None:
     assert "ordered_topics" in schemas["AppOut"]["properties"]
     assert "ordered" in schemas["MessageOut"]["properties"]
     assert "blocked_keys" in schemas["StatsOut"]["properties"]
+    listing = document["paths"]["/v1/admin/transactions"]["get"]
+    assert {p["name"] for p in listing["parameters"]} == {"state", "dead", "app", "limit",
+                                                          "cursor"}
+    assert {"age_seconds", "message_ids", "dead", "state"} <= set(
+        schemas["TransactionSummary"]["properties"])
 
 
 async def test_health_readiness_and_metrics(api: Api, topic: str) -> None:

@@ -136,6 +136,29 @@ async def _make_dead(database_url: str, message_id: str) -> None:
         await engine.dispose()
 
 
+def _box(page: Any, table: str) -> dict[str, Any]:
+    """How the table sits in its scroll box and card: ``inside`` (the box does not stick out of
+    the card), ``scrolls`` (the box scrolls what it cannot show), ``hidden`` (pixels of the
+    table that can be reached neither way)."""
+    found: dict[str, Any] = page.evaluate("""(id) => {
+        const table = document.getElementById(id);
+        const box = table.parentElement, card = table.closest(".card");
+        const b = box.getBoundingClientRect(), c = card.getBoundingClientRect();
+        const style = getComputedStyle(box);
+        const scrolls = box.scrollWidth > box.clientWidth + 1 &&
+            ["auto", "scroll"].includes(style.overflowX);
+        return { inside: b.left >= c.left - 0.5 && b.right <= c.right + 0.5,
+                 scrolls: scrolls, fits: table.scrollWidth <= box.clientWidth + 1,
+                 table: table.scrollWidth, box: box.clientWidth };
+    }""", table)
+    return found
+
+
+def _fits(page: Any, table: str) -> bool:
+    box = _box(page, table)
+    return bool(box["inside"] and box["fits"])
+
+
 def _cells(page: Any, app: str, topic: str) -> list[str]:
     row = page.locator(f'#live-table tr[data-app="{app}"][data-topic="{topic}"]')
     return [text.strip() for text in row.locator("td").all_inner_texts()]
@@ -156,7 +179,7 @@ def test_dashboard_in_chromium(service: Service, database_url: str, unique: str,
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
             page.on("console", lambda msg: problems.append(msg.text)
                     if "Content Security Policy" in msg.text else None)
@@ -216,6 +239,12 @@ def test_dashboard_in_chromium(service: Service, database_url: str, unique: str,
             expect(dead_row).to_have_count(0)
             expect(page.locator(row).locator("td").nth(6)).to_have_text("0")
             page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+
+            # the widest table fits its card at 1400 px; narrower, it scrolls inside the card
+            assert _fits(page, "topics-table"), _box(page, "topics-table")
+            page.set_viewport_size({"width": 700, "height": 900})
+            narrow = _box(page, "topics-table")
+            assert narrow["scrolls"] and narrow["inside"], narrow
         finally:
             browser.close()
 
@@ -224,4 +253,97 @@ def test_dashboard_in_chromium(service: Service, database_url: str, unique: str,
     assert after["delivery_count"] == before["delivery_count"] + 1
     events = service.call("GET", f"/v1/admin/messages/{seeded.dead_id}/events")["events"]
     assert "resent" in [event["event"] for event in events]
+    assert problems == []
+
+
+def seed_transactions(service: Service, database_url: str, unique: str) -> tuple[str, list[str]]:
+    """Three pending transactions of two messages each; the second one's check-backs ran out
+    (dead, as the confirm worker leaves it)."""
+    name = f"tx-{unique}"
+    key = service.call("POST", "/v1/admin/apps", json={
+        "name": name, "produce_topics": ["orders.*"], "consume_topics": ["orders.*"],
+        "check_url_prefixes": [CHECK_URL]})["api_key"]
+    ids = [f"tx{n}-{unique}" for n in range(3)]
+    for transaction_id in ids:
+        service.call("POST", "/v1/transactions", key, json={
+            "transaction_id": transaction_id, "check_url": CHECK_URL,
+            "check_after_seconds": 3600,
+            "messages": [{"topic": f"orders.{unique}", "payload": {"n": n}} for n in range(2)]})
+    asyncio.run(_sql(database_url, "UPDATE transactions SET dead = true, "
+                     "dead_reason = 'check-exhausted', next_check_at = NULL "
+                     "WHERE transaction_id = :id", id=ids[1]))
+    return name, ids
+
+
+async def _sql(database_url: str, statement: str, **params: Any) -> None:
+    engine = create_async_engine(database_url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(text(statement), params)
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.timeout(180)
+def test_transactions_panel_lists_and_resolves_in_chromium(
+        service: Service, database_url: str, unique: str, tmp_path: Path) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip(f"Debian chromium is not installed at {CHROMIUM}")
+    from playwright.sync_api import expect, sync_playwright
+
+    app, ids = seed_transactions(service, database_url, unique)
+    problems: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+            page.goto(f"{service.base_url}/dashboard")
+            page.fill("#token", ADMIN_TOKEN)
+            page.click("#login-form button[type=submit]")
+            expect(page.locator("#app")).to_be_visible()
+
+            # pending ones by default, oldest first; the dead one says so
+            rows = page.locator("#tx-table tbody tr")
+            expect(rows).to_have_count(3)
+            assert rows.evaluate_all("rows => rows.map(r => r.dataset.id)") == ids
+            dead = page.locator(f'#tx-table tr[data-id="{ids[1]}"]')
+            expect(dead).to_contain_text("dead check-exhausted")
+            cells = [t.strip() for t in dead.locator("td").all_inner_texts()]
+            assert cells[1:5] == [app, "pending dead check-exhausted", "2", "0 of 15"], cells
+            assert _fits(page, "tx-table"), _box(page, "tx-table")
+
+            # confirm the dead one: it leaves the pending list, its messages are sent
+            dead.locator("button[data-action=confirm]").click()
+            expect(page.locator("#tx-result")).to_have_text(
+                f"Confirmed {ids[1]}: state confirmed, 2 messages sent")
+            expect(rows).to_have_count(2)
+            # cancel another, after the browser's confirmation dialog
+            page.once("dialog", lambda dialog: dialog.accept())
+            page.locator(f'#tx-table tr[data-id="{ids[2]}"] button[data-action=cancel]').click()
+            expect(page.locator("#tx-result")).to_have_text(
+                f"Cancelled {ids[2]}: state cancelled, 2 messages deleted")
+            expect(rows).to_have_count(1)
+
+            # every state, filtered by app; no button on a resolved one
+            page.select_option("#tx-filter-state", "")
+            page.fill("#tx-filter-app", app)
+            page.click("#tx-filters button[type=submit]")
+            expect(rows).to_have_count(3)
+            states = rows.evaluate_all("rows => rows.map(r => r.dataset.state)")
+            assert states == ["pending", "confirmed", "cancelled"]
+            expect(page.locator("#tx-table button")).to_have_count(2)
+            page.select_option("#tx-filter-dead", "true")
+            page.click("#tx-filters button[type=submit]")
+            expect(page.locator("#tx-empty")).to_be_visible()
+            page.screenshot(path=str(tmp_path / "transactions.png"), full_page=True)
+        finally:
+            browser.close()
+
+    confirmed = service.call("GET", f"/v1/admin/transactions/{ids[1]}")
+    assert (confirmed["state"], confirmed["dead"]) == ("confirmed", False)
+    assert {m["state"] for m in confirmed["messages"]} == {"sent"}
+    cancelled = service.call("GET", f"/v1/admin/transactions/{ids[2]}")
+    assert {m["state"] for m in cancelled["messages"]} == {"deleted"}
+    assert service.call("GET", f"/v1/admin/transactions/{ids[0]}")["state"] == "pending"
     assert problems == []

@@ -143,3 +143,49 @@ async def test_a_crash_between_confirm_and_publish_keeps_the_first_deliveries_in
     assert first[0].timestamp <= second[0].timestamp <= first[1].timestamp
     # the reserved first delivery's outcome was unknown, so it stays counted: delivery 2
     assert {header(list(r.headers), "rms-delivery") for r in first + second} == {"2"}
+
+
+@pytest.mark.timeout(120)
+async def test_an_ordered_member_waits_for_an_earlier_member_whose_publish_failed(
+        strict_api: Api, unique: str) -> None:
+    """The sequencer's claim keeps a transaction's order as the recovery claim does: an
+    ordered member is not published while an earlier member's publish keeps failing."""
+    from tests.support import AppKeys
+
+    api = strict_api
+    servers = api.settings.kafka_bootstrap_servers
+    missing, ordered = f"billing.{unique}", f"ledger.{unique}"
+    await create_topics(servers, [ordered])
+    created = await api.client.post("/v1/admin/apps", headers=api.admin, json={
+        "name": "orders", "produce_topics": ["*"], "consume_topics": ["*"],
+        "check_url_prefixes": [CHECK_PREFIX], "ordered_topics": [ordered]})
+    assert created.status_code == 201, created.text
+    orders = AppKeys("orders", created.json()["api_key"], created.json()["signing_secret"])
+    ids = [f"m{n}-{unique}" for n in range(2)]
+    body = {"transaction_id": f"tx-{unique}", "check_url": CHECK_PREFIX + "check",
+            "messages": [{"message_id": ids[0], "topic": missing, "payload": {"n": 0}},
+                         {"message_id": ids[1], "topic": ordered, "key": "k",
+                          "payload": {"n": 1}}]}
+    assert (await api.post(orders, "/v1/transactions", json=body)).status_code == 201
+    confirmed = await api.post(orders, f"/v1/transactions/tx-{unique}/confirm")
+    assert confirmed.status_code == 200, confirmed.text
+
+    async with worker_context(api.settings, "recovery-worker") as context:
+        worker = RecoveryWorker.from_context(context)
+        for _ in range(3):  # the first member's topic is still missing
+            await asyncio.sleep(0.6)
+            await worker.tick()
+        assert [(await message(api, i))["delivery_count"] for i in ids] == [0, 0]
+        assert await read_topic(servers, ordered, expect=1, timeout=1.0) == []
+
+        await create_topics(servers, [missing])
+
+        async def both_published() -> bool:
+            return all([(await message(api, i))["delivery_count"] == 1 for i in ids])
+
+        await tick_until(worker, both_published, timeout=30, interval=0.2)
+
+    first = await read_topic(servers, missing, expect=1, settle=0.3)
+    second = await read_topic(servers, ordered, expect=1, settle=0.3)
+    assert first[0].timestamp <= second[0].timestamp
+    assert published_at(await events(api, ids[0])) < published_at(await events(api, ids[1]))

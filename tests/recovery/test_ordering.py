@@ -392,7 +392,7 @@ async def test_a_key_is_leased_to_one_worker_until_released_or_expired(
     store = SequencingStore(worker.engine)
 
     held = await store.lease_keys(limit=10, token="worker-a", lease_seconds=30)
-    assert held == [Key(topic, "a")]
+    assert held == [Key("orders", topic, "a")]
     assert await store.lease_keys(limit=10, token="worker-b", lease_seconds=30) == []
     # a claim under another worker's token takes nothing of the key
     other = await store.claim_run([first], key_token="worker-b", token="claim-b",

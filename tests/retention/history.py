@@ -58,13 +58,14 @@ def _events(message_id: str, state: str, created: datetime) -> list[tuple[Any, .
              json.dumps({"n": i, "name": name})) for i, name in enumerate(names)]
 
 
-async def _seed(url: str, finished: int, days: int) -> Seeded:
+async def _seed(url: str, finished: int, days: int, prefix: str) -> Seeded:
     seeded = Seeded()
     rows: list[tuple[Any, ...]] = []
     events: list[tuple[Any, ...]] = []
 
     def add(message_id: str, state: str, created: datetime, doomed: bool,
             dead: bool = False) -> None:
+        message_id = prefix + message_id
         rows.append(_row(message_id, state, created, dead=dead))
         events.extend(_events(message_id, state, created))
         (seeded.doomed if doomed else seeded.kept).add(message_id)
@@ -91,8 +92,9 @@ async def _seed(url: str, finished: int, days: int) -> Seeded:
     return seeded
 
 
-def seed(url: str, finished: int = 60, days: int = 3) -> Seeded:
-    return asyncio.run(_seed(url, finished, days))
+def seed(url: str, finished: int = 60, days: int = 3, prefix: str = "") -> Seeded:
+    """``prefix`` starts every id (to seed more than once)."""
+    return asyncio.run(_seed(url, finished, days, prefix))
 
 
 async def _fetch(url: str, sql: str, *args: Any) -> list[dict[str, Any]]:

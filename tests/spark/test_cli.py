@@ -142,3 +142,38 @@ def test_spark_submit_over_jdbc(spark_hand_db: str, spark_jdbc_jar: Path,
     assert (summary["source"], summary["totals"]["messages"], summary["stuck"]["total"]) == (
         "jdbc", 37, 4)
     assert summary["totals"]["sla_compliance"] == 25 / 31
+
+
+@pytest.mark.timeout(300)
+def test_rms_report_prints_its_one_line_and_no_jvm_noise(spark_hand_export: Path,
+                                                         tmp_path: Path) -> None:
+    """In its own process (the JVM starts here): no log4j, native-code or Spark start-up line
+    comes before, or after, the result."""
+    result = subprocess.run(
+        [sys.executable, "-m", "rms.cli", "report", "--input", str(spark_hand_export),
+         "--since", SINCE, "--until", UNTIL, "--as-of", AS_OF, "--out", str(tmp_path / "out"),
+         "--master", "local[1]"],
+        cwd=tmp_path, capture_output=True, text=True, check=False, timeout=280,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr == ""
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rms report: "), result.stdout
+
+
+def test_only_the_jvm_start_up_notices_are_dropped() -> None:
+    from spark.session import forward_lines
+
+    lines = [b"WARNING: Using incubator modules: jdk.incubator.vector\n",
+             b"26/11/26 09:34:38 WARN NativeCodeLoader: Unable to load native-hadoop library "
+             b"for your platform... using builtin-java classes where applicable\n",
+             b"Using Spark's default log4j profile: org/apache/spark/log4j2-defaults.properties\n",
+             b'Setting default log level to "WARN".\n',
+             b"To adjust logging level use sc.setLogLevel(newLevel). For SparkR, use "
+             b"setLogLevel(newLevel).\n",
+             b"26/11/26 09:35:01 ERROR Executor: Exception in task 0.0\n",
+             b"WARNING: something else\n", b"\xff odd bytes\n"]
+    kept: list[str] = []
+    forward_lines(lines, kept.append)
+    assert kept == ["26/11/26 09:35:01 ERROR Executor: Exception in task 0.0\n",
+                    "WARNING: something else\n", "\ufffd odd bytes\n"]

@@ -13,7 +13,8 @@
 
   const $ = (id) => document.getElementById(id);
   const { human, duration, percent, number } = window.RmsFormat;
-  const state = { liveTimer: null, cursor: null, filters: {}, selected: null };
+  const state = { liveTimer: null, cursor: null, filters: {}, selected: null,
+    tx: { cursor: null, filters: { state: "pending" } } };
 
   // ---------- small helpers ----------
 
@@ -131,6 +132,7 @@
     $("sign-out").hidden = false;
     state.liveTimer = setInterval(() => refreshLive().catch(showBanner), LIVE_INTERVAL_MS);
     loadDead(true).catch(showBanner);
+    loadTransactions(true).catch(showBanner);
     loadReport().catch(showBanner);
   }
 
@@ -176,8 +178,10 @@
     $("blocked-table").tBodies[0].replaceChildren(...blocked);
     $("blocked").hidden = blocked.length === 0;
     const heldKeys = (stats.blocked_keys || []).map((held) => el("tr",
-      { "data-topic": held.topic, "data-key": held.key, "data-reason": held.reason },
-      el("td", { class: "k" }, held.topic), el("td", { class: "k" }, held.key),
+      { "data-app": held.app, "data-topic": held.topic, "data-key": held.key,
+        "data-reason": held.reason },
+      el("td", { class: "k" }, held.app), el("td", { class: "k" }, held.topic),
+      el("td", { class: "k" }, held.key),
       el("td", { class: "k" }, held.message_id),
       el("td", { class: "k hot" }, held.reason.replaceAll("-", " ")),
       countCell(held.waiting, true),
@@ -188,6 +192,82 @@
     $("live-updated").textContent = "updated " + now + " · every " + LIVE_INTERVAL_MS / 1000 + " s";
     setStatus("live · " + now);
     showBanner(null);
+  }
+
+  // ---------- transactions ----------
+
+  function txQuery() {
+    const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
+    for (const [name, value] of Object.entries(state.tx.filters)) if (value) query.set(name, value);
+    if (state.tx.cursor) query.set("cursor", state.tx.cursor);
+    return "/v1/admin/transactions?" + query.toString();
+  }
+
+  function txRow(tx) {
+    const status = el("td", { class: "k" }, badge(tx.state));
+    if (tx.dead) status.append(" ", badge("dead " + (tx.dead_reason || ""), "dead"));
+    const actions = el("td", { class: "k actions" });
+    if (tx.state === "pending") {
+      for (const [action, label, kind] of [["confirm", "Confirm", "primary"],
+        ["cancel", "Cancel", "danger"]]) {
+        const button = el("button", { type: "button", class: kind, "data-action": action }, label);
+        button.addEventListener("click", () => resolveTransaction(tx.transaction_id, action)
+          .catch(showBanner));
+        actions.append(button);
+      }
+    }
+    return el("tr", { "data-id": tx.transaction_id, "data-state": tx.state,
+      "data-dead": String(tx.dead) },
+    el("td", { class: "k" }, el("code", {}, tx.transaction_id)),
+    el("td", { class: "k" }, tx.app), status,
+    el("td", {}, number(tx.message_ids.length)),
+    el("td", {}, tx.check_count + " of " + tx.max_checks),
+    el("td", {}, human(tx.age_seconds)),
+    el("td", { class: "k" }, when(tx.created_at)), actions);
+  }
+
+  async function loadTransactions(reset) {
+    if (reset) state.tx.cursor = null;
+    const page = await api(txQuery());
+    const body = $("tx-table").tBodies[0];
+    const rows = page.items.map(txRow);
+    if (reset) body.replaceChildren(...rows); else body.append(...rows);
+    state.tx.cursor = page.next_cursor;
+    $("tx-more").hidden = !page.next_cursor;
+    $("tx-empty").hidden = body.rows.length > 0;
+    $("tx-count").textContent = body.rows.length + (page.next_cursor ? "+" : "") + " shown";
+  }
+
+  function applyTxFilters(event) {
+    event.preventDefault();
+    state.tx.filters = {
+      app: $("tx-filter-app").value.trim(),
+      state: $("tx-filter-state").value,
+      dead: $("tx-filter-dead").value,
+    };
+    loadTransactions(true).catch(showBanner);
+  }
+
+  async function resolveTransaction(id, action) {
+    if (action === "cancel" && !window.confirm("Cancel transaction " + id +
+      "? None of its messages will ever be delivered.")) return;
+    const result = $("tx-result");
+    result.className = "muted";
+    result.textContent = "working…";
+    try {
+      const path = "/v1/admin/transactions/" + encodeURIComponent(id) + "/" + action;
+      const tx = await api(path, { method: "POST" });
+      result.className = "ok";
+      result.textContent = (action === "confirm" ? "Confirmed " : "Cancelled ") + id +
+        ": state " + tx.state + ", " + tx.messages.length + " messages " +
+        (action === "confirm" ? "sent" : "deleted");
+    } catch (error) {
+      if (error.status === 401) return;
+      result.className = "error";
+      result.textContent = (error.problem && error.problem.title ? error.problem.title + ": " : "") +
+        error.message;
+    }
+    await Promise.all([loadTransactions(true), refreshLive()]).catch(showBanner);
   }
 
   // ---------- dead letters ----------
@@ -553,6 +633,8 @@
     $("sign-out").addEventListener("click", () => signOut(""));
     $("dead-filters").addEventListener("submit", applyFilters);
     $("dead-more").addEventListener("click", () => loadDead(false).catch(showBanner));
+    $("tx-filters").addEventListener("submit", applyTxFilters);
+    $("tx-more").addEventListener("click", () => loadTransactions(false).catch(showBanner));
     $("open-button").addEventListener("click", () => {
       const id = $("open-id").value.trim();
       if (id) openMessage(id).catch((error) => showBanner(error));
