@@ -129,7 +129,7 @@ def test_ordering_per_app_migration_ends_leases_and_keys_each_apps_messages(
     """A database of the release with keys per (topic, key): after the upgrade the leases in
     flight are gone, and the queued ordered messages of two apps sharing a topic and key are
     two keys, each in its confirm order."""
-    from rms.store.database import normalise_url
+    from rms.store.database import open_engine
     from rms.store.sequencing import Key, SequencingStore
 
     name = f"m_{uuid.uuid4().hex[:12]}"
@@ -152,7 +152,7 @@ def test_ordering_per_app_migration_ends_leases_and_keys_each_apps_messages(
     assert postgres.psql("SELECT count(*) FROM ordering_keys", name).strip() == "0"
 
     async def run() -> tuple[list[Key], dict[Key, list[str]]]:
-        engine = create_async_engine(normalise_url(postgres.url(name)))
+        engine = open_engine(postgres.url(name))
         try:
             store = SequencingStore(engine)
             keys = await store.lease_keys(limit=10, token="t", lease_seconds=30)

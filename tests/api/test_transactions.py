@@ -327,10 +327,9 @@ async def test_members_carry_the_requests_trace_context_to_their_records(
 async def test_the_admin_listing_filters_and_pages_every_apps_transactions(
         api: Api, unique: str) -> None:
     from sqlalchemy import text
-    from sqlalchemy.ext.asyncio import create_async_engine
 
     from message_service.schemas import TransactionSummary
-    from rms.store.database import normalise_url
+    from rms.store.database import open_engine
 
     orders, billing = await api.create_app("orders"), await api.create_app("billing")
     topic = f"orders.{unique}"
@@ -339,7 +338,7 @@ async def test_the_admin_listing_filters_and_pages_every_apps_transactions(
         await create(api, billing if n == 1 else orders, body([topic, topic], transaction_id))
     cancelled = await api.post(orders, f"/v1/transactions/{ids[2]}/cancel")
     assert cancelled.status_code == 200
-    engine = create_async_engine(normalise_url(api.settings.database_url))
+    engine = open_engine(api.settings.database_url)
     try:  # the check-back gave up on one: it is dead until an operator resolves it
         async with engine.begin() as conn:
             await conn.execute(text("UPDATE transactions SET dead = true, dead_reason = "

@@ -155,7 +155,7 @@ async def test_an_ordered_member_waits_for_an_earlier_member_whose_publish_faile
     api = strict_api
     servers = api.settings.kafka_bootstrap_servers
     missing, ordered = f"billing.{unique}", f"ledger.{unique}"
-    await create_topics(servers, [ordered])
+    await create_topics({"bootstrap_servers": servers}, [ordered])
     created = await api.client.post("/v1/admin/apps", headers=api.admin, json={
         "name": "orders", "produce_topics": ["*"], "consume_topics": ["*"],
         "check_url_prefixes": [CHECK_PREFIX], "ordered_topics": [ordered]})
@@ -178,7 +178,7 @@ async def test_an_ordered_member_waits_for_an_earlier_member_whose_publish_faile
         assert [(await message(api, i))["delivery_count"] for i in ids] == [0, 0]
         assert await read_topic(servers, ordered, expect=1, timeout=1.0) == []
 
-        await create_topics(servers, [missing])
+        await create_topics({"bootstrap_servers": servers}, [missing])
 
         async def both_published() -> bool:
             return all([(await message(api, i))["delivery_count"] == 1 for i in ids])

@@ -98,11 +98,10 @@ async def test_a_transactions_ordered_members_are_numbered_in_listed_order(
     """Whatever way the database visits the rows (here a plain table scan, forced), the
     confirm numbers the ordered members in their listed order."""
     from sqlalchemy import text
-    from sqlalchemy.ext.asyncio import create_async_engine
 
     from rms.domain.models import Actor
     from rms.domain.transactions import CONFIRM
-    from rms.store.database import normalise_url
+    from rms.store.database import open_engine
     from rms.store.transactions import TransactionStore
 
     ordered = f"ordered.{unique}"
@@ -115,7 +114,7 @@ async def test_a_transactions_ordered_members_are_numbered_in_listed_order(
     # rewriting the first members puts their current versions after the others in the table
     await sql.execute("UPDATE messages SET headers = headers WHERE message_id = ANY(:ids)",
                       ids=ids[:2])
-    engine = create_async_engine(normalise_url(api.settings.database_url), connect_args={
+    engine = open_engine(api.settings.database_url, connect_args={
         "server_settings": {"enable_indexscan": "off", "enable_bitmapscan": "off"}})
     try:
         async with engine.connect() as conn:
