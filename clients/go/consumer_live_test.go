@@ -177,8 +177,8 @@ func TestAConsumerDeduplicatesARedeliveryAndAcksOverHTTPAndTheAckTopic(t *testin
 func TestAnAckRecordForAnotherInstanceOfTheIdLeavesTheMessageSent(t *testing.T) {
 	env := live(t)
 	topic := env.topic("orders-stale")
-	producer := env.newApp(t, "shop", []string{topic}, nil)
-	consumerApp := env.newApp(t, "points", nil, []string{topic})
+	producer := env.newApp(t, "stale-shop", []string{topic}, nil)
+	consumerApp := env.newApp(t, "stale-points", nil, []string{topic})
 	producerClient := env.client(t, producer)
 	ctx := context.Background()
 	target, err := producerClient.Send(ctx, Draft{Topic: topic, Payload: map[string]int{"points": 1}})
