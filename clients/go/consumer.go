@@ -176,25 +176,35 @@ func (i *Inbox) Process(ctx context.Context, record *Record, handler Handler) (O
 
 // ---- acknowledgements ---------------------------------------------------------------------
 
-// Acker acknowledges a consumed message to RMS.
+// Acker acknowledges a consumed message to RMS. createdAt is the acknowledged record's
+// rms-created-at header as it came ([Record.CreatedAt]): it binds an ack record to that
+// instance of the message id (design section 6). [AckRecord] passes both from a record.
 type Acker interface {
-	Ack(ctx context.Context, messageID string) error
+	Ack(ctx context.Context, messageID, createdAt string) error
+}
+
+// AckRecord acknowledges record with acker: its message id and its rms-created-at.
+func AckRecord(ctx context.Context, acker Acker, record *Record) error {
+	return acker.Ack(ctx, record.MessageID, record.CreatedAt)
 }
 
 // HTTPAcker acks with POST /v1/messages/{id}/ack as the consumer app (the client's API
 // key), retried like every client call.
 type HTTPAcker struct{ Client *Client }
 
-// Ack implements [Acker].
-func (a HTTPAcker) Ack(ctx context.Context, messageID string) error {
+// Ack implements [Acker]. An HTTP ack is authenticated with the app's API key when it is
+// made, so it cannot be replayed from a log: createdAt is not needed and not sent.
+func (a HTTPAcker) Ack(ctx context.Context, messageID, _ string) error {
 	_, err := a.Client.Ack(ctx, messageID)
 	return err
 }
 
-// TopicAcker acks with a record {"message_id", "consumer"} on the ack topic (design
-// section 6), signed with the consumer app's signing secret: RMS applies only acks signed
-// by the app they name. RMS applies it asynchronously; a nil error means the broker holds
-// it.
+// TopicAcker acks with a record {"message_id", "consumer", "created_at"} on the ack topic
+// (design section 6), signed with the consumer app's signing secret: RMS applies only acks
+// signed by the app they name, and only to the instance of the id created at created_at
+// (the acknowledged record's rms-created-at), so a replayed or late record never finishes
+// a newer message that reuses the id. RMS applies it asynchronously; a nil error means the
+// broker holds it.
 type TopicAcker struct {
 	producer *kgo.Client
 	owned    bool
@@ -234,9 +244,11 @@ func NewTopicAcker(producer *kgo.Client, brokers []string, consumerApp, signingS
 }
 
 // Ack implements [Acker]: the signed record, with the W3C trace context of ctx as
-// further headers (not covered by the signature).
-func (a *TopicAcker) Ack(ctx context.Context, messageID string) error {
-	record, err := SignedAck(a.topic, messageID, a.consumer, a.secret, time.Now())
+// further headers (not covered by the signature). An empty createdAt leaves the field out:
+// RMS then applies the ack only if it was signed no earlier than the message's creation
+// second (design section 6).
+func (a *TopicAcker) Ack(ctx context.Context, messageID, createdAt string) error {
+	record, err := SignedAck(a.topic, messageID, createdAt, a.consumer, a.secret, time.Now())
 	if err != nil {
 		return err
 	}
@@ -255,13 +267,16 @@ func (a *TopicAcker) Close() {
 	}
 }
 
-// SignedAck is the ack record of messageID by the app consumer on topic: the value
-// {"message_id", "consumer"} and the Standard Webhooks headers signing it.
-func SignedAck(topic, messageID, consumer, secret string, at time.Time) (*kgo.Record, error) {
+// SignedAck is the ack record of messageID, the instance created at createdAt (its
+// rms-created-at header as it came; empty: left out), by the app consumer on topic: the
+// value {"message_id", "consumer", "created_at"} and the Standard Webhooks headers signing
+// it at time at.
+func SignedAck(topic, messageID, createdAt, consumer, secret string, at time.Time) (*kgo.Record, error) {
 	value, err := json.Marshal(struct {
 		MessageID string `json:"message_id"`
 		Consumer  string `json:"consumer"`
-	}{messageID, consumer})
+		CreatedAt string `json:"created_at,omitempty"`
+	}{messageID, consumer, createdAt})
 	if err != nil {
 		return nil, err
 	}

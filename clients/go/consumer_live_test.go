@@ -23,7 +23,7 @@ type lossyAcker struct {
 	acked  map[string]int
 }
 
-func (a *lossyAcker) Ack(ctx context.Context, messageID string) error {
+func (a *lossyAcker) Ack(ctx context.Context, messageID, createdAt string) error {
 	a.mu.Lock()
 	lost := a.lose[messageID]
 	delete(a.lose, messageID)
@@ -31,7 +31,7 @@ func (a *lossyAcker) Ack(ctx context.Context, messageID string) error {
 	if lost {
 		return errors.New("ack lost")
 	}
-	if err := a.ackers[messageID].Ack(ctx, messageID); err != nil {
+	if err := a.ackers[messageID].Ack(ctx, messageID, createdAt); err != nil {
 		return err
 	}
 	a.mu.Lock()
@@ -86,10 +86,12 @@ func TestAConsumerDeduplicatesARedeliveryAndAcksOverHTTPAndTheAckTopic(t *testin
 			overTopic.MessageID: topicAcker,
 		}}
 	recordTraces := map[string]trace.TraceID{}
+	createdAts := map[string]string{}
 	consumer, err := NewConsumer(ConsumerConfig{Brokers: []string{env.brokers},
 		Group: env.prefix + "-points", Topics: []string{topic}, Inbox: inbox, Acker: acker,
 		Handler: func(ctx context.Context, tx *sql.Tx, record *Record) error {
 			recordTraces[record.MessageID] = trace.SpanContextFromContext(ctx).TraceID()
+			createdAts[record.MessageID] = record.CreatedAt
 			var payload struct{ Points int }
 			if err := record.Decode(&payload); err != nil {
 				return err
@@ -158,14 +160,81 @@ func TestAConsumerDeduplicatesARedeliveryAndAcksOverHTTPAndTheAckTopic(t *testin
 	if recordTraces[overTopic.MessageID] != traceID {
 		t.Fatalf("the handler did not run in the producer's trace: %v", recordTraces)
 	}
-	if ackTrace := ackTraceparent(t, env, overTopic.MessageID); len(ackTrace) < 35 ||
-		ackTrace[3:35] != traceID.String() {
+	value, ackTrace := ackRecordOf(t, env, overTopic.MessageID)
+	if len(ackTrace) < 35 || ackTrace[3:35] != traceID.String() {
 		t.Fatalf("the ack record's traceparent %q is not in the producer's trace", ackTrace)
+	}
+	want := `{"message_id":"` + overTopic.MessageID + `","consumer":"` + consumerApp.name +
+		`","created_at":"` + createdAts[overTopic.MessageID] + `"}`
+	if createdAts[overTopic.MessageID] == "" || value != want {
+		t.Fatalf("the ack record's value %s, want %s", value, want)
 	}
 }
 
-// ackTraceparent is the traceparent header of the ack record of messageID on the ack topic.
-func ackTraceparent(t *testing.T, env liveEnv, messageID string) string {
+// An ack record naming another instance of the message id (a created_at one second off, as
+// a replayed record of an earlier message with the same id would) changes nothing: RMS
+// refuses it as stale and the message stays sent; the right created_at then finishes it.
+func TestAnAckRecordForAnotherInstanceOfTheIdLeavesTheMessageSent(t *testing.T) {
+	env := live(t)
+	topic := env.topic("orders-stale")
+	producer := env.newApp(t, "stale-shop", []string{topic}, nil)
+	consumerApp := env.newApp(t, "stale-points", nil, []string{topic})
+	producerClient := env.client(t, producer)
+	ctx := context.Background()
+	target, err := producerClient.Send(ctx, Draft{Topic: topic, Payload: map[string]int{"points": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sentinel, err := producerClient.Send(ctx, Draft{Topic: topic, Payload: map[string]int{"points": 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer, err := kgo.NewClient(kgo.SeedBrokers(env.brokers), kgo.DisableIdempotentWrite(),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close()
+	ack := func(id, createdAt string) *kgo.Record {
+		record, err := SignedAck(env.ackTopic, id, createdAt, consumerApp.name,
+			consumerApp.secret, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		record.Key = []byte(target.MessageID) // one partition: RMS reads them in this order
+		return record
+	}
+	created := func(id string) time.Time {
+		m, err := producerClient.Get(ctx, id)
+		if err != nil || m.State != StateSent {
+			t.Fatalf("message %s: %+v, %v", id, m, err)
+		}
+		return m.CreatedAt
+	}
+	wrong := created(target.MessageID).Add(time.Second).Format(time.RFC3339Nano)
+	right := created(sentinel.MessageID).Format(time.RFC3339Nano)
+	if err := writer.ProduceSync(ctx, ack(target.MessageID, wrong),
+		ack(sentinel.MessageID, right)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the ack after the wrong one applied", func() bool {
+		return stateOf(producerClient, sentinel.MessageID) == StateDone
+	})
+	if state := stateOf(producerClient, target.MessageID); state != StateSent {
+		t.Fatalf("an ack naming created_at %s (not the message's) made it %q", wrong, state)
+	}
+	right = created(target.MessageID).Format(time.RFC3339Nano)
+	if err := writer.ProduceSync(ctx, ack(target.MessageID, right)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the ack naming the message's created_at applied", func() bool {
+		return stateOf(producerClient, target.MessageID) == StateDone
+	})
+}
+
+// ackRecordOf is the value and the traceparent header of the ack record of messageID on
+// the ack topic.
+func ackRecordOf(t *testing.T, env liveEnv, messageID string) (value, traceparent string) {
 	t.Helper()
 	reader, err := kgo.NewClient(kgo.SeedBrokers(env.brokers), kgo.ConsumeTopics(env.ackTopic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -185,12 +254,12 @@ func ackTraceparent(t *testing.T, env liveEnv, messageID string) string {
 			}
 			for _, h := range record.Headers {
 				if h.Key == "traceparent" {
-					return string(h.Value)
+					return string(record.Value), string(h.Value)
 				}
 			}
-			return ""
+			return string(record.Value), ""
 		}
 	}
 	t.Fatalf("no ack record of %s on %s", messageID, env.ackTopic)
-	return ""
+	return "", ""
 }

@@ -54,6 +54,8 @@ type Consumer struct {
 // RecordOutcome is what became of one record of a batch.
 type RecordOutcome struct {
 	MessageID string
+	// CreatedAt is the record's rms-created-at: the instance of the id the ack names.
+	CreatedAt string
 	Delivery  int
 	Outcome   Outcome
 	// Err is the handler's error (Failed), or the ack's (nil when acked).
@@ -169,8 +171,8 @@ func (c *Consumer) process(ctx context.Context, record *Record) (RecordOutcome, 
 		c.logger.ErrorContext(ctx, "rms: handler failed", "message_id", record.MessageID,
 			"topic", record.Topic, "delivery", record.Delivery, "error", err)
 	}
-	return RecordOutcome{MessageID: record.MessageID, Delivery: record.Delivery,
-		Outcome: outcome, Err: err}, ctx
+	return RecordOutcome{MessageID: record.MessageID, CreatedAt: record.CreatedAt,
+		Delivery: record.Delivery, Outcome: outcome, Err: err}, ctx
 }
 
 // ackAll acks every processed or duplicate record once per message id, a few at a time.
@@ -187,17 +189,17 @@ func (c *Consumer) ackAll(outcomes []RecordOutcome, contexts []context.Context) 
 		gate <- struct{}{}
 		go func(outcome *RecordOutcome, ctx context.Context) {
 			defer func() { <-gate; wg.Done() }()
-			outcome.AckErr = c.ack(ctx, outcome.MessageID)
+			outcome.AckErr = c.ack(ctx, outcome.MessageID, outcome.CreatedAt)
 		}(&outcomes[i], contexts[i])
 	}
 	wg.Wait()
 }
 
-func (c *Consumer) ack(ctx context.Context, messageID string) error {
+func (c *Consumer) ack(ctx context.Context, messageID, createdAt string) error {
 	ctx, span := c.tracer.Start(ctx, "rms.ack", trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("rms.message_id", messageID)))
 	defer span.End()
-	err := c.config.Acker.Ack(ctx, messageID)
+	err := c.config.Acker.Ack(ctx, messageID, createdAt)
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		c.logger.WarnContext(ctx, "rms: ack failed; RMS will redeliver and the inbox skips it",

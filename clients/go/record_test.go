@@ -57,12 +57,17 @@ func TestAMalformedDeliveryHeaderReadsAsZero(t *testing.T) {
 
 func TestSignedAckIsVerifiableWithTheConsumersSecret(t *testing.T) {
 	secret := secretOf("consumer secret")
-	record, err := SignedAck("rms.acks", "m-1", "points", secret, time.Now())
+	record, err := SignedAck("rms.acks", "m-1", "2026-11-26T08:00:00.123456Z", "points", secret,
+		time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(record.Value) != `{"message_id":"m-1","consumer":"points"}` {
+	if string(record.Value) !=
+		`{"message_id":"m-1","consumer":"points","created_at":"2026-11-26T08:00:00.123456Z"}` {
 		t.Fatalf("value %s", record.Value)
+	}
+	if string(record.Key) != "m-1" || record.Topic != "rms.acks" {
+		t.Fatalf("key %s, topic %s", record.Key, record.Topic)
 	}
 	headers := map[string][]string{}
 	for _, h := range record.Headers {
@@ -75,5 +80,15 @@ func TestSignedAckIsVerifiableWithTheConsumersSecret(t *testing.T) {
 	other, _ := NewVerifier([]string{secretOf("someone else")}, 0)
 	if _, _, err := other.Verify(headers, record.Value); err == nil {
 		t.Fatal("the ack verifies with another app's secret")
+	}
+}
+
+func TestAnAckWithoutCreatedAtLeavesTheFieldOut(t *testing.T) {
+	record, err := SignedAck("rms.acks", "m-1", "", "points", secretOf("s"), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(record.Value) != `{"message_id":"m-1","consumer":"points"}` {
+		t.Fatalf("value %s", record.Value)
 	}
 }

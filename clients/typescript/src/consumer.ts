@@ -160,13 +160,25 @@ export interface AckResult {
   detail?: string;
 }
 
+/** What an ack names: a record (its `messageId`, and its `createdAt`, the `rms-created-at`
+ * header as it came, which binds an ack record to that instance of the id), or an id alone. */
+export type AckTarget = string | { messageId: string; createdAt?: string | null };
+
+function targetOf(target: AckTarget): { messageId: string; createdAt: string | null } {
+  return typeof target === "string" ? { messageId: target, createdAt: null }
+    : { messageId: target.messageId, createdAt: target.createdAt ?? null };
+}
+
 export interface Acker {
-  /** `trace`: the W3C headers to carry (`traceparent`, `tracestate`). */
-  ack(messageId: string, trace?: Record<string, string>): Promise<AckResult>;
+  /** Acknowledges a record's message (an {@link RmsRecord} will do); `trace`: the W3C
+   * headers to carry (`traceparent`, `tracestate`). */
+  ack(target: AckTarget, trace?: Record<string, string>): Promise<AckResult>;
   close(): Promise<void>;
 }
 
-/** `POST /v1/messages/{id}/ack` with the consumer app's API key, retried like every call. */
+/** `POST /v1/messages/{id}/ack` with the consumer app's API key, retried like every call. An
+ * HTTP ack is authenticated with the app's key when it is made, so it cannot be replayed from
+ * a log: the record's `createdAt` is not needed and not sent. */
 export class HttpAcker implements Acker {
   private readonly http: Transport;
 
@@ -174,7 +186,8 @@ export class HttpAcker implements Acker {
     this.http = new Transport(options);
   }
 
-  async ack(messageId: string, trace: Record<string, string> = {}): Promise<AckResult> {
+  async ack(target: AckTarget, trace: Record<string, string> = {}): Promise<AckResult> {
+    const { messageId } = targetOf(target);
     try {
       await this.http.call("POST", `/v1/messages/${encodeURIComponent(messageId)}/ack`, undefined, trace);
       return { messageId, result: "acked", status: 200 };
@@ -199,15 +212,22 @@ export interface TopicAckerOptions {
   kafka?: Kafka;
 }
 
-/** The ack value as written: `{"message_id", "consumer"}`. */
-export function ackValue(messageId: string, consumer: string): string {
-  return JSON.stringify({ message_id: messageId, consumer });
+/** The ack value as written: `{"message_id", "consumer", "created_at"}`, where `createdAt` is
+ * the acknowledged record's `rms-created-at` header as it came. Without it (null) the field is
+ * left out, and RMS applies the ack only if it was signed no earlier than the message's
+ * creation second. */
+export function ackValue(messageId: string, consumer: string, createdAt: string | null = null): string {
+  return JSON.stringify(createdAt === null ? { message_id: messageId, consumer }
+    : { message_id: messageId, consumer, created_at: createdAt });
 }
 
 /**
- * A record `{"message_id", "consumer"}` on the ack topic, signed with the consumer app's
- * signing secret in Standard Webhooks headers over the value exactly as written (design
- * section 6). RMS applies it asynchronously: `acked` means the broker holds it.
+ * A record `{"message_id", "consumer", "created_at"}` on the ack topic, signed with the
+ * consumer app's signing secret in Standard Webhooks headers over the value exactly as written
+ * (design section 6). `created_at` is the acknowledged record's `rms-created-at`: RMS applies
+ * the ack only to the message with that id and that creation time, so a replayed record, or
+ * one read after the id was freed and used again, never finishes a newer message. RMS applies
+ * it asynchronously: `acked` means the broker holds it.
  */
 export class TopicAcker implements Acker {
   private readonly secrets: string[];
@@ -234,8 +254,9 @@ export class TopicAcker implements Acker {
     }
   }
 
-  async ack(messageId: string, trace: Record<string, string> = {}): Promise<AckResult> {
-    const value = ackValue(messageId, this.options.consumerApp);
+  async ack(target: AckTarget, trace: Record<string, string> = {}): Promise<AckResult> {
+    const { messageId, createdAt } = targetOf(target);
+    const value = ackValue(messageId, this.options.consumerApp, createdAt);
     const headers = { ...signedHeaders(this.secrets, value), ...trace };
     try {
       this.connecting ??= this.producer.connect();
@@ -316,7 +337,7 @@ export class RmsConsumer {
     try {
       const process = await context.with(processing, () => this.options.inbox.process(record, this.options.handler));
       span.setAttribute("rms.outcome", process.outcome);
-      const ack = process.outcome === "failed" ? null : await this.ack(record.messageId, processing);
+      const ack = process.outcome === "failed" ? null : await this.ack(record, processing);
       event = { record, process, ack };
     } finally {
       span.end();
@@ -325,10 +346,10 @@ export class RmsConsumer {
     return event;
   }
 
-  private async ack(messageId: string, parent: Context): Promise<AckResult> {
-    const span = tracer.startSpan("rms.ack", { kind: SpanKind.CLIENT, attributes: { "rms.message_id": messageId } }, parent);
+  private async ack(record: RmsRecord, parent: Context): Promise<AckResult> {
+    const span = tracer.startSpan("rms.ack", { kind: SpanKind.CLIENT, attributes: { "rms.message_id": record.messageId } }, parent);
     try {
-      return await this.options.acker.ack(messageId, traceHeaders(trace.setSpan(parent, span)));
+      return await this.options.acker.ack(record, traceHeaders(trace.setSpan(parent, span)));
     } finally {
       span.end();
     }

@@ -10,8 +10,8 @@ import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-ho
 import type pg from "pg";
 
 import {
-  HttpAcker, Inbox, RmsConsumer, RmsProducer, TopicAcker, type Acker, type AckResult, type ConsumerEvent,
-  type Handler,
+  ackValue, HttpAcker, Inbox, RmsConsumer, RmsProducer, signedHeaders, TopicAcker, type Acker, type AckResult,
+  type AckTarget, type ConsumerEvent, type Handler,
 } from "../index.js";
 import { ACK_TOPIC, createApp, kafka, PREFIX, pool, skipLive, waitFor, type App } from "./live.js";
 
@@ -28,13 +28,14 @@ class LosingFirstAck implements Acker {
   readonly carried = new Map<string, Record<string, string> | undefined>();
   constructor(private readonly inner: Acker) {}
 
-  async ack(messageId: string, trace?: Record<string, string>): Promise<AckResult> {
+  async ack(target: AckTarget, trace?: Record<string, string>): Promise<AckResult> {
+    const messageId = typeof target === "string" ? target : target.messageId;
     this.carried.set(messageId, trace);
     if (!this.dropped.has(messageId)) {
       this.dropped.add(messageId);
       return { messageId, result: "failed", detail: "lost on purpose" };
     }
-    return this.inner.ack(messageId, trace);
+    return this.inner.ack(target, trace);
   }
 
   close(): Promise<void> {
@@ -45,6 +46,7 @@ class LosingFirstAck implements Acker {
 describe("consumer (live RMS)", { skip: skipLive }, () => {
   const httpTopic = `points-http.${PREFIX}`;
   const kafkaTopic = `points-kafka.${PREFIX}`;
+  const staleTopic = `points-stale.${PREFIX}`; // nobody consumes it: only the test's acks finish its messages
   let producerApp: App;
   let consumerApp: App;
   let producer: RmsProducer;
@@ -62,7 +64,7 @@ describe("consumer (live RMS)", { skip: skipLive }, () => {
     inbox = new Inbox(db, { table: "points_inbox" });
     await inbox.ensure();
     await db.query("CREATE TABLE IF NOT EXISTS points (message_id text, delivery int)");
-    producerApp = await createApp(`${PREFIX}-shop`, { produce: [httpTopic, kafkaTopic], checkPrefixes: [NEVER_ASKED] });
+    producerApp = await createApp(`${PREFIX}-shop`, { produce: [httpTopic, kafkaTopic, staleTopic], checkPrefixes: [NEVER_ASKED] });
     consumerApp = await createApp(`${PREFIX}-points`, { consume: [`points-*.${PREFIX}`] });
     producer = new RmsProducer({ baseUrl: process.env.RMS_URL!, apiKey: producerApp.api_key, checkUrl: `${NEVER_ASKED}check` });
   });
@@ -113,15 +115,62 @@ describe("consumer (live RMS)", { skip: skipLive }, () => {
   });
 
   it("de-duplicates a redelivery through the inbox and acknowledges with a signed record on the ack topic", async () => {
-    const acker = new TopicAcker({ kafka: kafka(`${PREFIX}-acks`), consumerApp: consumerApp.name,
+    const written: string[] = [];
+    const writer = kafka(`${PREFIX}-acks`).producer();
+    const send = writer.send.bind(writer);
+    writer.send = (record) => {
+      written.push(...record.messages.map((message) => String(message.value)));
+      return send(record);
+    };
+    await writer.connect();
+    const acker = new TopicAcker({ producer: writer, consumerApp: consumerApp.name,
                                    signingSecret: consumerApp.signing_secret, ackTopic: ACK_TOPIC });
-    const { events, messageId } = await deliverTwice(kafkaTopic, acker);
-    assertOnce(events, messageId, "ack topic");
-    const done = await waitFor("RMS to apply the ack record", async () => {
-      const message = await producer.get(messageId);
-      return message.state === "done" ? message : null;
-    });
-    assert.ok(done.done_at);
-    assert.equal(await effects(messageId), 1);
+    try {
+      const { events, messageId } = await deliverTwice(kafkaTopic, acker);
+      assertOnce(events, messageId, "ack topic");
+      const done = await waitFor("RMS to apply the ack record", async () => {
+        const message = await producer.get(messageId);
+        return message.state === "done" ? message : null;
+      });
+      assert.ok(done.done_at);
+      assert.equal(await effects(messageId), 1);
+      const createdAt = events.find((event) => event.record.messageId === messageId)!.record.createdAt;
+      assert.ok(createdAt, "the record carries rms-created-at");
+      const expected = JSON.stringify({ message_id: messageId, consumer: consumerApp.name, created_at: createdAt });
+      assert.ok(written.length >= 1);
+      assert.deepEqual(written, written.map(() => expected), "each ack record names the record's instance");
+    } finally {
+      await writer.disconnect();
+    }
+  });
+
+  it("leaves a message sent when an ack record names another instance of its id (stale)", async () => {
+    // A created_at one second off, as a replayed record of an earlier message with the same id
+    // would carry. A second message's ack written after it, keyed alike (one partition, read in
+    // order), shows RMS has read it; the right created_at then finishes the message.
+    const target = await producer.send({ topic: staleTopic, payload: { points: 1 } });
+    const sentinel = await producer.send({ topic: staleTopic, payload: { points: 2 } });
+    const writer = kafka(`${PREFIX}-stale-acks`).producer();
+    await writer.connect();
+    const write = async (messageId: string, createdAt: string): Promise<void> => {
+      const value = ackValue(messageId, consumerApp.name, createdAt);
+      await writer.send({ topic: ACK_TOPIC, acks: -1,
+                          messages: [{ key: target.message_id, value, headers: signedHeaders([consumerApp.signing_secret], value) }] });
+    };
+    try {
+      const created = (await producer.get(target.message_id)).created_at;
+      const wrong = new Date(Date.parse(created) + 1000).toISOString();
+      await write(target.message_id, wrong);
+      await write(sentinel.message_id, (await producer.get(sentinel.message_id)).created_at);
+      await waitFor("the ack written after the wrong one to apply", async () =>
+        (await producer.get(sentinel.message_id)).state === "done");
+      assert.equal((await producer.get(target.message_id)).state, "sent",
+        `an ack naming created_at ${wrong} (the message's is ${created}) is refused`);
+      await write(target.message_id, created);
+      await waitFor("the ack naming the message's created_at to apply", async () =>
+        (await producer.get(target.message_id)).state === "done");
+    } finally {
+      await writer.disconnect();
+    }
   });
 });

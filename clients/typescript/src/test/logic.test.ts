@@ -68,8 +68,10 @@ describe("records", () => {
     assert.deepEqual(recordHeaders({ headers: undefined }), {});
   });
 
-  it("ack values are the contract's JSON", () => {
-    assert.deepEqual(JSON.parse(ackValue("m-1", "points")), { message_id: "m-1", consumer: "points" });
+  it("ack values are the contract's JSON, created_at copied as it came", () => {
+    assert.equal(ackValue("m-1", "points", "2026-11-26T08:00:00.123456Z"),
+      '{"message_id":"m-1","consumer":"points","created_at":"2026-11-26T08:00:00.123456Z"}');
+    assert.equal(ackValue("m-1", "points"), '{"message_id":"m-1","consumer":"points"}');
   });
 });
 

@@ -4,9 +4,11 @@ import { before, describe, it } from "node:test";
 import { context, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 
+import type { Producer, ProducerRecord } from "kafkajs";
+
 import {
-  createCheckBackHandler, MemoryReplayGuard, parseCheck, SignatureError, signedHeaders, Verifier,
-  type CheckRequest, type TransactionCheckRequest,
+  createCheckBackHandler, MemoryReplayGuard, parseCheck, parseRecord, SignatureError, signedHeaders,
+  TopicAcker, Verifier, type CheckRequest, type TransactionCheckRequest,
 } from "../index.js";
 
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -118,5 +120,27 @@ describe("check-back handler", () => {
     const guard = new MemoryReplayGuard();
     assert.equal(guard.firstUse("a", Date.now() + 60_000), true);
     assert.equal(guard.firstUse("a", Date.now() + 60_000), false);
+  });
+});
+
+describe("ack records", () => {
+  it("name the record's message and instance and are signed with the consumer's secret", async () => {
+    const sent: ProducerRecord[] = [];
+    const producer = { connect: async () => undefined,
+                       send: async (record: ProducerRecord) => { sent.push(record); return []; } };
+    const acker = new TopicAcker({ producer: producer as unknown as Producer, consumerApp: "points",
+                                   signingSecret: SECRET, ackTopic: "rms.acks" });
+    const record = parseRecord("orders.paid", 0, { offset: "0", key: null, value: Buffer.from("{}"), headers: {
+      "rms-message-id": Buffer.from("m-1"), "rms-created-at": Buffer.from("2026-11-26T08:00:00.123456Z") } });
+    assert.deepEqual(await acker.ack(record!), { messageId: "m-1", result: "acked" });
+    assert.equal(sent.length, 1);
+    assert.equal(sent[0]!.topic, "rms.acks");
+    const [message] = sent[0]!.messages;
+    assert.equal(message!.key, "m-1");
+    assert.equal(message!.value,
+      '{"message_id":"m-1","consumer":"points","created_at":"2026-11-26T08:00:00.123456Z"}');
+    const headers = message!.headers as Record<string, string>;
+    assert.match(new Verifier([SECRET]).verify(headers, String(message!.value)).webhookId, /^ack_/);
+    assert.throws(() => new Verifier([OTHER]).verify(headers, String(message!.value)), SignatureError);
   });
 });

@@ -24,7 +24,16 @@ public final class HttpAcker implements Acker {
     this(rmsUrl, apiKey, Duration.ofSeconds(10), RetryPolicy.DEFAULT);
   }
 
+  /**
+   * An HTTP ack is authenticated with the app's API key when it is made, so it cannot be
+   * replayed from a log: {@code createdAt} is not needed and not sent.
+   */
   @Override
+  public Ack ack(String messageId, String createdAt) {
+    return ack(messageId);
+  }
+
+  /** Acknowledges {@code messageId}. */
   public Ack ack(String messageId) {
     try {
       http.post("/v1/messages/" + Ids.segment(messageId) + "/ack", null);

@@ -88,7 +88,7 @@ public final class RmsConsumer {
   /** Handles records in order (one transaction each), then acks the handled ones, each once. */
   public BatchReport handle(List<ConsumerRecord<byte[], byte[]>> records) {
     List<BatchReport.Handled> handled = new ArrayList<>();
-    Map<String, Context> toAck = new LinkedHashMap<>();
+    Map<String, Pending> toAck = new LinkedHashMap<>();
     int skipped = 0;
     for (ConsumerRecord<byte[], byte[]> record : records) {
       Optional<RmsRecord> parsed = RmsRecord.parse(record);
@@ -120,19 +120,24 @@ public final class RmsConsumer {
       }
       handled.add(new BatchReport.Handled(message, outcome));
       if (outcome.acks()) {
-        toAck.putIfAbsent(message.messageId(), context);
+        toAck.putIfAbsent(message.messageId(), new Pending(message, context));
       }
     }
     List<Ack> acks = new ArrayList<>();
-    toAck.forEach((id, context) -> acks.add(ack(id, context)));
+    toAck.values().forEach(pending -> acks.add(ack(pending.message(), pending.context())));
     return new BatchReport(List.copyOf(handled), List.copyOf(acks), skipped);
   }
 
-  private Ack ack(String messageId, Context processing) {
+  /** A handled record to acknowledge, with the context of its {@code rms.process} span. */
+  private record Pending(RmsRecord message, Context context) {}
+
+  /** Acknowledges the record's message id and instance (its {@code rms-created-at}). */
+  private Ack ack(RmsRecord message, Context processing) {
+    String messageId = message.messageId();
     Span span = tracer.spanBuilder("rms.ack").setSpanKind(SpanKind.CLIENT)
         .setParent(processing).setAttribute("rms.message_id", messageId).startSpan();
     try (Scope ignored = processing.with(span).makeCurrent()) {
-      Ack ack = acker.ack(messageId);
+      Ack ack = acker.ack(message);
       if (ack.result() != Ack.Result.ACKED) {
         span.setStatus(StatusCode.ERROR, ack.result() + ": " + ack.detail());
         LOG.log(System.Logger.Level.WARNING, "ack of {0} {1}: {2}", messageId, ack.result(),

@@ -22,11 +22,14 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
  * An ack as a record on the ack topic (design section 6): value {@code {"message_id",
- * "consumer"}}, key the message id, signed in Standard Webhooks headers ({@code webhook-id} a
- * new UUID per ack, {@code webhook-timestamp}, {@code webhook-signature} over the value bytes
- * exactly as written) with the consumer app's signing secret, so writing to the topic alone is
- * not enough to finish a message. RMS applies the ack asynchronously: {@code ACKED} means the
- * broker holds the record.
+ * "consumer", "created_at"}}, key the message id, signed in Standard Webhooks headers ({@code
+ * webhook-id} a new UUID per ack, {@code webhook-timestamp}, {@code webhook-signature} over the
+ * value bytes exactly as written) with the consumer app's signing secret, so writing to the
+ * topic alone is not enough to finish a message. {@code created_at} is the acknowledged
+ * record's {@code rms-created-at} header as it came: RMS applies the ack only to the message
+ * with that id and that creation time, so a replayed record, or one read after the id was
+ * freed and used again, never finishes a newer message. RMS applies the ack asynchronously:
+ * {@code ACKED} means the broker holds the record.
  */
 public final class TopicAcker implements Acker {
   public static final String DEFAULT_ACK_TOPIC = "rms.acks";
@@ -77,17 +80,25 @@ public final class TopicAcker implements Acker {
         Duration.ofSeconds(10));
   }
 
-  /** The ack record's value for {@code messageId}. */
-  public byte[] value(String messageId) {
+  /**
+   * The ack record's value for {@code messageId}, the instance created at {@code createdAt}
+   * (the record's {@code rms-created-at} as it came). A null {@code createdAt} leaves the field
+   * out: RMS then applies the ack only if it was signed no earlier than the message's creation
+   * second.
+   */
+  public byte[] value(String messageId, String createdAt) {
     Map<String, String> value = new LinkedHashMap<>();
     value.put("message_id", messageId);
     value.put("consumer", consumerApp);
+    if (createdAt != null) {
+      value.put("created_at", createdAt);
+    }
     return Json.bytes(value);
   }
 
   /** The ack record: signed headers, then the current trace context (not signed). */
-  public ProducerRecord<byte[], byte[]> record(String messageId) {
-    byte[] value = value(messageId);
+  public ProducerRecord<byte[], byte[]> record(String messageId, String createdAt) {
+    byte[] value = value(messageId, createdAt);
     ProducerRecord<byte[], byte[]> record = new ProducerRecord<>(ackTopic,
         messageId.getBytes(StandardCharsets.UTF_8), value);
     Map<String, String> signed = Signatures.signedHeaders(secrets, "ack_" + UUID.randomUUID(),
@@ -98,9 +109,9 @@ public final class TopicAcker implements Acker {
   }
 
   @Override
-  public Ack ack(String messageId) {
+  public Ack ack(String messageId, String createdAt) {
     try {
-      producer.send(record(messageId)).get(timeout.toMillis(), TimeUnit.MILLISECONDS);
+      producer.send(record(messageId, createdAt)).get(timeout.toMillis(), TimeUnit.MILLISECONDS);
       return new Ack(messageId, Ack.Result.ACKED, 0, null);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();

@@ -16,20 +16,28 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
 import java.time.Instant;
+import java.time.OffsetDateTime;
+import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Properties;
 import java.util.UUID;
+import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.MockConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.common.record.TimestampType;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -55,7 +63,7 @@ class ConsumerLiveTest {
   /** The acknowledgement that never reaches RMS: the consumer died before it. */
   private static final class LostAck implements Acker {
     @Override
-    public Ack ack(String messageId) {
+    public Ack ack(String messageId, String createdAt) {
       return new Ack(messageId, Ack.Result.FAILED, 0, "consumer stopped before its ack");
     }
 
@@ -74,10 +82,88 @@ class ConsumerLiveTest {
   @Test
   void aRedeliveryIsSkippedByTheInboxAndAcknowledgedOnTheAckTopic() throws Exception {
     Apps apps = apps("topic");
+    RmsRecord acked;
     try (TopicAcker acker = TopicAcker.create(rms.bootstrapServers, apps.consumer().name(),
         apps.consumer().signingSecret(), rms.ackTopic)) {
-      receiveDeduplicateAndAck(apps, acker);
+      acked = receiveDeduplicateAndAck(apps, acker);
     }
+    assertTrue(acked.createdAt() != null && !acked.createdAt().isEmpty(), "rms-created-at");
+    assertEquals("{\"message_id\":\"" + acked.messageId() + "\",\"consumer\":\""
+        + apps.consumer().name() + "\",\"created_at\":\"" + acked.createdAt() + "\"}",
+        ackRecordValue(acked.messageId()), "the ack names the record's instance");
+  }
+
+  /**
+   * An ack record naming another instance of the message id (a created_at one second off, as a
+   * replayed record of an earlier message with the same id would) changes nothing: RMS refuses
+   * it as stale and the message stays sent. A second message's ack, written after it on the
+   * same partition, shows RMS has read it; the right created_at then finishes the message.
+   */
+  @Test
+  void anAckRecordForAnotherInstanceOfTheIdLeavesTheMessageSent() throws Exception {
+    Apps apps = apps("stale");
+    MessageInfo target = apps.producer().send(Draft.builder(apps.topic(), Map.of("points", 1))
+        .build());
+    MessageInfo sentinel = apps.producer().send(Draft.builder(apps.topic(),
+        Map.of("points", 2)).build());
+    try (KafkaProducer<byte[], byte[]> kafka = producer()) {
+      TopicAcker acker = new TopicAcker(kafka, apps.consumer().name(),
+          List.of(apps.consumer().signingSecret()), rms.ackTopic, Duration.ofSeconds(10));
+      String wrong = rfc3339(target.createdAt().plusSeconds(1));
+      send(kafka, acker.record(target.messageId(), wrong), target.messageId());
+      send(kafka, acker.record(sentinel.messageId(), rfc3339(sentinel.createdAt())),
+          target.messageId());
+      LiveRms.await("the ack written after the wrong one to apply", WITHIN,
+          () -> "done".equals(apps.producer().get(sentinel.messageId()).state()));
+      assertEquals("sent", apps.producer().get(target.messageId()).state(),
+          "an ack naming created_at " + wrong + " (not the message's) is refused");
+      send(kafka, acker.record(target.messageId(), rfc3339(target.createdAt())),
+          target.messageId());
+      LiveRms.await("the ack naming the message's created_at to apply", WITHIN,
+          () -> "done".equals(apps.producer().get(target.messageId()).state()));
+    }
+  }
+
+  private static String rfc3339(OffsetDateTime at) {
+    return at.format(DateTimeFormatter.ISO_OFFSET_DATE_TIME);
+  }
+
+  /** Sends the ack record keyed by {@code key}, so records of one key keep their order. */
+  private static void send(KafkaProducer<byte[], byte[]> kafka,
+      ProducerRecord<byte[], byte[]> ack, String key) throws Exception {
+    kafka.send(new ProducerRecord<>(ack.topic(), null, key.getBytes(UTF_8), ack.value(),
+        ack.headers())).get(10, TimeUnit.SECONDS);
+  }
+
+  private static KafkaProducer<byte[], byte[]> producer() {
+    Properties props = new Properties();
+    props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, rms.bootstrapServers);
+    props.put(ProducerConfig.ACKS_CONFIG, "all");
+    return new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer());
+  }
+
+  /** The value of the ack record of {@code messageId} on the ack topic. */
+  private static String ackRecordValue(String messageId) {
+    Properties props = new Properties();
+    props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, rms.bootstrapServers);
+    props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+    try (KafkaConsumer<byte[], byte[]> reader = new KafkaConsumer<>(props,
+        new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+      List<TopicPartition> partitions = reader.partitionsFor(rms.ackTopic).stream()
+          .map(p -> new TopicPartition(p.topic(), p.partition())).toList();
+      reader.assign(partitions);
+      reader.seekToBeginning(partitions);
+      Instant deadline = Instant.now().plus(WITHIN);
+      while (Instant.now().isBefore(deadline)) {
+        for (ConsumerRecord<byte[], byte[]> record : reader.poll(Duration.ofMillis(500))) {
+          String value = new String(record.value(), UTF_8);
+          if (value.contains("\"message_id\":\"" + messageId + "\"")) {
+            return value;
+          }
+        }
+      }
+    }
+    throw new AssertionError("no ack record of " + messageId + " on " + rms.ackTopic);
   }
 
   @Test
@@ -95,7 +181,7 @@ class ConsumerLiveTest {
     List<Map<String, String>> seen = new ArrayList<>();
     Acker recording = new Acker() {
       @Override
-      public Ack ack(String messageId) {
+      public Ack ack(String messageId, String createdAt) {
         seen.add(Tracing.currentHeaders());
         return new Ack(messageId, Ack.Result.ACKED, 200, null);
       }
@@ -128,7 +214,8 @@ class ConsumerLiveTest {
         producer.name(), consumer);
   }
 
-  private static void receiveDeduplicateAndAck(Apps apps, Acker acker) throws Exception {
+  /** Returns the record whose ack finished the message. */
+  private static RmsRecord receiveDeduplicateAndAck(Apps apps, Acker acker) throws Exception {
     JdbcInbox inbox = new JdbcInbox(db, "points_inbox");
     inbox.createTable();
     InboxHandler addPoints = (conn, record) -> {
@@ -140,6 +227,7 @@ class ConsumerLiveTest {
     };
     MessageInfo sent = apps.producer().send(Draft.builder(apps.topic(), Map.of("points", 5))
         .ackTimeout(Duration.ofSeconds(2)).build());
+    RmsRecord acked;
     try (KafkaConsumer<byte[], byte[]> kafka = kafka(apps.topic())) {
       List<RmsRecord> seen = new ArrayList<>();
       RmsConsumer first = new RmsConsumer(kafka, inbox, addPoints, new LostAck());
@@ -159,10 +247,13 @@ class ConsumerLiveTest {
       assertEquals(0, redelivered.count(Outcome.PROCESSED));
       assertEquals(Ack.Result.ACKED, redelivered.acks().get(0).result(),
           String.valueOf(redelivered.acks()));
+      acked = redelivered.handled().stream().map(BatchReport.Handled::record)
+          .filter(r -> r.messageId().equals(sent.messageId())).findFirst().orElseThrow();
     }
     LiveRms.await("message " + sent.messageId() + " to be done", WITHIN,
         () -> "done".equals(apps.producer().get(sent.messageId()).state()));
     assertEquals(1, pointsRows(sent.messageId()), "the handler ran once");
+    return acked;
   }
 
   /** Polls until a record of {@code messageId}, delivery {@code delivery} or later, came. */

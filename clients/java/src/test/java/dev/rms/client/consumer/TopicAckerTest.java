@@ -43,20 +43,45 @@ class TopicAckerTest {
     return headers;
   }
 
+  private static final String CREATED_AT = "2026-11-26T08:00:00.123456Z";
+
   @Test
-  void theValueNamesTheMessageAndTheConsumerAndIsSignedWithTheConsumersSecret()
+  void theValueNamesTheMessageItsInstanceAndTheConsumerAndIsSignedWithTheConsumersSecret()
       throws SignatureException {
-    ProducerRecord<byte[], byte[]> record = acker().record("m-1");
+    ProducerRecord<byte[], byte[]> record = acker().record("m-1", CREATED_AT);
     assertEquals("rms.acks", record.topic());
     assertEquals("m-1", new String(record.key(), StandardCharsets.UTF_8));
-    assertEquals("{\"message_id\":\"m-1\",\"consumer\":\"points\"}",
-        new String(record.value(), StandardCharsets.UTF_8));
+    assertEquals("{\"message_id\":\"m-1\",\"consumer\":\"points\",\"created_at\":\""
+        + CREATED_AT + "\"}", new String(record.value(), StandardCharsets.UTF_8));
     Verifier.Verified verified = new Verifier(List.of(SECRET)).verify(headers(record),
         record.value());
     assertTrue(verified.webhookId().startsWith("ack_"));
+    ProducerRecord<byte[], byte[]> another = acker().record("m-1", CREATED_AT);
     assertNotEquals(verified.webhookId(), new Verifier(List.of(SECRET))
-        .verify(headers(acker().record("m-1")), acker().record("m-1").value()).webhookId(),
-        "a new webhook-id per ack");
+        .verify(headers(another), another.value()).webhookId(), "a new webhook-id per ack");
+  }
+
+  @Test
+  void anAckWithoutCreatedAtLeavesTheFieldOut() {
+    assertEquals("{\"message_id\":\"m-1\",\"consumer\":\"points\"}",
+        new String(acker().value("m-1", null), StandardCharsets.UTF_8));
+  }
+
+  @Test
+  void anAckOfARecordNamesItsRmsCreatedAt() {
+    List<ProducerRecord<byte[], byte[]>> sent = new ArrayList<>();
+    MockProducer<byte[], byte[]> producer = new MockProducer<>(true, null,
+        new ByteArraySerializer(), new ByteArraySerializer());
+    RmsRecord record = new RmsRecord("m-1", 1, "shop", CREATED_AT, "orders", 0, 0L, null, null,
+        Map.of());
+    try (TopicAcker acker = new TopicAcker(producer, "points", List.of(SECRET), "rms.acks",
+        Duration.ofSeconds(1))) {
+      assertEquals(Ack.Result.ACKED, acker.ack(record).result());
+    }
+    sent.addAll(producer.history());
+    assertEquals(1, sent.size());
+    assertEquals("{\"message_id\":\"m-1\",\"consumer\":\"points\",\"created_at\":\""
+        + CREATED_AT + "\"}", new String(sent.get(0).value(), StandardCharsets.UTF_8));
   }
 
   @Test
@@ -65,7 +90,7 @@ class TopicAckerTest {
         TraceFlags.getSampled(), TraceState.getDefault());
     ProducerRecord<byte[], byte[]> record;
     try (Scope ignored = Span.wrap(span).makeCurrent()) {
-      record = acker().record("m-1");
+      record = acker().record("m-1", CREATED_AT);
     }
     assertEquals(List.of("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
         headers(record).get("traceparent"));
