@@ -69,11 +69,11 @@ def _due() -> list[ColumnElement[bool]]:
         ~messages.c.dead,
         messages.c.next_delivery_at <= func.now(),
         ~messages.c.ordered,
-        ~_behind_unpublished(),
+        ~behind_unpublished(),
     ]
 
 
-def _behind_unpublished() -> ColumnElement[bool]:
+def behind_unpublished() -> ColumnElement[bool]:
     """A message of a transaction waits while an earlier message of its transaction is ``sent``
     and either has no delivery reserved (its publish failed or was held back) or is claimed
     (a publish in flight, or one whose process died before recording the broker's answer):

@@ -393,7 +393,13 @@ def _before(kind: str, earlier: str, later: str, first: dict[str, Consumed], why
     if earlier not in first:
         yield Violation(kind, later, f"read, but {earlier} (before it {why}) never was")
     elif _precedes(first[later], first[earlier]):
-        yield Violation(kind, later, f"first delivered before {earlier} (before it {why})")
+        yield Violation(kind, later, f"first delivered ({_where(first[later])}) before "
+                                     f"{earlier} ({_where(first[earlier])}), before it {why}")
+
+
+def _where(record: Consumed) -> str:
+    return (f"{record.topic}/{record.partition}@{record.offset} delivery {record.delivery}, "
+            f"{record.timestamp:.3f}")
 
 
 def _precedes(a: Consumed, b: Consumed) -> bool:

@@ -34,6 +34,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from rms.embedded import EmbeddedPostgres, free_port
+from rms.kafka.topics import create_topics
 from rms.kafka_broker import EmbeddedKafka, KafkaCluster
 from rms.reaper import tied_to_parent
 from rms.store.migrate import upgrade
@@ -45,6 +46,7 @@ ADMIN_TOKEN = "faults-admin-token"
 DATABASE = "rms"
 HARNESS = "faults-harness"  # application_name of the suite's own connections
 LEASE_SECONDS = 4.0
+ORDERED_PARTITIONS = 4
 START_SECONDS = 60.0
 STOP_SECONDS = 10.0  # after SIGTERM, then SIGKILL
 
@@ -101,6 +103,10 @@ class Infra:
     @property
     def bootstrap_servers(self) -> str:
         return self.kafka.bootstrap_servers
+
+    def database_url(self, database: str = DATABASE) -> str:
+        """PostgreSQL, reached directly (not through the fault proxy)."""
+        return self.postgres.url(database)
 
     @property
     def proxied_node_ports(self) -> tuple[int, int]:
@@ -212,6 +218,14 @@ class Apps:
     def topic(self, app: str) -> str:
         return f"{app}.events"
 
+    def ordered_topic(self, app: str) -> str:
+        """In the app's ``ordered_topics``: keyed messages go in confirm order per key."""
+        return f"{app}.ordered"
+
+    @property
+    def topics(self) -> list[str]:
+        return [t for app in self.producers for t in (self.topic(app), self.ordered_topic(app))]
+
     @property
     def names(self) -> list[str]:
         return [*self.producers, self.consumer]
@@ -267,15 +281,31 @@ class Stack:
         for prefix in ("orders", "billing"):
             name = f"{prefix}-{tag}"
             producers[name], _ = await self._create_app(name, [f"{name}.*"], [],
-                                                        [self.check_url.removesuffix("check")])
+                                                        [self.check_url.removesuffix("check")],
+                                                        [f"{name}.ordered"])
         consumer = f"points-{tag}"
         key, secret = await self._create_app(consumer, [], [f"{p}.*" for p in producers], [])
-        return Apps(producers, consumer, key, secret)
+        apps = Apps(producers, consumer, key, secret)
+        await self.create_ordered_topics(apps)
+        return apps
+
+    async def create_ordered_topics(self, apps: Apps) -> None:
+        """The ordered topics with several partitions (the others are created on first use
+        with one): keys spread over them, each key on one."""
+        topics = [apps.ordered_topic(app) for app in apps.producers]
+        replicas = min(3, len(self.infra.kafka.nodes))
+        results = await create_topics(self.infra.bootstrap_servers, topics,
+                                      partitions=ORDERED_PARTITIONS,
+                                      replication_factor=replicas)
+        failed = [r for r in results if r.outcome not in {"created", "exists"}]
+        assert not failed, failed
 
     async def _create_app(self, name: str, produce: list[str], consume: list[str],
-                          prefixes: list[str]) -> tuple[str, str]:
+                          prefixes: list[str], ordered: list[str] | None = None
+                          ) -> tuple[str, str]:
         body = {"name": name, "produce_topics": produce or ["none"],
-                "consume_topics": consume or ["none"], "check_url_prefixes": prefixes}
+                "consume_topics": consume or ["none"], "check_url_prefixes": prefixes,
+                "ordered_topics": ordered or []}
         response = await self.http.post(f"{self.api}/v1/admin/apps", json=body,
                                         headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
         assert response.status_code == 201, response.text
@@ -301,16 +331,18 @@ class Stack:
         rows = await self.rows(
             "SELECT message_id, app, topic, state, dead, dead_reason, max_deliveries, "
             "delivery_count, extract(epoch FROM now() - CASE state "
-            "WHEN 'pending-send' THEN next_check_at WHEN 'sent' THEN next_delivery_at END) "
+            "WHEN 'pending-send' THEN next_check_at WHEN 'sent' THEN next_delivery_at END), "
+            "key, ordered, confirm_seq, extract(epoch FROM deliver_after), transaction_id "
             "FROM messages WHERE app = ANY(:apps)", apps=list(apps))
         return {row[0]: _final(row) for row in rows}
 
     async def final_events(self, apps: Sequence[str]) -> list[StoredEvent]:
         rows = await self.rows(
-            "SELECT e.message_id, e.event, e.actor, e.detail FROM message_events e "
-            "JOIN messages m USING (message_id) WHERE m.app = ANY(:apps) ORDER BY e.id",
-            apps=list(apps))
-        return [StoredEvent(*row) for row in rows]
+            "SELECT e.message_id, e.event, e.actor, e.detail, e.id, extract(epoch FROM e.at) "
+            "FROM message_events e JOIN messages m USING (message_id) "
+            "WHERE m.app = ANY(:apps) ORDER BY e.id", apps=list(apps))
+        return [StoredEvent(row[0], row[1], row[2], row[3], row[4], float(row[5]))
+                for row in rows]
 
     async def terminate_backends(self) -> int:
         """``pg_terminate_backend`` on every connection of the RMS processes."""
@@ -321,7 +353,8 @@ class Stack:
 
 def _final(row: Any) -> FinalMessage:
     return FinalMessage(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7],
-                        None if row[8] is None else float(row[8]))
+                        None if row[8] is None else float(row[8]), row[9], row[10], row[11],
+                        None if row[12] is None else float(row[12]), row[13])
 
 
 def rms_env(infra: Infra, pg_proxy: FaultProxy) -> dict[str, str]:

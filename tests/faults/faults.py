@@ -133,6 +133,7 @@ class LoseBrokerLog:
         infra = ctx.stack.infra
         infra.kafka.kill_node(1)
         ctx.injected[self.name] += 1
+        ctx.load.history.log_lost = True
         await asyncio.sleep(ctx.rng.uniform(*self.down))
         await asyncio.to_thread(infra.lose_broker_log)
         await ctx.consumer.restart()

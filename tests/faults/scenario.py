@@ -11,12 +11,13 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tests.faults.checker import Violation, check
-from tests.faults.cluster import SETTINGS, Stack
+from tests.faults.checker import Violation, check, notes
+from tests.faults.cluster import DATABASE, SETTINGS, Stack
 from tests.faults.faults import Fault, FaultContext, heal
 from tests.faults.history import OPEN, Final, History
-from tests.faults.load import PLANS, Consumer, Load, check_back
+from tests.faults.load import PLANS, Consumer, Load, Mix, check_back
 from tests.faults.proxy import Toxics
+from tests.faults.retention import Retention, read_archive
 
 LIVENESS_SECONDS = 90.0  # after healing: retry budgets (check-backs, deliveries) fit in it
 
@@ -29,6 +30,8 @@ class Scenario:
     clients: int = 6
     gap: tuple[float, float] = (1.0, 2.5)  # seconds between two injections
     plans: dict[str, int] = field(default_factory=lambda: dict(PLANS))
+    mix: Mix = field(default_factory=Mix)  # transactions, ordered and delayed messages
+    retention: bool = False  # retention runs (some killed) during the load, one at the end
     # latency kept during the load, by proxy ("pg", "kafka", "callback"): claims are held
     # longer, so worker faults catch workers holding them
     background: dict[str, Toxics] = field(default_factory=dict)
@@ -47,6 +50,7 @@ class Report:
     open_check_outcomes: Counter[str]  # how transactions ended that check-back found open
     unanswered: Counter[str]  # requests that got no answer, by kind
     server_errors: Counter[str]  # 500 answers by kind (an outage must answer 503)
+    notes: list[str] = field(default_factory=list)  # reported, not violations (held keys)
 
     def describe(self, limit: int = 25) -> str:
         lines = [f"scenario {self.name}: {self.messages} messages {dict(self.states)}",
@@ -58,6 +62,7 @@ class Report:
                  f"{self.heal_seconds:.1f}s after healing",
                  f"  violations {len(self.violations)}"]
         lines += [f"    {v}" for v in self.violations[:limit]]
+        lines += [f"  note: {n}" for n in self.notes[:limit]]
         return "\n".join(lines)
 
 
@@ -91,30 +96,50 @@ async def run(stack: Stack, scenario: Scenario, seed: int) -> Report:
     consumer = Consumer(stack, apps, history, random.Random(rng.random()),
                         SETTINGS["RMS_ACK_TOPIC"])
     load = Load(stack, apps, history, random.Random(rng.random()), scenario.clients,
-                plans=scenario.plans)
+                plans=scenario.plans, mix=scenario.mix)
+    retention = Retention(stack, history, random.Random(rng.random()),
+                          stack.infra.database_url(DATABASE))
     ctx = FaultContext(stack, load, consumer, rng, Counter())
     for name, toxics in scenario.background.items():
         stack.proxies[name].toxics = toxics
     consumer.start()
     load.start(scenario.seconds)
+    retaining = asyncio.create_task(retention.loop(load.stop_at) if scenario.retention
+                                    else asyncio.sleep(0))
     try:
         await inject_until(ctx, scenario.faults, load.stop_at, scenario.gap)
     finally:
         await heal(ctx)
     await load.finish()
+    await retaining
     waited = await settle(stack, apps.names, LIVENESS_SECONDS)
     # no ack may be sent or answered after the snapshot: an answer the snapshot cannot reflect
     # would read as a lost write
     await consumer.stop()
-    final = Final(await stack.final_messages(apps.names), await stack.final_events(apps.names))
+    if scenario.retention:
+        await asyncio.sleep(2.5)  # past OLDER_THAN: the last finished messages go too
+        await retention.finish()
+    final = await _final(stack, apps.names, scenario.retention)
+    merged = final.merged()
     return Report(scenario.name, history.counts(), ctx.injected + _proxy_faults(stack),
-                  check(history, final), len(final.messages),
-                  Counter(m.state + ("/dead" if m.dead else "") for m in final.messages.values()),
-                  sum(1 for e in final.events if e.detail.get("stale")), waited,
+                  check(history, final), len(merged.messages),
+                  Counter(m.state + ("/dead" if m.dead else "") + ("/archived" if m.archived
+                                                                  else "")
+                          for m in merged.messages.values()),
+                  sum(1 for e in merged.events if e.detail.get("stale")), waited,
                   _open_outcomes(history),
                   Counter(op.kind for op in history.ops if op.status is None
                           and op.kind != "ack-topic"),
-                  Counter(op.kind for op in history.ops if op.status == 500))
+                  Counter(op.kind for op in history.ops if op.status == 500),
+                  notes(history, final))
+
+
+async def _final(stack: Stack, apps: list[str], archived: bool) -> Final:
+    final = Final(await stack.final_messages(apps), await stack.final_events(apps))
+    if archived:
+        final.archived, final.archived_events = await asyncio.to_thread(
+            read_archive, stack.infra.base / "archive", apps)
+    return final
 
 
 def _open_outcomes(history: History) -> Counter[str]:

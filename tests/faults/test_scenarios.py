@@ -23,6 +23,7 @@ from tests.faults.faults import (
     TerminateBackends,
 )
 from tests.faults.history import COMMITTED, ROLLED_BACK
+from tests.faults.load import Mix
 from tests.faults.proxy import Toxics
 from tests.faults.scenario import Report, Scenario, run
 
@@ -127,3 +128,20 @@ async def test_check_back_during_a_still_open_producer_transaction(stack: Stack)
     assert_clean(report)
     unknown_then = report.open_check_outcomes
     assert unknown_then[COMMITTED] and unknown_then[ROLLED_BACK], report.describe()
+
+
+async def test_transactions_ordered_keys_delays_and_retention_under_faults(stack: Stack) -> None:
+    mix = Mix(transactions=0.35, ordered=0.4, delayed=0.25)
+    report = await run(stack, Scenario("features", [KillServe(), KillProducer(),
+                                                    TerminateBackends()],
+                                       seconds=16.0, gap=(1.5, 3.0), mix=mix, retention=True),
+                       seed=12)
+    print(report.describe())
+    assert not report.violations, report.describe()
+    assert not report.server_errors, report.describe()
+    for feature in ("transaction", "txn-confirm", "txn-cancel", "ordered-message",
+                    "delayed-message", "retention-run", "retention-killed"):
+        assert report.ops[feature], f"no {feature}:\n{report.describe()}"
+    assert not report.ops["retention-final-failed"], report.describe()
+    assert report.states["done/archived"] and report.states["deleted/archived"], \
+        report.describe()
