@@ -146,9 +146,28 @@ def _by_message(events: Iterable[StoredEvent]) -> dict[str, list[StoredEvent]]:
 def _loss(history: History, final: Final, held: set[str]) -> Iterator[Violation]:
     """``held``: ordered messages waiting behind a dead one of their key (reported apart)."""
     yield from _answers_survive(history.ops, final)
+    yield from _claims_survive(history, final)
     consumed = {record.message_id for record in history.consumed}
     for message_id in sorted(_must_deliver(history, final) - held):
         yield from _delivered(message_id, final.messages.get(message_id), consumed)
+
+
+def _claims_survive(history: History, final: Final) -> Iterator[Violation]:
+    """A claim committed before a failover is on the new primary: the row is there (or ended
+    finished and archived) and its counters did not go back."""
+    for failover in history.failovers:
+        for claim in failover.before:
+            after = failover.after.get(claim.message_id)
+            if after is None and claim.message_id not in final.messages:
+                yield Violation("loss", claim.message_id, f"claimed before {failover.kind} of "
+                                                          f"{failover.old}, gone after it")
+            elif after is not None and (after.delivery_count < claim.delivery_count
+                                        or after.check_count < claim.check_count):
+                yield Violation("loss", claim.message_id,
+                                f"claim {claim.token} lost in {failover.kind} of "
+                                f"{failover.old}: counts {claim.delivery_count}/"
+                                f"{claim.check_count} before, {after.delivery_count}/"
+                                f"{after.check_count} on {failover.new}")
 
 
 def _answers_survive(ops: Iterable[Op], final: Final) -> Iterator[Violation]:

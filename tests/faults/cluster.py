@@ -39,7 +39,8 @@ from rms.kafka_broker import EmbeddedKafka, KafkaCluster
 from rms.reaper import tied_to_parent
 from rms.store.migrate import upgrade
 from tests.confirm.servers import CallbackServer, serving
-from tests.faults.history import FinalMessage, StoredEvent
+from tests.faults.ha import PatroniCluster
+from tests.faults.history import Claim, FinalMessage, StoredEvent
 from tests.faults.proxy import FaultProxy
 
 ADMIN_TOKEN = "faults-admin-token"
@@ -88,6 +89,7 @@ class Infra:
 
     base: Path
     brokers: int = 3
+    ha: PatroniCluster | None = None  # a PostgreSQL that fails over instead of ``postgres``
     postgres: EmbeddedPostgres = field(init=False)
     kafka: KafkaCluster = field(init=False)
 
@@ -105,8 +107,19 @@ class Infra:
         return self.kafka.bootstrap_servers
 
     def database_url(self, database: str = DATABASE) -> str:
-        """PostgreSQL, reached directly (not through the fault proxy)."""
-        return self.postgres.url(database)
+        """PostgreSQL, reached directly (not through the fault proxy); with a failover
+        cluster, the multi-host URL that finds the writable member."""
+        return self.ha.url(database) if self.ha else self.postgres.url(database)
+
+    def rms_database_url(self, pg_proxy: FaultProxy) -> str:
+        """What RMS connects to: through the fault proxy, or the failover cluster's URL."""
+        if self.ha:
+            return self.ha.url(DATABASE)
+        return f"postgresql+asyncpg://postgres@{pg_proxy.address}/{DATABASE}"
+
+    @property
+    def pg_port(self) -> int:
+        return self.ha.nodes[0].pg_port if self.ha else self.postgres.port
 
     @property
     def proxied_node_ports(self) -> tuple[int, int]:
@@ -117,14 +130,29 @@ class Infra:
 
     def start(self) -> None:
         self.base.mkdir(parents=True, exist_ok=True)
-        self.postgres.start()
-        self.postgres.create_database(DATABASE)
-        upgrade(self.postgres.url(DATABASE))
+        if self.ha:
+            self.ha.start()
+            self.ha.create_database(DATABASE)
+        else:
+            self.postgres.start()
+            self.postgres.create_database(DATABASE)
+        upgrade(self.database_url(DATABASE))
         self.kafka.start()
 
     def stop(self) -> None:
         self.kafka.kill()
-        self.postgres.stop("immediate")
+        if self.ha:
+            self.ha.stop()
+        else:
+            self.postgres.stop("immediate")
+
+    def heal_postgres(self) -> None:
+        """PostgreSQL up: restarted after a crash, or every failover member running and a
+        primary elected."""
+        if self.ha:
+            self.ha.heal()
+        elif not (self.postgres.data_dir / "postmaster.pid").exists():
+            self.postgres.start()
 
     def lose_broker_log(self) -> None:
         """The single broker back on its address with an empty log directory."""
@@ -327,6 +355,14 @@ class Stack:
                                p=f"%:{process.pid}:%")
         return int(rows[0][0])
 
+    async def claims(self, ids: Sequence[str] | None = None) -> dict[str, Claim]:
+        """The claimed messages now (``ids`` None), or the rows of ``ids`` whatever their
+        claim."""
+        where = "claim_token IS NOT NULL" if ids is None else "message_id = ANY(:ids)"
+        rows = await self.rows(f"SELECT message_id, claim_token, delivery_count, check_count "
+                               f"FROM messages WHERE {where}", ids=list(ids or []))
+        return {row[0]: Claim(*row) for row in rows}
+
     async def final_messages(self, apps: Sequence[str]) -> dict[str, FinalMessage]:
         rows = await self.rows(
             "SELECT message_id, app, topic, state, dead, dead_reason, max_deliveries, "
@@ -359,7 +395,7 @@ def _final(row: Any) -> FinalMessage:
 
 def rms_env(infra: Infra, pg_proxy: FaultProxy) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RMS_")}
-    url = f"postgresql+asyncpg://postgres@{pg_proxy.address}/{DATABASE}"
+    url = infra.rms_database_url(pg_proxy)
     return env | SETTINGS | {"RMS_DATABASE_URL": url, "RMS_ADMIN_TOKEN": ADMIN_TOKEN,
                              "RMS_KAFKA_BOOTSTRAP_SERVERS": infra.bootstrap_servers}
 
@@ -377,13 +413,13 @@ async def running_stack(infra: Infra, workers: int = 2) -> AsyncIterator[Stack]:
     """Proxies, a callback server and the RMS processes, all stopped at the end."""
     base = infra.base / f"stack-{uuid.uuid4().hex[:6]}"
     base.mkdir()
-    pg_proxy = FaultProxy(upstream_port=infra.postgres.port, seed=1)
+    pg_proxy = FaultProxy(upstream_port=infra.pg_port, seed=1)
     proxy_port, node_port = infra.proxied_node_ports
     kafka_proxy = FaultProxy(upstream_port=node_port, port=proxy_port, seed=3)
     callbacks = CallbackServer()
     callback_proxy = FaultProxy(upstream_port=callbacks.port, seed=2)
     serve, spawned = _processes(base, rms_env(infra, pg_proxy), workers)
-    engine = create_async_engine(infra.postgres.url(DATABASE), pool_pre_ping=True,
+    engine = create_async_engine(infra.database_url(DATABASE), pool_pre_ping=True,
                                  connect_args={"server_settings": {"application_name": HARNESS}})
     async with serving(callbacks, port=callbacks.port), httpx.AsyncClient() as http:
         for proxy in (pg_proxy, kafka_proxy, callback_proxy):

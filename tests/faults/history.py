@@ -43,6 +43,7 @@ class Consumed:
     partition: int = 0
     offset: int = 0
     timestamp: float = 0.0  # the record's timestamp (epoch seconds, the publisher's clock)
+    at: float = field(default_factory=time.monotonic)  # when it was read
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,32 @@ class CheckAnswer:
     app: str
     status: str
     at: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A worker's claim on a message as the primary had it committed: its claim token and the
+    counters the claim advanced."""
+
+    message_id: str
+    token: str | None
+    delivery_count: int
+    check_count: int
+
+
+@dataclass
+class Failover:
+    """One loss of the PostgreSQL primary (killed, or a switchover): the claims committed just
+    before, the same rows read on the new primary right after its promotion, and when."""
+
+    kind: str  # pg-primary-kill, pg-node-kill, pg-switchover
+    old: str
+    killed_at: float  # monotonic
+    new: str = ""
+    promoted_at: float | None = None
+    rejoined_at: float | None = None  # the old primary streaming as a standby again
+    before: list[Claim] = field(default_factory=list)
+    after: dict[str, Claim] = field(default_factory=dict)
 
 
 @dataclass
@@ -67,6 +94,7 @@ class History:
     transactions: dict[str, tuple[str, ...]] = field(default_factory=dict)  # id -> members
     features: Counter[str] = field(default_factory=Counter)  # ordered, delayed, retention-run..
     log_lost: bool = False  # the broker lost its log: records (and so their order) are gone
+    failovers: list[Failover] = field(default_factory=list)
 
     def set_truth(self, unit: str, value: str) -> None:
         """The producer's local transaction of a message, or of a transaction and its

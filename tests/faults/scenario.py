@@ -11,10 +11,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tests.faults.checker import Violation, check, notes
+from tests.faults.checker import Violation, check, notes, summary
 from tests.faults.cluster import DATABASE, SETTINGS, Stack
 from tests.faults.faults import Fault, FaultContext, heal
-from tests.faults.history import OPEN, Final, History
+from tests.faults.history import OPEN, Failover, Final, History, Op
 from tests.faults.load import PLANS, Consumer, Load, Mix, check_back
 from tests.faults.proxy import Toxics
 from tests.faults.retention import Retention, read_archive
@@ -32,9 +32,64 @@ class Scenario:
     plans: dict[str, int] = field(default_factory=lambda: dict(PLANS))
     mix: Mix = field(default_factory=Mix)  # transactions, ordered and delayed messages
     retention: bool = False  # retention runs (some killed) during the load, one at the end
+    contrast: bool = False  # asynchronous replication: violations are the measured contrast
     # latency kept during the load, by proxy ("pg", "kafka", "callback"): claims are held
     # longer, so worker faults catch workers holding them
     background: dict[str, Toxics] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FailoverReport:
+    """One loss of the primary, measured (seconds from the kill or the switchover request)."""
+
+    kind: str
+    old: str
+    new: str
+    promoted: float | None  # Patroni promoted the new primary
+    first_prepare: float | None  # the first prepare sent after it answered 2xx
+    rejoined: float | None  # the old primary streams as a standby again
+    claims: int  # claims committed before, found on the new primary
+    check_backs_after: int  # the check-back loop resumed: answers after the promotion
+    records_after: int  # redelivery / publishing resumed: records read after the promotion
+    lost_window: float | None = None  # contrast: first lost 2xx answer, seconds before the kill
+
+    def __str__(self) -> str:
+        def s(value: float | None) -> str:
+            return "never" if value is None else f"{value:.1f}s"
+
+        text = (f"{self.kind} {self.old} -> {self.new}: promoted {s(self.promoted)}, first "
+                f"prepare answered {s(self.first_prepare)}, old primary rejoined "
+                f"{s(self.rejoined)} after; {self.claims} claims carried over; after the "
+                f"promotion {self.check_backs_after} check-backs, {self.records_after} records")
+        if self.lost_window is not None:
+            text += f"; lost answers from {self.lost_window:.3f}s before the kill"
+        return text
+
+
+def failover_report(failover: Failover, history: History,
+                    lost: list[Violation] | None = None) -> FailoverReport:
+    start = failover.killed_at
+
+    def since(at: float | None) -> float | None:
+        return None if at is None else at - start
+
+    prepares = [op.answered for op in history.ops if op.kind in {"prepare", "txn-prepare"}
+                and op.ok and op.at >= start and op.answered is not None]
+    promoted = failover.promoted_at or start
+    lost_at = [op.answered for op in history.ops if op.ok and op.answered is not None
+               and op.answered <= start and any(v.message_id in _members(op, history)
+                                                for v in lost or [])]
+    return FailoverReport(
+        failover.kind, failover.old, failover.new, since(failover.promoted_at),
+        since(min(prepares, default=None)), since(failover.rejoined_at),
+        len(failover.before),
+        sum(1 for a in history.answers if a.at >= promoted),
+        sum(1 for r in history.consumed if r.at >= promoted),
+        start - min(lost_at) if lost_at else (0.0 if lost is not None else None))
+
+
+def _members(op: Op, history: History) -> tuple[str, ...]:
+    return history.transactions.get(op.message_id, (op.message_id,))
 
 
 @dataclass
@@ -51,6 +106,9 @@ class Report:
     unanswered: Counter[str]  # requests that got no answer, by kind
     server_errors: Counter[str]  # 500 answers by kind (an outage must answer 503)
     notes: list[str] = field(default_factory=list)  # reported, not violations (held keys)
+    failovers: list[FailoverReport] = field(default_factory=list)
+    # asynchronous replication: what a failover lost, shown as the documented contrast
+    contrast: list[Violation] = field(default_factory=list)
 
     def describe(self, limit: int = 25) -> str:
         lines = [f"scenario {self.name}: {self.messages} messages {dict(self.states)}",
@@ -63,6 +121,11 @@ class Report:
                  f"  violations {len(self.violations)}"]
         lines += [f"    {v}" for v in self.violations[:limit]]
         lines += [f"  note: {n}" for n in self.notes[:limit]]
+        lines += [f"  failover: {f}" for f in self.failovers]
+        if self.contrast:
+            lines.append(f"  asynchronous replication (documented loss window, not counted): "
+                         f"{len(self.contrast)} {summary(self.contrast)}")
+            lines += [f"    {v}" for v in self.contrast[:limit]]
         return "\n".join(lines)
 
 
@@ -121,8 +184,12 @@ async def run(stack: Stack, scenario: Scenario, seed: int) -> Report:
         await retention.finish()
     final = await _final(stack, apps.names, scenario.retention)
     merged = final.merged()
+    violations = check(history, final)
+    contrast = violations if scenario.contrast else []
+    violations = [] if scenario.contrast else violations
+    lost = [v for v in contrast if v.kind == "loss"] if scenario.contrast else None
     return Report(scenario.name, history.counts(), ctx.injected + _proxy_faults(stack),
-                  check(history, final), len(merged.messages),
+                  violations, len(merged.messages),
                   Counter(m.state + ("/dead" if m.dead else "") + ("/archived" if m.archived
                                                                   else "")
                           for m in merged.messages.values()),
@@ -131,7 +198,8 @@ async def run(stack: Stack, scenario: Scenario, seed: int) -> Report:
                   Counter(op.kind for op in history.ops if op.status is None
                           and op.kind != "ack-topic"),
                   Counter(op.kind for op in history.ops if op.status == 500),
-                  notes(history, final))
+                  notes(history, final),
+                  [failover_report(f, history, lost) for f in history.failovers], contrast)
 
 
 async def _final(stack: Stack, apps: list[str], archived: bool) -> Final:
