@@ -70,7 +70,7 @@ def _host_port(text: str) -> tuple[str, int]:
         port = rest.removeprefix(":")
     else:
         host, _, port = text.partition(":")
-    if port and not port.isdigit() or port and not 0 < int(port) < 65536:
+    if port and not (port.isdigit() and 0 < int(port) < 65536):
         raise UsageError("the database URL has an invalid port")
     return unquote(host) or "127.0.0.1", int(port) if port else 5432
 
