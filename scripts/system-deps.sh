@@ -4,7 +4,8 @@
 #   scripts/system-deps.sh       everything `make test` needs: the above, a JDK (the check-back
 #                                conformance servers), the PostgreSQL JDBC driver for Spark,
 #                                Chromium for the dashboard test and shellcheck for the deploy
-#                                scripts
+#                                scripts; Patroni and etcd for the fault suite's PostgreSQL
+#                                that fails over (also for `make soak`)
 set -euo pipefail
 need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
@@ -14,6 +15,11 @@ if [ "${1:-test}" != dev ]; then
   [ -f /usr/share/java/postgresql.jar ] || need+=(libpostgresql-jdbc-java)
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
   command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+fi
+# the fault suite's failover cluster (tests/faults/ha.py): Patroni and its store, etcd
+if [ "${1:-test}" != dev ] || [ -n "${RMS_FAILOVER_DEPS:-}" ]; then
+  command -v patroni >/dev/null 2>&1 || need+=(patroni)
+  command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 fi
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
