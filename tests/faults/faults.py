@@ -314,7 +314,8 @@ class LosePrimary:
         await _claims_after(ctx, failover)
         if self.how == "node":
             await asyncio.to_thread(cluster.heal)
-        await asyncio.to_thread(cluster.wait_healthy, PROMOTION_SECONDS)
+        if await asyncio.to_thread(cluster.rejoined, PROMOTION_SECONDS):
+            ctx.injected["pg-reinitialize"] += 1
         failover.rejoined_at = time.monotonic()
         ctx.injected["pg-rejoin"] += 1
 

@@ -257,6 +257,22 @@ class PatroniCluster:
             time.sleep(0.3)
         raise HaError(f"cluster not healthy after {timeout:.0f}s: {self.members()}")
 
+    def rejoined(self, timeout: float) -> bool:
+        """Waits until every member streams again; a member that stays stuck (Patroni started
+        it as a standby with nothing to follow, seen after many failovers in a row) is
+        reinitialized from the primary, as an operator would (``patronictl reinit``).
+        Returns True when one had to be."""
+        try:
+            self.wait_healthy(timeout / 2)
+            return False
+        except HaError:
+            pass
+        for member in self.members():
+            if member.get("role") != "leader" and member.get("state") not in UP:
+                _post(f"{self.node(member['name']).api}/reinitialize", {"force": True})
+        self.wait_healthy(timeout)
+        return True
+
     def switchover(self) -> Node:
         """A planned switchover to a standby in sync; returns the new primary."""
         primary = self.wait_primary(START_SECONDS)

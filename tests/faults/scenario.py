@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from tests.faults.checker import Violation, check, notes, summary
 from tests.faults.cluster import DATABASE, SETTINGS, Stack
 from tests.faults.faults import Fault, FaultContext, heal
-from tests.faults.history import OPEN, Failover, Final, History, Op
+from tests.faults.history import OPEN, Claim, Failover, Final, History, Op
 from tests.faults.load import PLANS, Consumer, Load, Mix, check_back
 from tests.faults.proxy import Toxics
 from tests.faults.retention import Retention, read_archive
@@ -52,6 +52,8 @@ class FailoverReport:
     check_backs_after: int  # the check-back loop resumed: answers after the promotion
     records_after: int  # redelivery / publishing resumed: records read after the promotion
     lost_window: float | None = None  # contrast: first lost 2xx answer, seconds before the kill
+    lost_answers: int = 0  # contrast: 2xx answers this failover lost
+    lost_claims: int = 0  # claims whose counters went back on the new primary
 
     def __str__(self) -> str:
         def s(value: float | None) -> str:
@@ -62,12 +64,16 @@ class FailoverReport:
                 f"{s(self.rejoined)} after; {self.claims} claims carried over; after the "
                 f"promotion {self.check_backs_after} check-backs, {self.records_after} records")
         if self.lost_window is not None:
-            text += f"; lost answers from {self.lost_window:.3f}s before the kill"
+            text += (f"; {self.lost_answers} answered requests lost, answered up to "
+                     f"{self.lost_window:.3f}s before the kill; {self.lost_claims} claims lost")
         return text
 
 
 def failover_report(failover: Failover, history: History,
-                    lost: list[Violation] | None = None) -> FailoverReport:
+                    lost: list[Violation] | None = None, since_last: float = 0.0
+                    ) -> FailoverReport:
+    """``lost``: the contrast's loss violations; those whose answer came after ``since_last``
+    (the failover before) and before this one are this failover's loss window."""
     start = failover.killed_at
 
     def since(at: float | None) -> float | None:
@@ -76,16 +82,24 @@ def failover_report(failover: Failover, history: History,
     prepares = [op.answered for op in history.ops if op.kind in {"prepare", "txn-prepare"}
                 and op.ok and op.at >= start and op.answered is not None]
     promoted = failover.promoted_at or start
+    lost_ids = {v.message_id for v in lost or [] if " answered 2" in v.detail}
     lost_at = [op.answered for op in history.ops if op.ok and op.answered is not None
-               and op.answered <= start and any(v.message_id in _members(op, history)
-                                                for v in lost or [])]
+               and since_last < op.answered <= start
+               and lost_ids.intersection(_members(op, history))]
     return FailoverReport(
         failover.kind, failover.old, failover.new, since(failover.promoted_at),
         since(min(prepares, default=None)), since(failover.rejoined_at),
         len(failover.before),
         sum(1 for a in history.answers if a.at >= promoted),
         sum(1 for r in history.consumed if r.at >= promoted),
-        start - min(lost_at) if lost_at else (0.0 if lost is not None else None))
+        start - min(lost_at) if lost_at else (0.0 if lost is not None else None),
+        len(lost_at), sum(1 for c in failover.before if _went_back(c, failover.after)))
+
+
+def _went_back(claim: Claim, after: dict[str, Claim]) -> bool:
+    now = after.get(claim.message_id)
+    return now is not None and (now.delivery_count < claim.delivery_count
+                                or now.check_count < claim.check_count)
 
 
 def _members(op: Op, history: History) -> tuple[str, ...]:
@@ -199,7 +213,15 @@ async def run(stack: Stack, scenario: Scenario, seed: int) -> Report:
                           and op.kind != "ack-topic"),
                   Counter(op.kind for op in history.ops if op.status == 500),
                   notes(history, final),
-                  [failover_report(f, history, lost) for f in history.failovers], contrast)
+                  _failover_reports(history, lost), contrast)
+
+
+def _failover_reports(history: History, lost: list[Violation] | None) -> list[FailoverReport]:
+    reports, last = [], 0.0
+    for failover in history.failovers:
+        reports.append(failover_report(failover, history, lost, last))
+        last = failover.killed_at
+    return reports
 
 
 async def _final(stack: Stack, apps: list[str], archived: bool) -> Final:
