@@ -14,7 +14,7 @@ from rms.kafka.records import header
 from rms.usecases.redelivery import RecoveryWorker
 from rms.worker import worker_context
 from tests.recovery.helpers import SqlHelper, events, message, tick_until
-from tests.support import Api, AppKeys, read_topic
+from tests.support import CHECK_PREFIX, Api, AppKeys, read_topic
 
 
 def _at(text: str) -> datetime:
@@ -234,7 +234,7 @@ async def test_an_ordered_member_waits_for_the_delayed_member_before_it(
     ordered topic): the sequencer does not publish the second before the first."""
     name = f"ledger-{unique}"
     body = {"name": name, "produce_topics": [topic], "consume_topics": ["none"],
-            "check_url_prefixes": ["http://127.0.0.1:1/"], "ordered_topics": [topic]}
+            "check_url_prefixes": [CHECK_PREFIX, "http://127.0.0.1:1/"], "ordered_topics": [topic]}
     response = await api.client.post("/v1/admin/apps", json=body, headers=api.admin)
     assert response.status_code == 201, response.text
     producer = AppKeys(name, response.json()["api_key"], response.json()["signing_secret"])
@@ -258,3 +258,28 @@ async def test_an_ordered_member_waits_for_the_delayed_member_before_it(
     assert times == sorted(times)
     records = await read_topic(api.settings.kafka_bootstrap_servers, topic, expect=2, settle=0.3)
     assert [header(list(r.headers), "rms-message-id") for r in records] == ids
+
+
+async def test_a_delayed_ordered_message_behind_a_published_one_waits_for_its_time(
+        api: Api, worker: RecoveryWorker, topic: str, unique: str) -> None:
+    """Two ordered messages of one key, the second delayed: the sequencer publishes the first
+    and stops at the second until its deliver_after, although nothing holds it back."""
+    name = f"ledger2-{unique}"
+    body = {"name": name, "produce_topics": [topic], "consume_topics": ["none"],
+            "check_url_prefixes": [CHECK_PREFIX, "http://127.0.0.1:1/"], "ordered_topics": [topic]}
+    response = await api.client.post("/v1/admin/apps", json=body, headers=api.admin)
+    assert response.status_code == 201, response.text
+    producer = AppKeys(name, response.json()["api_key"], response.json()["signing_secret"])
+    first = await api.prepared_id(producer, topic, key="account-2")
+    delayed = await api.prepared_id(producer, topic, key="account-2", delay_seconds=4.0)
+    for message_id in (first, delayed):
+        assert (await api.post(producer, f"/v1/messages/{message_id}/confirm")).status_code == 200
+    await worker.tick()
+    assert [await _published_at(api, i) != [] for i in (first, delayed)] == [True, False]
+
+    async def published() -> bool:
+        return bool(await _published_at(api, delayed))
+
+    await tick_until(worker, published)
+    (at,) = await _published_at(api, delayed)
+    assert at >= _at((await message(api, delayed))["deliver_after"])
