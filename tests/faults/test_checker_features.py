@@ -11,7 +11,9 @@ from tests.faults.history import (
     COMMITTED,
     ROLLED_BACK,
     CheckAnswer,
+    Claim,
     Consumed,
+    Failover,
     Final,
     FinalMessage,
     History,
@@ -258,3 +260,23 @@ def test_an_archived_message_whose_events_were_not_archived_breaks_its_history()
     history, final = clean()
     final.archived_events = [e for e in final.archived_events if e.event != "prepared"]
     assert "transition" in kinds(history, final)
+
+
+def test_a_claim_gone_back_on_the_new_primary_is_loss() -> None:
+    history, final = clean()
+    before = [Claim("o1", "w:1", 1, 0), Claim("d1", "w:2", 0, 2)]
+    history.failovers.append(Failover("pg-primary-kill", "pg0", 10.0, "pg1", 12.0, before=before,
+                                      after={"o1": Claim("o1", "w:1", 1, 0),
+                                             "d1": Claim("d1", None, 0, 2)}))
+    assert check(history, final) == []  # carried over (a claim released later is fine)
+    history.failovers[0].after["o1"] = Claim("o1", None, 0, 0)
+    found = check(history, final)
+    assert [(v.kind, v.message_id) for v in found] == [("loss", "o1")]
+    assert "lost in pg-primary-kill of pg0" in found[0].detail
+
+
+def test_a_claimed_row_missing_on_the_new_primary_is_loss() -> None:
+    history, final = clean()
+    history.failovers.append(Failover("pg-switchover", "pg0", 10.0, "pg1", 12.0,
+                                      before=[Claim("gone", "w:1", 1, 0)]))
+    assert [(v.kind, v.message_id) for v in check(history, final)] == [("loss", "gone")]
