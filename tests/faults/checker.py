@@ -383,11 +383,13 @@ def _all_or_none(transaction: str, members: tuple[str, ...], final: Final, histo
 
 
 def _first_records(consumed: Iterable[Consumed]) -> dict[str, Consumed]:
-    """Per message, the record of its lowest delivery number read (the first publish)."""
+    """Per message, its earliest record in the topic: its first delivery. Not necessarily the
+    lowest delivery number: a worker frozen past its lease may publish its delivery 1 after
+    the worker that took the message over published delivery 2."""
     first: dict[str, Consumed] = {}
     for record in consumed:
         known = first.get(record.message_id)
-        if known is None or (record.delivery, record.offset) < (known.delivery, known.offset):
+        if known is None or _precedes(record, known):
             first[record.message_id] = record
     return first
 

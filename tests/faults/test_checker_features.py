@@ -280,3 +280,20 @@ def test_a_claimed_row_missing_on_the_new_primary_is_loss() -> None:
     history.failovers.append(Failover("pg-switchover", "pg0", 10.0, "pg1", 12.0,
                                       before=[Claim("gone", "w:1", 1, 0)]))
     assert [(v.kind, v.message_id) for v in check(history, final)] == [("loss", "gone")]
+
+
+def test_the_first_delivery_is_the_earliest_record_not_the_lowest_number() -> None:
+    """A worker frozen past its lease publishes its delivery 1 of t1-0 late, after t1-1; the
+    worker that took t1-0 over had published its delivery 2 first: the order held."""
+    history, final = clean()
+    history.consumed = [replace(r, delivery=2) if r.message_id == "t1-0" else r
+                        for r in history.consumed]
+    history.consumed.append(Consumed("t1-0", A, EVENTS, 1, 0, 9, T0 + 4))
+    final.messages["t1-0"] = replace(final.messages["t1-0"], delivery_count=2)
+    final.events.append(StoredEvent("t1-0", "published", "recovery-worker:stale",
+                                    {"delivery": 1}, 998, T0 + 4))
+    assert check(history, final) == []
+    history.consumed = [replace(r, offset=99, timestamp=T0 + 5)
+                        if (r.message_id, r.delivery) == ("t1-0", 2) else r
+                        for r in history.consumed]
+    assert kinds(history, final) == {"transaction-order": 1}  # now t1-1 came first
