@@ -44,6 +44,10 @@ REQUEST_TIMEOUT = 10.0
 ANSWERS = {COMMITTED: "committed", ROLLED_BACK: "rolled_back", OPEN: "unknown"}
 KEYS = ("k0", "k1", "k2", "k3")  # an app's ordering keys, shared by all its clients
 DELAY = (1.0, 5.0)
+# acks awaiting their answer at most: past it a record is left unacked (redelivered later);
+# unbounded, a slow RMS lets thousands queue in the HTTP pool, whose bookkeeping then starves
+# the event loop that also runs the fault proxies
+ACKS_IN_FLIGHT = 64
 
 
 @dataclass(frozen=True)
@@ -346,6 +350,8 @@ class Consumer:
         self.history.consumed.append(consumed)
         if consumed.delivery == 1 and self.rng.random() < 0.2:
             return  # "crashed before acking": the recovery service delivers it again
+        if len(self.acks) >= ACKS_IN_FLIGHT:
+            return  # a consumer's bounded concurrency: this one comes again, acked later
         task = asyncio.create_task(self._ack(consumed.message_id, producer))
         self.acks.add(task)
         task.add_done_callback(self.acks.discard)
