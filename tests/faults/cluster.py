@@ -363,6 +363,11 @@ class Stack:
                                f"FROM messages WHERE {where}", ids=list(ids or []))
         return {row[0]: Claim(*row) for row in rows}
 
+    async def event_ids(self, ids: Sequence[str]) -> list[int]:
+        rows = await self.rows("SELECT id FROM message_events WHERE message_id = ANY(:ids)",
+                               ids=list(ids))
+        return [int(row[0]) for row in rows]
+
     async def final_messages(self, apps: Sequence[str]) -> dict[str, FinalMessage]:
         rows = await self.rows(
             "SELECT message_id, app, topic, state, dead, dead_reason, max_deliveries, "

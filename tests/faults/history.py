@@ -70,7 +70,8 @@ class Claim:
 @dataclass
 class Failover:
     """One loss of the PostgreSQL primary (killed, or a switchover): the claims committed just
-    before, the same rows read on the new primary right after its promotion, and when."""
+    before and the events of those messages then, the same rows read on the new primary right
+    after its promotion, and when."""
 
     kind: str  # pg-primary-kill, pg-node-kill, pg-switchover
     old: str
@@ -80,6 +81,7 @@ class Failover:
     rejoined_at: float | None = None  # the old primary streaming as a standby again
     before: list[Claim] = field(default_factory=list)
     after: dict[str, Claim] = field(default_factory=dict)
+    events: list[int] = field(default_factory=list)  # ids of the claimed messages' events
 
 
 @dataclass

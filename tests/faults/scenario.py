@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from tests.faults.checker import Violation, check, notes, summary
 from tests.faults.cluster import DATABASE, SETTINGS, Stack
 from tests.faults.faults import Fault, FaultContext, heal
-from tests.faults.history import OPEN, Claim, Failover, Final, History, Op
+from tests.faults.history import OPEN, Failover, Final, History, Op
 from tests.faults.load import PLANS, Consumer, Load, Mix, check_back
 from tests.faults.proxy import Toxics
 from tests.faults.retention import Retention, read_archive
@@ -53,7 +53,7 @@ class FailoverReport:
     records_after: int  # redelivery / publishing resumed: records read after the promotion
     lost_window: float | None = None  # contrast: first lost 2xx answer, seconds before the kill
     lost_answers: int = 0  # contrast: 2xx answers this failover lost
-    lost_claims: int = 0  # claims whose counters went back on the new primary
+    carried: int = 0  # claims found on the new primary with the same token
 
     def __str__(self) -> str:
         def s(value: float | None) -> str:
@@ -61,11 +61,12 @@ class FailoverReport:
 
         text = (f"{self.kind} {self.old} -> {self.new}: promoted {s(self.promoted)}, first "
                 f"prepare answered {s(self.first_prepare)}, old primary rejoined "
-                f"{s(self.rejoined)} after; {self.claims} claims carried over; after the "
+                f"{s(self.rejoined)} after; {self.carried} of {self.claims} claims still held "
+                f"there; after the "
                 f"promotion {self.check_backs_after} check-backs, {self.records_after} records")
         if self.lost_window is not None:
             text += (f"; {self.lost_answers} answered requests lost, answered up to "
-                     f"{self.lost_window:.3f}s before the kill; {self.lost_claims} claims lost")
+                     f"{self.lost_window:.3f}s before the kill")
         return text
 
 
@@ -93,13 +94,8 @@ def failover_report(failover: Failover, history: History,
         sum(1 for a in history.answers if a.at >= promoted),
         sum(1 for r in history.consumed if r.at >= promoted),
         start - min(lost_at) if lost_at else (0.0 if lost is not None else None),
-        len(lost_at), sum(1 for c in failover.before if _went_back(c, failover.after)))
-
-
-def _went_back(claim: Claim, after: dict[str, Claim]) -> bool:
-    now = after.get(claim.message_id)
-    return now is not None and (now.delivery_count < claim.delivery_count
-                                or now.check_count < claim.check_count)
+        len(lost_at), sum(1 for c in failover.before
+                          if (held := failover.after.get(c.message_id)) and held.token == c.token))
 
 
 def _members(op: Op, history: History) -> tuple[str, ...]:
