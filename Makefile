@@ -42,11 +42,13 @@ test: $(STAMP) system-deps lint typecheck imports
 	$(BIN)/pytest
 
 ## The fault suite's long soak: every fault mixed, for SOAK_SECONDS (default 1800); summary at the end
+## (SOAK_ARGS="--failover sync": on a PostgreSQL that fails over, its primary killed too)
 SOAK_SECONDS ?= 1800
+SOAK_ARGS ?=
 soak: $(STAMP)
-	@bash scripts/system-deps.sh dev
+	@RMS_FAILOVER_DEPS=1 bash scripts/system-deps.sh dev
 	@$(BIN)/python -m rms.kafka_broker
-	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python -m tests.faults.soak
+	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python -m tests.faults.soak $(SOAK_ARGS)
 
 bench: $(STAMP)
 	@bash scripts/system-deps.sh dev

@@ -5,9 +5,11 @@
 #                                conformance servers), the PostgreSQL JDBC driver for Spark,
 #                                Debian's PostgreSQL (built with OpenSSL: the TLS tests),
 #                                Chromium for the dashboard test, shellcheck for the deploy
-#                                scripts and promtool (Debian's prometheus) for the alert rules;
-#                                on a host that runs systemd that package also starts a
-#                                Prometheus server on :9090 (`systemctl disable --now prometheus`)
+#                                scripts, promtool (Debian's prometheus) for the alert rules
+#                                (on a host that runs systemd that package also starts a
+#                                Prometheus server on :9090: `systemctl disable --now
+#                                prometheus`); Patroni and etcd for the fault suite's
+#                                PostgreSQL that fails over (also for `make soak`)
 set -euo pipefail
 need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
@@ -20,6 +22,11 @@ if [ "${1:-test}" != dev ]; then
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
   command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
   command -v promtool >/dev/null 2>&1 || need+=(prometheus)  # promtool: alert rules
+fi
+# the fault suite's failover cluster (tests/faults/ha.py): Patroni and its store, etcd
+if [ "${1:-test}" != dev ] || [ -n "${RMS_FAILOVER_DEPS:-}" ]; then
+  command -v patroni >/dev/null 2>&1 || need+=(patroni)
+  command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 fi
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

@@ -41,8 +41,27 @@ def test_a_unix_socket() -> None:
     ("postgresql://h:port/db", "port is not a number"),
     ("postgresql://h/db?port=x", "port is not a number"),
     ("postgresql://h/db?sslmode=maybe", "sslmode must be one of"),
-    ("postgresql://a:5432,b:5432/db", "several hosts"),
+    ("postgresql://a:5432,b:70000/db", "port is not a number"),
+    ("postgresql://a/db?target_session_attrs=standby", "target_session_attrs 'standby'"),
+    ("postgresql://a/db?host=/run/postgresql", "cannot be combined"),
 ])
 def test_forms_that_cannot_work(text: str, says: str) -> None:
     with pytest.raises(DatabaseUrlError, match=says):
         parse_database_url(text)
+
+
+@pytest.mark.parametrize("text", [
+    "postgresql+asyncpg://rms:pw@/rms?host=10.0.0.1:5432&host=10.0.0.2:5433"
+    "&target_session_attrs=read-write",
+    "postgresql://rms:pw@10.0.0.1:5432,10.0.0.2:5433/rms?target_session_attrs=read-write",
+])
+def test_several_servers_are_tried_in_turn_for_the_writable_one(text: str) -> None:
+    url = parse_database_url(text)
+    assert url.hosts == (("10.0.0.1", 5432), ("10.0.0.2", 5433))
+    assert url.settings == {}  # target_session_attrs is a connection parameter, not a setting
+    assert url.dsn() == ("postgresql://rms:pw@10.0.0.1:5432,10.0.0.2:5433/rms"
+                         "?target_session_attrs=read-write")
+    jdbc = url.jdbc("rms-report")
+    assert jdbc.url == "jdbc:postgresql://10.0.0.1:5432,10.0.0.2:5433/rms"
+    assert jdbc.properties["targetServerType"] == "primary"
+    assert "pw" not in url.location and url.location == "10.0.0.1:5432,10.0.0.2:5433/rms"

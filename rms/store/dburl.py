@@ -6,6 +6,10 @@ Forms: ``postgresql+asyncpg://user:password@host:port/database`` (or ``postgresq
 
 - ``host=/run/postgresql`` (a directory: a Unix socket; ``postgresql+asyncpg://user@/rms?host=
   /run/postgresql``) and ``port``;
+- several servers, for a primary with standbys that fails over: libpq's
+  ``postgresql://user@h1:5432,h2:5432/rms`` or SQLAlchemy's ``postgresql+asyncpg://user@/rms?
+  host=h1:5432&host=h2:5432``, with ``target_session_attrs=read-write`` (or ``primary``) so
+  that a connection lands on the writable one (the JDBC read: ``targetServerType=primary``);
 - TLS: ``sslmode`` (``disable`` ... ``verify-full``; asyncpg's ``ssl=true|false|<mode>`` is
   read as ``sslmode``), ``sslrootcert``, ``sslcert``, ``sslkey``;
 - any other parameter is a PostgreSQL session setting (``application_name=...``).
@@ -28,6 +32,8 @@ TLS_PARAMETERS = ("sslmode", "sslrootcert", "sslcert", "sslkey")
 SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 _SSL_WORDS = {"true": "require", "1": "require", "false": "disable", "0": "disable"}
 _FORM = "postgresql+asyncpg://user:password@host:port/database"
+# target_session_attrs RMS accepts, and the JDBC driver's targetServerType for each
+_SESSION_ATTRS = {"read-write": "primary", "primary": "primary", "any": "any"}
 
 
 class DatabaseUrlError(ValueError):
@@ -42,13 +48,22 @@ class JdbcTarget:
 
 @dataclass(frozen=True)
 class DatabaseUrl:
-    host: str  # a host name or address, or a directory holding the Unix socket
-    port: int
+    # (host name or address, port), tried in turn; or one directory holding the Unix socket
+    hosts: tuple[tuple[str, int], ...]
     database: str
     user: str | None = None
     password: str | None = field(default=None, repr=False)
     tls: dict[str, str] = field(default_factory=dict)  # sslmode, sslrootcert, sslcert, sslkey
     settings: dict[str, str] = field(default_factory=dict)  # PostgreSQL session settings
+    session_attrs: str | None = None  # target_session_attrs: read-write, primary or any
+
+    @property
+    def host(self) -> str:
+        return self.hosts[0][0]
+
+    @property
+    def port(self) -> int:
+        return self.hosts[0][1]
 
     @property
     def unix_socket(self) -> bool:
@@ -59,7 +74,7 @@ class DatabaseUrl:
         """Where the server is, without user or password, for messages and logs."""
         if self.unix_socket:
             return f"{self.host}/.s.PGSQL.{self.port}/{self.database}"
-        return f"{self.host}:{self.port}/{self.database}"
+        return f"{self._netloc_hosts()}/{self.database}"
 
     def dsn(self) -> str:
         """The libpq-style URL asyncpg reads (TLS and socket parameters in its query)."""
@@ -68,14 +83,16 @@ class DatabaseUrl:
             secret = f":{quote(self.password, safe='')}" if self.password else ""
             auth = f"{quote(self.user, safe='')}{secret}@"
         query: dict[str, str] = {}
-        netloc_host = ""
+        netloc_hosts = ""
         if self.unix_socket:
             query |= {"host": self.host, "port": str(self.port)}
         else:
-            netloc_host = f"{_bracketed(self.host)}:{self.port}"
+            netloc_hosts = self._netloc_hosts()
         query |= self.tls | self.settings
+        if self.session_attrs:
+            query["target_session_attrs"] = self.session_attrs
         suffix = f"?{urlencode(query, safe='/')}" if query else ""
-        return f"postgresql://{auth}{netloc_host}/{quote(self.database, safe='')}{suffix}"
+        return f"postgresql://{auth}{netloc_hosts}/{quote(self.database, safe='')}{suffix}"
 
     def jdbc(self, application_name: str) -> JdbcTarget:
         """The PostgreSQL JDBC driver's URL and properties; a Unix socket cannot be read so."""
@@ -90,8 +107,10 @@ class DatabaseUrl:
         if self.password:
             properties["password"] = self.password
         properties |= self.tls
+        if self.session_attrs:
+            properties["targetServerType"] = _SESSION_ATTRS[self.session_attrs]
         return JdbcTarget(
-            f"jdbc:postgresql://{_bracketed(self.host)}:{self.port}/{quote(self.database, safe='')}",
+            f"jdbc:postgresql://{self._netloc_hosts()}/{quote(self.database, safe='')}",
             properties)
 
     def connector(self, **connect_args: Any) -> Callable[[], Awaitable[Any]]:
@@ -105,6 +124,9 @@ class DatabaseUrl:
 
         return connect
 
+    def _netloc_hosts(self) -> str:
+        return ",".join(f"{_bracketed(host)}:{port}" for host, port in self.hosts)
+
 
 def parse_database_url(text: str) -> DatabaseUrl:
     try:
@@ -112,25 +134,56 @@ def parse_database_url(text: str) -> DatabaseUrl:
         if split.scheme not in SCHEMES:
             raise DatabaseUrlError(f"RMS_DATABASE_URL cannot be parsed: not of the form {_FORM} "
                                    "(postgresql:// serves too)")
-        if "," in split.netloc:
-            raise DatabaseUrlError("RMS_DATABASE_URL names several hosts: name one (or a "
-                                   "load balancer in front of them)")
-        port = split.port
-        query = dict(parse_qsl(split.query, keep_blank_values=True))
+        pairs = parse_qsl(split.query, keep_blank_values=True)
     except ValueError as exc:
         if isinstance(exc, DatabaseUrlError):
             raise
         raise DatabaseUrlError(f"RMS_DATABASE_URL cannot be parsed: {_why(exc)}") from None
-    host = query.pop("host", "") or split.hostname or "127.0.0.1"
+    userinfo, _, netloc_hosts = split.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    query = {name: value for name, value in pairs if name != "host"}
+    named = [value for name, value in pairs if name == "host" and value]
     return DatabaseUrl(
-        host=host,
-        port=_port(query.pop("port", None), port),
+        hosts=_hosts(netloc_hosts, named, query.pop("port", None)),
         database=unquote(split.path.lstrip("/")) or "postgres",
-        user=unquote(split.username) if split.username else None,
-        password=unquote(split.password) if split.password else None,
+        user=unquote(user) if user else None,
+        password=unquote(password) if password else None,
         tls=_tls(query),
+        session_attrs=_session_attrs(query.pop("target_session_attrs", None)),
         settings=query,
     )
+
+
+def _hosts(netloc_hosts: str, named: list[str],
+           port_parameter: str | None) -> tuple[tuple[str, int], ...]:
+    """The servers of the URL: ``h1:p1,h2:p2`` in its authority, ``host=`` parameters (each
+    ``h:p``, or a socket directory), the ``port`` parameter as the default port."""
+    default = _port(port_parameter) if port_parameter is not None else 5432
+    sockets = [value for value in named if value.startswith("/")]
+    if sockets:
+        if len(named) > 1 or netloc_hosts:
+            raise DatabaseUrlError("RMS_DATABASE_URL: a Unix socket directory (host=/...) "
+                                   "cannot be combined with other hosts")
+        return ((sockets[0], default),)
+    given = [part for part in netloc_hosts.split(",") if part] + named
+    return tuple(_host_port(part, default) for part in given) or (("127.0.0.1", default),)
+
+
+def _host_port(text: str, default: int) -> tuple[str, int]:
+    """``host``, ``host:port``, ``[v6]`` or ``[v6]:port``."""
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port = rest.removeprefix(":")
+    else:
+        host, _, port = text.partition(":")
+    return unquote(host) or "127.0.0.1", _port(port) if port else default
+
+
+def _session_attrs(value: str | None) -> str | None:
+    if value is not None and value not in _SESSION_ATTRS:
+        raise DatabaseUrlError(f"RMS_DATABASE_URL: target_session_attrs {value!r}: use "
+                               f"{', '.join(_SESSION_ATTRS)} (RMS needs the writable server)")
+    return value
 
 
 def database_location(text: str) -> str:
@@ -138,12 +191,10 @@ def database_location(text: str) -> str:
     return parse_database_url(text).location
 
 
-def _port(in_query: str | None, in_netloc: int | None) -> int:
-    if in_query is None:
-        return in_netloc or 5432
-    if not in_query.isdigit() or not 0 < int(in_query) < 65536:
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
         raise DatabaseUrlError("RMS_DATABASE_URL cannot be parsed: its port is not a number")
-    return int(in_query)
+    return int(text)
 
 
 def _tls(query: dict[str, str]) -> dict[str, str]:

@@ -119,12 +119,16 @@ def _claim_run(token: str, lease_seconds: float, actor: str) -> Any:
         ordering_keys.c.lease_token == bindparam("key_token"),
         ordering_keys.c.lease_until > func.now())
     # not necessarily due: a message waiting behind a blocked one goes as soon as the one
-    # before it was published; never one another claim holds and whose lease still runs
+    # before it was published; never one another claim holds and whose lease still runs, nor
+    # a delayed message before its deliver_after (database clock), nor a message of a
+    # transaction whose earlier message has not reached the broker yet (the run stops there
+    # and the key waits behind it, as behind a failed publish)
     free = or_(messages.c.claim_token.is_(None), messages.c.next_delivery_at <= func.now())
+    deliverable = or_(messages.c.deliver_after.is_(None), messages.c.deliver_after <= func.now())
     chosen: Select[Any] = select(messages.c.message_id, spent_budget().label("spent")).where(
         messages.c.message_id == any_(bindparam("run_ids", type_=ARRAY(Text))),
         messages.c.ordered,
-        messages.c.state == State.SENT.value, ~messages.c.dead, free, leased,
+        messages.c.state == State.SENT.value, ~messages.c.dead, free, leased, deliverable,
         ~behind_unpublished())
     return claim_statement(chosen, token, lease_seconds, actor)
 

@@ -12,18 +12,48 @@
   state, and no two 2xx answers contradict each other (confirmed and cancelled);
 * **liveness**: once faults healed and the retry budget passed, every message is settled
   (done, deleted or dead);
-* **isolation**: an app never sees or changes another app's message.
+* **isolation**: an app never sees or changes another app's message;
+* **atomic**: no record of a member of a transaction whose producer did not commit; every member
+  of a committed one delivered or dead with its reason, never some members deleted and others
+  not;
+* **transaction-order**: members' first deliveries keep their listed order (record timestamps:
+  each member is handed to the broker once the one before was accepted);
+* **key-order**: per ordering key ``(app, topic, key)`` first deliveries come in confirm order
+  (section 10 of the design): a message whose confirm was answered before another's confirm
+  (or committed check-back) started is read first. A key held behind a dead message is
+  reported (:func:`notes`), not a violation;
+* **early**: no publish (event, on the database clock) and no record before ``deliver_after``;
+* **retention**: only finished (``done`` / ``deleted``), not dead messages are archived, and
+  archive plus live tables hold each message and each event exactly once.
+
+A transaction's requests (``txn-prepare``, ``txn-confirm``, ``txn-cancel``) and check-back
+answers count for each of its members in the single-message invariants.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from tests.faults.history import COMMITTED, Consumed, Final, FinalMessage, History, Op, StoredEvent
+from tests.faults.history import (
+    COMMITTED,
+    CheckAnswer,
+    Consumed,
+    Final,
+    FinalMessage,
+    History,
+    Op,
+    StoredEvent,
+)
 
-KINDS = ("loss", "phantom", "duplicates", "transition", "liveness", "isolation")
+KINDS = ("loss", "phantom", "duplicates", "transition", "liveness", "isolation", "atomic",
+         "transaction-order", "key-order", "early", "retention")
+FINISHED = frozenset({"done", "deleted"})
+RECORD_CLOCK = 0.001  # record timestamps are whole milliseconds
 
 # event -> (required state before, state after)
 STATE_EVENTS: dict[str, tuple[str | None, str]] = {
@@ -50,16 +80,50 @@ class Violation:
 
 def check(history: History, final: Final) -> list[Violation]:
     """Every violation found (empty: the run kept every invariant)."""
+    retention = list(_retention(final))
+    final = final.merged()
+    history = per_member(history)
     events = _by_message(final.events)
+    held = set(held_keys(final))
     found = [
-        *_loss(history, final),
+        *_loss(history, final, held),
         *_phantom(history, final, events),
         *_duplicates(history, final, events),
         *_transitions(history, final, events),
-        *_liveness(final),
+        *_liveness(final, held),
         *_isolation(history, final),
+        *_atomic(history, final),
+        *_transaction_order(history, final),
+        *_key_order(history, final),
+        *_early(history, final),
+        *retention,
     ]
     return sorted(found, key=lambda v: (KINDS.index(v.kind), v.message_id, v.detail))
+
+
+def notes(history: History, final: Final) -> list[str]:
+    """What the run shows that is not a violation: keys held behind a dead message, order
+    checks skipped because the broker lost its log."""
+    found = [f"key held: {waiting} waits behind dead {blocker}"
+             for waiting, blocker in sorted(held_keys(final.merged()).items())]
+    if history.log_lost:
+        found.append("order not checked: the broker lost its log (and the records in it)")
+    return found
+
+
+def per_member(history: History) -> History:
+    """The history with each transaction request and check-back answer repeated for each of
+    the transaction's members, as a message request and answer of the member."""
+    ops = [*history.ops]
+    answers = []
+    for op in history.ops:
+        if op.kind.startswith("txn-"):
+            ops += [dataclasses.replace(op, kind=op.kind.removeprefix("txn-"), message_id=m)
+                    for m in history.transactions.get(op.message_id, ())]
+    for answer in history.answers:  # a transaction's answer stands for its members'
+        members = history.transactions.get(answer.message_id, (answer.message_id,))
+        answers += [CheckAnswer(m, answer.app, answer.status, answer.at) for m in members]
+    return dataclasses.replace(history, ops=ops, answers=answers)
 
 
 def summary(violations: Iterable[Violation]) -> dict[str, int]:
@@ -79,11 +143,30 @@ def _by_message(events: Iterable[StoredEvent]) -> dict[str, list[StoredEvent]]:
 # ---- loss ---------------------------------------------------------------------------------
 
 
-def _loss(history: History, final: Final) -> Iterator[Violation]:
+def _loss(history: History, final: Final, held: set[str]) -> Iterator[Violation]:
+    """``held``: ordered messages waiting behind a dead one of their key (reported apart)."""
     yield from _answers_survive(history.ops, final)
+    yield from _claims_survive(history, final)
     consumed = {record.message_id for record in history.consumed}
-    for message_id in sorted(_must_deliver(history, final)):
+    for message_id in sorted(_must_deliver(history, final) - held):
         yield from _delivered(message_id, final.messages.get(message_id), consumed)
+
+
+def _claims_survive(history: History, final: Final) -> Iterator[Violation]:
+    """What was committed about the claimed messages before a failover is on the new
+    primary: each row is there right after the promotion (or ended finished and archived),
+    and each of their events then is in the final tables or the archive. (A claim's counters
+    may legitimately go back: an unpublished reservation is given back without an event.)"""
+    stored = {e.id for e in final.events}
+    for failover in history.failovers:
+        for claim in failover.before:
+            if claim.message_id not in failover.after and claim.message_id not in final.messages:
+                yield Violation("loss", claim.message_id, f"claimed before {failover.kind} of "
+                                                          f"{failover.old}, gone after it")
+        for event_id in failover.events:
+            if event_id not in stored:
+                yield Violation("loss", f"event {event_id}", f"committed before {failover.kind} "
+                                                             f"of {failover.old}, gone after it")
 
 
 def _answers_survive(ops: Iterable[Op], final: Final) -> Iterator[Violation]:
@@ -211,9 +294,9 @@ def _contradictions(ops: Iterable[Op]) -> Iterator[Violation]:
 # ---- liveness -----------------------------------------------------------------------------
 
 
-def _liveness(final: Final) -> Iterator[Violation]:
+def _liveness(final: Final, held: set[str]) -> Iterator[Violation]:
     for message_id, message in sorted(final.messages.items()):
-        if message.settled:
+        if message.settled or message_id in held:
             continue
         when = ("nothing scheduled" if message.overdue is None
                 else f"{message.overdue:+.1f}s past its due time")
@@ -260,3 +343,193 @@ def _actor_isolation(event: StoredEvent, message: FinalMessage | None, consumers
     if actor not in allowed:
         yield Violation("isolation", event.message_id,
                         f"{event.event} by app {actor} on {message.app}'s message")
+
+
+# ---- transactions -------------------------------------------------------------------------
+
+
+def _atomic(history: History, final: Final) -> Iterator[Violation]:
+    seen = {r.message_id for r in history.consumed} | {
+        e.message_id for e in final.events if e.event == "published"}
+    for transaction, members in sorted(history.transactions.items()):
+        truth = history.truth.get(transaction)
+        if truth != COMMITTED:
+            for member in members:
+                if member in seen:
+                    yield Violation("atomic", member, f"published or read, but transaction "
+                                                      f"{transaction} is {truth}")
+            continue
+        yield from _all_or_none(transaction, members, final, history)
+
+
+def _all_or_none(transaction: str, members: tuple[str, ...], final: Final, history: History
+                 ) -> Iterator[Violation]:
+    stored = [final.messages[m] for m in members if m in final.messages]
+    if not stored:
+        return  # never prepared (a prepare answered 2xx that is gone is a loss)
+    read = {r.message_id for r in history.consumed}
+    for member in members:
+        message = final.messages.get(member)
+        if message is None:
+            yield Violation("atomic", member, f"transaction {transaction} committed; this "
+                                              "member is not stored, others are")
+        elif message.dead and message.dead_reason:
+            continue
+        elif message.state != "done" or member not in read:
+            how = "never read" if message.state == "done" else f"ends {message.state}"
+            yield Violation("atomic", member, f"transaction {transaction} committed; this "
+                                              f"member {how}")
+
+
+def _first_records(consumed: Iterable[Consumed]) -> dict[str, Consumed]:
+    """Per message, its earliest record in the topic: its first delivery. Not necessarily the
+    lowest delivery number: a worker frozen past its lease may publish its delivery 1 after
+    the worker that took the message over published delivery 2."""
+    first: dict[str, Consumed] = {}
+    for record in consumed:
+        known = first.get(record.message_id)
+        if known is None or _precedes(record, known):
+            first[record.message_id] = record
+    return first
+
+
+def _transaction_order(history: History, final: Final) -> Iterator[Violation]:
+    if history.log_lost:
+        return
+    first = _first_records(history.consumed)
+    for transaction, members in sorted(history.transactions.items()):
+        if history.truth.get(transaction) != COMMITTED:
+            continue
+        for earlier, later in itertools.pairwise(members):
+            yield from _before("transaction-order", earlier, later, first,
+                               f"of transaction {transaction}")
+
+
+def _before(kind: str, earlier: str, later: str, first: dict[str, Consumed], why: str
+            ) -> Iterator[Violation]:
+    """``earlier``'s first delivery must not come after ``later``'s."""
+    if later not in first:
+        return
+    if earlier not in first:
+        yield Violation(kind, later, f"read, but {earlier} (before it {why}) never was")
+    elif _precedes(first[later], first[earlier]):
+        yield Violation(kind, later, f"first delivered ({_where(first[later])}) before "
+                                     f"{earlier} ({_where(first[earlier])}), before it {why}")
+
+
+def _where(record: Consumed) -> str:
+    return (f"{record.topic}/{record.partition}@{record.offset} delivery {record.delivery}, "
+            f"{record.timestamp:.3f}")
+
+
+def _precedes(a: Consumed, b: Consumed) -> bool:
+    """``a`` strictly before ``b``: by offset within one partition, else by timestamp."""
+    if (a.topic, a.partition) == (b.topic, b.partition):
+        return a.offset < b.offset
+    return a.timestamp + RECORD_CLOCK <= b.timestamp
+
+
+# ---- per-key order ------------------------------------------------------------------------
+
+
+def _key_order(history: History, final: Final) -> Iterator[Violation]:
+    if history.log_lost:
+        return
+    first = _first_records(history.consumed)
+    started, answered = _confirm_times(history)
+    for key, ids in sorted(_ordered_keys(final).items()):
+        for a in ids:
+            for b in ids:
+                if a != b and answered.get(a, math.inf) < started.get(b, -math.inf):
+                    yield from _before("key-order", a, b, first,
+                                       f"on key {key}: its confirm was answered before this "
+                                       "one's started")
+
+
+def _ordered_keys(final: Final) -> dict[tuple[str, str, str], list[str]]:
+    keys: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    for message in final.messages.values():
+        if message.ordered and message.key is not None:
+            keys[(message.app, message.topic, message.key)].append(message.message_id)
+    return {k: sorted(ids) for k, ids in keys.items()}
+
+
+def _confirm_times(history: History) -> tuple[dict[str, float], dict[str, float]]:
+    """Per message, when its confirm may have happened first (its first confirm request
+    started, or a check-back answered committed) and when one was answered 2xx at the
+    latest. ``history`` has the transactions' requests per member."""
+    started: dict[str, float] = {}
+    answered: dict[str, float] = {}
+    for op in history.ops:
+        if op.kind != "confirm":
+            continue
+        started[op.message_id] = min(started.get(op.message_id, math.inf), op.at)
+        if op.ok and op.answered is not None:
+            answered[op.message_id] = min(answered.get(op.message_id, math.inf), op.answered)
+    for answer in history.answers:
+        if answer.status == COMMITTED:
+            started[answer.message_id] = min(started.get(answer.message_id, math.inf),
+                                             answer.at)
+    return started, answered
+
+
+def held_keys(final: Final) -> dict[str, str]:
+    """Ordered messages still waiting (``sent``, not dead) behind a dead message of their key
+    confirmed before them: message id -> the dead one."""
+    by_key: dict[tuple[str, str, str], list[FinalMessage]] = defaultdict(list)
+    for message in final.messages.values():
+        if message.ordered and message.key is not None and message.confirm_seq is not None:
+            by_key[(message.app, message.topic, message.key)].append(message)
+    held: dict[str, str] = {}
+    for queue in by_key.values():
+        blocker: FinalMessage | None = None
+        for message in sorted(queue, key=lambda m: m.confirm_seq or 0):
+            if blocker is not None and message.state == "sent" and not message.dead:
+                held[message.message_id] = blocker.message_id
+            elif blocker is None and message.dead and message.state == "sent":
+                blocker = message
+    return held
+
+
+# ---- delayed messages ---------------------------------------------------------------------
+
+
+def _early(history: History, final: Final) -> Iterator[Violation]:
+    for event in final.events:
+        message = final.messages.get(event.message_id)
+        due = None if message is None else message.deliver_after
+        if event.event == "published" and due is not None and event.at < due:
+            yield Violation("early", event.message_id, f"published {due - event.at:.3f}s "
+                                                       "before its deliver_after")
+    for record in history.consumed:
+        message = final.messages.get(record.message_id)
+        due = None if message is None else message.deliver_after
+        if due is not None and record.timestamp + RECORD_CLOCK <= due:
+            yield Violation("early", record.message_id, f"record (delivery {record.delivery}) "
+                                                        f"{due - record.timestamp:.3f}s before "
+                                                        "its deliver_after")
+
+
+# ---- retention ----------------------------------------------------------------------------
+
+
+def _retention(final: Final) -> Iterator[Violation]:
+    live = set(final.messages)
+    seen: set[str] = set()
+    for message in final.archived:
+        if message.state not in FINISHED or message.dead:
+            yield Violation("retention", message.message_id, f"archived (removed) while "
+                                                             f"{message.state}"
+                                                             f"{' and dead' if message.dead else ''}")
+        if message.message_id in seen or message.message_id in live:
+            where = "twice in the archive" if message.message_id in seen else "also live"
+            yield Violation("retention", message.message_id, f"archived {where}")
+        seen.add(message.message_id)
+    events = {e.id for e in final.events}
+    archived_events: set[int] = set()
+    for event in final.archived_events:
+        if event.id in archived_events or event.id in events:
+            where = "twice in the archive" if event.id in archived_events else "also live"
+            yield Violation("retention", event.message_id, f"event {event.id} ({event.event}) "
+                                                           f"archived {where}")
+        archived_events.add(event.id)

@@ -34,17 +34,20 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from rms.embedded import EmbeddedPostgres, free_port
+from rms.kafka.topics import create_topics
 from rms.kafka_broker import EmbeddedKafka, KafkaCluster
 from rms.reaper import tied_to_parent
 from rms.store.migrate import upgrade
 from tests.confirm.servers import CallbackServer, serving
-from tests.faults.history import FinalMessage, StoredEvent
+from tests.faults.ha import PatroniCluster
+from tests.faults.history import Claim, FinalMessage, StoredEvent
 from tests.faults.proxy import FaultProxy
 
 ADMIN_TOKEN = "faults-admin-token"
 DATABASE = "rms"
 HARNESS = "faults-harness"  # application_name of the suite's own connections
 LEASE_SECONDS = 4.0
+ORDERED_PARTITIONS = 4
 START_SECONDS = 60.0
 STOP_SECONDS = 10.0  # after SIGTERM, then SIGKILL
 
@@ -86,6 +89,7 @@ class Infra:
 
     base: Path
     brokers: int = 3
+    ha: PatroniCluster | None = None  # a PostgreSQL that fails over instead of ``postgres``
     postgres: EmbeddedPostgres = field(init=False)
     kafka: KafkaCluster = field(init=False)
 
@@ -102,6 +106,21 @@ class Infra:
     def bootstrap_servers(self) -> str:
         return self.kafka.bootstrap_servers
 
+    def database_url(self, database: str = DATABASE) -> str:
+        """PostgreSQL, reached directly (not through the fault proxy); with a failover
+        cluster, the multi-host URL that finds the writable member."""
+        return self.ha.url(database) if self.ha else self.postgres.url(database)
+
+    def rms_database_url(self, pg_proxy: FaultProxy) -> str:
+        """What RMS connects to: through the fault proxy, or the failover cluster's URL."""
+        if self.ha:
+            return self.ha.url(DATABASE)
+        return f"postgresql+asyncpg://postgres@{pg_proxy.address}/{DATABASE}"
+
+    @property
+    def pg_port(self) -> int:
+        return self.ha.nodes[0].pg_port if self.ha else self.postgres.port
+
     @property
     def proxied_node_ports(self) -> tuple[int, int]:
         """(the proxy's port, node 1's own client port)."""
@@ -111,14 +130,29 @@ class Infra:
 
     def start(self) -> None:
         self.base.mkdir(parents=True, exist_ok=True)
-        self.postgres.start()
-        self.postgres.create_database(DATABASE)
-        upgrade(self.postgres.url(DATABASE))
+        if self.ha:
+            self.ha.start()
+            self.ha.create_database(DATABASE)
+        else:
+            self.postgres.start()
+            self.postgres.create_database(DATABASE)
+        upgrade(self.database_url(DATABASE))
         self.kafka.start()
 
     def stop(self) -> None:
         self.kafka.kill()
-        self.postgres.stop("immediate")
+        if self.ha:
+            self.ha.stop()
+        else:
+            self.postgres.stop("immediate")
+
+    def heal_postgres(self) -> None:
+        """PostgreSQL up: restarted after a crash, or every failover member running and a
+        primary elected."""
+        if self.ha:
+            self.ha.heal()
+        elif not (self.postgres.data_dir / "postmaster.pid").exists():
+            self.postgres.start()
 
     def lose_broker_log(self) -> None:
         """The single broker back on its address with an empty log directory."""
@@ -212,6 +246,14 @@ class Apps:
     def topic(self, app: str) -> str:
         return f"{app}.events"
 
+    def ordered_topic(self, app: str) -> str:
+        """In the app's ``ordered_topics``: keyed messages go in confirm order per key."""
+        return f"{app}.ordered"
+
+    @property
+    def topics(self) -> list[str]:
+        return [t for app in self.producers for t in (self.topic(app), self.ordered_topic(app))]
+
     @property
     def names(self) -> list[str]:
         return [*self.producers, self.consumer]
@@ -267,15 +309,31 @@ class Stack:
         for prefix in ("orders", "billing"):
             name = f"{prefix}-{tag}"
             producers[name], _ = await self._create_app(name, [f"{name}.*"], [],
-                                                        [self.check_url.removesuffix("check")])
+                                                        [self.check_url.removesuffix("check")],
+                                                        [f"{name}.ordered"])
         consumer = f"points-{tag}"
         key, secret = await self._create_app(consumer, [], [f"{p}.*" for p in producers], [])
-        return Apps(producers, consumer, key, secret)
+        apps = Apps(producers, consumer, key, secret)
+        await self.create_ordered_topics(apps)
+        return apps
+
+    async def create_ordered_topics(self, apps: Apps) -> None:
+        """The ordered topics with several partitions (the others are created on first use
+        with one): keys spread over them, each key on one."""
+        topics = [apps.ordered_topic(app) for app in apps.producers]
+        replicas = min(3, len(self.infra.kafka.nodes))
+        results = await create_topics({"bootstrap_servers": self.infra.bootstrap_servers}, topics,
+                                      partitions=ORDERED_PARTITIONS,
+                                      replication_factor=replicas)
+        failed = [r for r in results if r.outcome not in {"created", "exists"}]
+        assert not failed, failed
 
     async def _create_app(self, name: str, produce: list[str], consume: list[str],
-                          prefixes: list[str]) -> tuple[str, str]:
+                          prefixes: list[str], ordered: list[str] | None = None
+                          ) -> tuple[str, str]:
         body = {"name": name, "produce_topics": produce or ["none"],
-                "consume_topics": consume or ["none"], "check_url_prefixes": prefixes}
+                "consume_topics": consume or ["none"], "check_url_prefixes": prefixes,
+                "ordered_topics": ordered or []}
         response = await self.http.post(f"{self.api}/v1/admin/apps", json=body,
                                         headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
         assert response.status_code == 201, response.text
@@ -297,20 +355,35 @@ class Stack:
                                p=f"%:{process.pid}:%")
         return int(rows[0][0])
 
+    async def claims(self, ids: Sequence[str] | None = None) -> dict[str, Claim]:
+        """The claimed messages now (``ids`` None), or the rows of ``ids`` whatever their
+        claim."""
+        where = "claim_token IS NOT NULL" if ids is None else "message_id = ANY(:ids)"
+        rows = await self.rows(f"SELECT message_id, claim_token, delivery_count, check_count "
+                               f"FROM messages WHERE {where}", ids=list(ids or []))
+        return {row[0]: Claim(*row) for row in rows}
+
+    async def event_ids(self, ids: Sequence[str]) -> list[int]:
+        rows = await self.rows("SELECT id FROM message_events WHERE message_id = ANY(:ids)",
+                               ids=list(ids))
+        return [int(row[0]) for row in rows]
+
     async def final_messages(self, apps: Sequence[str]) -> dict[str, FinalMessage]:
         rows = await self.rows(
             "SELECT message_id, app, topic, state, dead, dead_reason, max_deliveries, "
             "delivery_count, extract(epoch FROM now() - CASE state "
-            "WHEN 'pending-send' THEN next_check_at WHEN 'sent' THEN next_delivery_at END) "
+            "WHEN 'pending-send' THEN next_check_at WHEN 'sent' THEN next_delivery_at END), "
+            "key, ordered, confirm_seq, extract(epoch FROM deliver_after), transaction_id "
             "FROM messages WHERE app = ANY(:apps)", apps=list(apps))
         return {row[0]: _final(row) for row in rows}
 
     async def final_events(self, apps: Sequence[str]) -> list[StoredEvent]:
         rows = await self.rows(
-            "SELECT e.message_id, e.event, e.actor, e.detail FROM message_events e "
-            "JOIN messages m USING (message_id) WHERE m.app = ANY(:apps) ORDER BY e.id",
-            apps=list(apps))
-        return [StoredEvent(*row) for row in rows]
+            "SELECT e.message_id, e.event, e.actor, e.detail, e.id, extract(epoch FROM e.at) "
+            "FROM message_events e JOIN messages m USING (message_id) "
+            "WHERE m.app = ANY(:apps) ORDER BY e.id", apps=list(apps))
+        return [StoredEvent(row[0], row[1], row[2], row[3], row[4], float(row[5]))
+                for row in rows]
 
     async def terminate_backends(self) -> int:
         """``pg_terminate_backend`` on every connection of the RMS processes."""
@@ -321,12 +394,13 @@ class Stack:
 
 def _final(row: Any) -> FinalMessage:
     return FinalMessage(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7],
-                        None if row[8] is None else float(row[8]))
+                        None if row[8] is None else float(row[8]), row[9], row[10], row[11],
+                        None if row[12] is None else float(row[12]), row[13])
 
 
 def rms_env(infra: Infra, pg_proxy: FaultProxy) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RMS_")}
-    url = f"postgresql+asyncpg://postgres@{pg_proxy.address}/{DATABASE}"
+    url = infra.rms_database_url(pg_proxy)
     return env | SETTINGS | {"RMS_DATABASE_URL": url, "RMS_ADMIN_TOKEN": ADMIN_TOKEN,
                              "RMS_KAFKA_BOOTSTRAP_SERVERS": infra.bootstrap_servers}
 
@@ -344,13 +418,13 @@ async def running_stack(infra: Infra, workers: int = 2) -> AsyncIterator[Stack]:
     """Proxies, a callback server and the RMS processes, all stopped at the end."""
     base = infra.base / f"stack-{uuid.uuid4().hex[:6]}"
     base.mkdir()
-    pg_proxy = FaultProxy(upstream_port=infra.postgres.port, seed=1)
+    pg_proxy = FaultProxy(upstream_port=infra.pg_port, seed=1)
     proxy_port, node_port = infra.proxied_node_ports
     kafka_proxy = FaultProxy(upstream_port=node_port, port=proxy_port, seed=3)
     callbacks = CallbackServer()
     callback_proxy = FaultProxy(upstream_port=callbacks.port, seed=2)
     serve, spawned = _processes(base, rms_env(infra, pg_proxy), workers)
-    engine = create_async_engine(infra.postgres.url(DATABASE), pool_pre_ping=True,
+    engine = create_async_engine(infra.database_url(DATABASE), pool_pre_ping=True,
                                  connect_args={"server_settings": {"application_name": HARNESS}})
     async with serving(callbacks, port=callbacks.port), httpx.AsyncClient() as http:
         for proxy in (pg_proxy, kafka_proxy, callback_proxy):

@@ -5,11 +5,13 @@ scenario runs on the three-node cluster unless it asks for ``single_broker_stack
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from tests.faults import ha
 from tests.faults.cluster import Infra, Stack, running_stack
 
 
@@ -27,6 +29,30 @@ def single_broker_infra(tmp_path_factory: pytest.TempPathFactory) -> Iterator[In
     own.start()
     yield own
     own.stop()
+
+
+@pytest.fixture(scope="module")
+def failover_infra(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Infra]:
+    """A single broker and a PostgreSQL that fails over (Patroni, etcd). Without Patroni or
+    etcd the scenarios skip, naming what is missing; in CI (``CI=true``) they fail."""
+    reason = ha.missing()
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"failover scenarios cannot run: {reason}")
+        pytest.skip(reason)
+    base = tmp_path_factory.mktemp("faults-failover")
+    own = Infra(base, brokers=1, ha=ha.PatroniCluster(base / "ha"))
+    try:
+        own.start()
+        yield own
+    finally:
+        own.stop()
+
+
+@pytest.fixture
+async def failover_stack(failover_infra: Infra) -> AsyncIterator[Stack]:
+    async with running_stack(failover_infra) as running:
+        yield running
 
 
 @pytest.fixture

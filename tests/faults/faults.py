@@ -8,11 +8,16 @@ from __future__ import annotations
 import asyncio
 import random
 import signal
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Protocol
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from tests.faults.cluster import BROKER_SESSION_MS, LEASE_SECONDS, RmsProcess, Stack
+from tests.faults.ha import TTL, PatroniCluster
+from tests.faults.history import Failover
 from tests.faults.load import Consumer, Load
 from tests.faults.proxy import Toxics
 
@@ -133,6 +138,7 @@ class LoseBrokerLog:
         infra = ctx.stack.infra
         infra.kafka.kill_node(1)
         ctx.injected[self.name] += 1
+        ctx.load.history.log_lost = True
         await asyncio.sleep(ctx.rng.uniform(*self.down))
         await asyncio.to_thread(infra.lose_broker_log)
         await ctx.consumer.restart()
@@ -243,6 +249,99 @@ class ProxyChaos:
         heal_proxies(stack)
 
 
+# ---- a PostgreSQL that fails over (Patroni) -----------------------------------------------
+
+PROMOTION_SECONDS = 90.0  # bounded waits for a new primary and for the old one to rejoin
+
+
+def _cluster(ctx: FaultContext) -> PatroniCluster:
+    cluster = ctx.stack.infra.ha
+    assert cluster is not None, "a failover fault needs Infra(ha=PatroniCluster(...))"
+    return cluster
+
+
+async def _in_flight(ctx: FaultContext) -> None:
+    for _ in range(100):  # with requests in flight, as for a serve kill
+        if ctx.load.flight["requests"] >= 2:
+            return
+        await asyncio.sleep(0.02)
+
+
+async def _claims_after(ctx: FaultContext, failover: Failover) -> None:
+    """The rows claimed before, read on the new primary as soon as it answers."""
+    ids = [c.message_id for c in failover.before]
+    deadline = time.monotonic() + PROMOTION_SECONDS
+    while True:
+        try:
+            failover.after = await ctx.stack.claims(ids)
+            return
+        except (OSError, SQLAlchemyError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
+@dataclass
+class LosePrimary:
+    """The primary lost under load, Patroni promotes the standby in sync, the old primary
+    rejoins as a standby: ``how`` is ``kill`` (SIGKILL of its PostgreSQL, Patroni fails over
+    at once), ``node`` (Patroni and PostgreSQL killed: the leader key expires after its TTL,
+    then the member starts again) or ``switchover`` (planned, through Patroni's REST API)."""
+
+    how: str = "kill"
+
+    @property
+    def name(self) -> str:
+        return {"kill": "pg-primary-kill", "node": "pg-node-kill",
+                "switchover": "pg-switchover"}[self.how]
+
+    async def inject(self, ctx: FaultContext) -> None:
+        cluster = _cluster(ctx)
+        old = await asyncio.to_thread(cluster.wait_primary, PROMOTION_SECONDS)
+        await _in_flight(ctx)
+        before = list((await ctx.stack.claims()).values())
+        events = await ctx.stack.event_ids([c.message_id for c in before])
+        failover = Failover(self.name, old.name, time.monotonic(), before=before, events=events)
+        ctx.load.history.failovers.append(failover)
+        ctx.injected[self.name] += 1
+        if self.how == "switchover":
+            new = await asyncio.to_thread(cluster.switchover)
+        else:
+            await asyncio.to_thread(old.kill if self.how == "node" else old.kill_postgres)
+            new = await asyncio.to_thread(cluster.wait_primary, PROMOTION_SECONDS + TTL,
+                                          old.name)
+        failover.new, failover.promoted_at = new.name, time.monotonic()
+        ctx.injected["pg-promotion"] += 1
+        await _claims_after(ctx, failover)
+        if self.how == "node":
+            await asyncio.to_thread(cluster.heal)
+        if await asyncio.to_thread(cluster.rejoined, PROMOTION_SECONDS):
+            ctx.injected["pg-reinitialize"] += 1
+        failover.rejoined_at = time.monotonic()
+        ctx.injected["pg-rejoin"] += 1
+
+
+@dataclass
+class InTurn:
+    """Its faults one after the other, round and round (a scenario that must see each)."""
+
+    faults: list[Fault]
+    turn: int = 0
+
+    @property
+    def name(self) -> str:
+        return "+".join(f.name for f in self.faults)
+
+    async def inject(self, ctx: FaultContext) -> None:
+        fault = self.faults[self.turn % len(self.faults)]
+        self.turn += 1
+        await fault.inject(ctx)
+
+
+def failover_faults() -> list[Fault]:
+    return [LosePrimary("kill"), LosePrimary("switchover"), LosePrimary("node")]
+
+
 def heal_proxies(stack: Stack) -> None:
     for proxy in stack.proxies.values():
         proxy.heal()
@@ -253,8 +352,7 @@ async def heal(ctx: FaultContext) -> None:
     RMS process running and answering."""
     heal_proxies(ctx.stack)
     infra = ctx.stack.infra
-    if not (infra.postgres.data_dir / "postmaster.pid").exists():
-        await asyncio.to_thread(infra.postgres.start)
+    await asyncio.to_thread(infra.heal_postgres)
     if await asyncio.to_thread(infra.heal_kafka):
         await ctx.consumer.restart()
     await ctx.stack.ensure_up()
@@ -267,8 +365,12 @@ def broker_faults(brokers: int) -> list[Fault]:
     return [KillLeader(), PauseBroker(), RollingRestart()]
 
 
-def every_fault(brokers: int, hunt: float = CLAIM_HUNT_SECONDS) -> list[Fault]:
+def every_fault(brokers: int, hunt: float = CLAIM_HUNT_SECONDS, *, failover: bool = False
+                ) -> list[Fault]:
+    """Every fault; with a failover cluster its primary's loss replaces the crash in place
+    (and the PostgreSQL proxy, which RMS's multi-host URL bypasses, has nothing to break)."""
+    postgres: list[Fault] = failover_faults() if failover else [RestartPostgres()]
     return [KillServe(), KillProducer(), KillWorker("confirm-worker", hunt),
             KillWorker("recovery-worker", hunt), PauseWorker("confirm-worker", hunt),
-            PauseWorker("recovery-worker", hunt), *broker_faults(brokers), RestartPostgres(),
+            PauseWorker("recovery-worker", hunt), *broker_faults(brokers), *postgres,
             TerminateBackends(), ProxyChaos()]

@@ -1,12 +1,17 @@
-"""Concurrent load with a recorder: producer clients (each message one local transaction with
-a planned fate), the producers' check-back endpoint answering from their transactions, and a
-consumer that reads every record and acks it. Everything they see goes into a History.
+"""Concurrent load with a recorder: producer clients (each message, or each RMS transaction of
+2-4 messages, one local transaction with a planned fate), the producers' check-back endpoint
+answering from their transactions, and a consumer that reads every record and acks it.
+Everything they see goes into a History.
 
 Producer fates (the ``PLANS`` weights): commit then confirm; roll back then cancel; commit and
 crash before confirming (check-back repairs it); crash with the transaction open (it rolls
 back; check-back cancels); a transaction still open when check-back comes (answers
 ``unknown``) that later commits or rolls back. A killed producer process is a cancelled client
 task: its in-flight request is cut, its open transaction rolls back.
+
+What a message is (``Mix``): a transaction's members span the app's two topics; a message
+(alone or a member) may be ordered (the app's ordered topic, one of a few keys every client of
+the app shares) and delayed (``delay_seconds`` or an absolute ``deliver_after``, 1-5 s ahead).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -36,13 +42,33 @@ PLANS = {"commit": 50, "rollback": 15, "crash-after-commit": 10, "crash-open": 5
 RETRY_SECONDS = 40.0  # a producer keeps retrying one request this long (faults last less)
 REQUEST_TIMEOUT = 10.0
 ANSWERS = {COMMITTED: "committed", ROLLED_BACK: "rolled_back", OPEN: "unknown"}
+KEYS = ("k0", "k1", "k2", "k3")  # an app's ordering keys, shared by all its clients
+DELAY = (1.0, 5.0)
+# acks awaiting their answer at most: past it a record is left unacked (redelivered later);
+# unbounded, a slow RMS lets thousands queue in the HTTP pool, whose bookkeeping then starves
+# the event loop that also runs the fault proxies
+ACKS_IN_FLIGHT = 64
+
+
+@dataclass(frozen=True)
+class Mix:
+    """Shares of the load's new features: transactions among units, ordered and delayed among
+    messages (members included)."""
+
+    transactions: float = 0.2
+    ordered: float = 0.25
+    delayed: float = 0.15
+
+
+NO_FEATURES = Mix(0.0, 0.0, 0.0)
 
 
 def check_back(history: History) -> Callable[[Call], Awaitable[Reply]]:
-    """The producers' status endpoint: the truth of their local transactions."""
+    """The producers' status endpoint: the truth of their local transactions (a message's or a
+    whole transaction's)."""
 
     async def answer(call: Call) -> Reply:
-        message_id = call.message_id
+        message_id = str(call.json.get("transaction_id") or call.message_id)
         truth = history.truth.get(message_id, OPEN)
         app = str(call.json.get("app"))
         history.answers.append(CheckAnswer(message_id, app, truth))
@@ -62,6 +88,7 @@ class Producer:
     rng: random.Random
     plans: dict[str, int] = field(default_factory=lambda: dict(PLANS))
     flight: Counter[str] = field(default_factory=Counter)  # requests awaiting an answer
+    mix: Mix = field(default_factory=Mix)
     serial: int = 0
     current: str | None = None
 
@@ -76,32 +103,82 @@ class Producer:
                 await self.one(f"{prefix}-{self.serial}")
         except asyncio.CancelledError:  # killed: an open local transaction rolls back
             if self.current and self.history.truth.get(self.current) == OPEN:
-                self.history.truth[self.current] = ROLLED_BACK
+                self.history.set_truth(self.current, ROLLED_BACK)
             raise
 
-    async def one(self, message_id: str) -> None:
-        self.current = message_id
-        self.history.truth[message_id] = OPEN
-        body = {"message_id": message_id, "topic": self.apps.topic(self.app),
-                "payload": {"id": message_id}, "check_url": self.stack.check_url} | POLICY
-        if not await self.call("prepare", message_id, "/v1/messages", body):
-            self.history.truth[message_id] = ROLLED_BACK  # gave up: never committed
+    async def one(self, unit: str) -> None:
+        """One local transaction: a message, or an RMS transaction of several."""
+        self.current = unit
+        if self.rng.random() < self.mix.transactions:
+            kind, base, body = "txn-", "/v1/transactions", self._transaction(unit)
+        else:
+            kind, base, body = "", "/v1/messages", self._message(unit) | POLICY
+            self._count([body])
+        self.history.set_truth(unit, OPEN)
+        if not await self.call(f"{kind}prepare", unit, base, body):
+            self.history.set_truth(unit, ROLLED_BACK)  # gave up: never committed
             return
-        await self.probe(message_id)
-        await self.finish(message_id, self._plan())
+        if not kind:
+            await self.probe(unit)
+        await self.finish(unit, self._plan(), kind, base)
 
-    async def finish(self, message_id: str, plan: str) -> None:
+    async def finish(self, unit: str, plan: str, kind: str = "",
+                     base: str = "/v1/messages") -> None:
         if plan == "slow":  # still open when the first check-back comes
             await asyncio.sleep(CHECK_AFTER + self.rng.uniform(0.5, 2.5))
             plan = self.rng.choice(["commit", "rollback"])
         if plan in {"commit", "crash-after-commit"}:
-            self.history.truth[message_id] = COMMITTED
+            self.history.set_truth(unit, COMMITTED)
         else:
-            self.history.truth[message_id] = ROLLED_BACK
+            self.history.set_truth(unit, ROLLED_BACK)
         if plan == "commit":
-            await self.call("confirm", message_id, f"/v1/messages/{message_id}/confirm")
+            await self.call(f"{kind}confirm", unit, f"{base}/{unit}/confirm")
         elif plan == "rollback":
-            await self.call("cancel", message_id, f"/v1/messages/{message_id}/cancel")
+            await self.call(f"{kind}cancel", unit, f"{base}/{unit}/cancel")
+
+    def _message(self, message_id: str) -> dict[str, Any]:
+        """A prepare body (without the check-back policy): maybe ordered, maybe delayed."""
+        body: dict[str, Any] = {"message_id": message_id, "topic": self.apps.topic(self.app),
+                                "payload": {"id": message_id},
+                                "check_url": self.stack.check_url}
+        if self.rng.random() < self.mix.ordered:
+            body |= {"topic": self.apps.ordered_topic(self.app), "key": self.rng.choice(KEYS)}
+        if self.rng.random() < self.mix.delayed:
+            body |= self._delay()
+        return body
+
+    def _count(self, bodies: list[dict[str, Any]]) -> None:
+        for body in bodies:
+            self.history.features["ordered-message"] += "key" in body
+            self.history.features["delayed-message"] += bool(
+                {"delay_seconds", "deliver_after"} & set(body))
+
+    def _delay(self) -> dict[str, Any]:
+        seconds = round(self.rng.uniform(*DELAY), 2)
+        if self.rng.random() < 0.5:
+            return {"delay_seconds": seconds}
+        return {"deliver_after": (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat()}
+
+    def _transaction(self, transaction_id: str) -> dict[str, Any]:
+        """2-4 members over the app's two topics, in their listed order."""
+        size = self.rng.randint(2, 4)
+        members = [self._message(f"{transaction_id}-{n}") for n in range(size)]
+        last, ordered = members[-1], "key" in members[0]
+        if ("key" in last) == ordered:  # the last member on the other topic: two topics
+            if ordered:
+                del last["key"]
+                last["topic"] = self.apps.topic(self.app)
+            else:
+                last |= {"topic": self.apps.ordered_topic(self.app), "key": self.rng.choice(KEYS)}
+        for member in members:
+            del member["check_url"]
+            member |= {k: POLICY[k] for k in ("ack_timeout_seconds", "max_deliveries")}
+        self.history.transactions[transaction_id] = tuple(m["message_id"] for m in members)
+        self.history.features["transaction"] += 1
+        self._count(members)
+        return {"transaction_id": transaction_id, "check_url": self.stack.check_url,
+                "check_after_seconds": CHECK_AFTER, "max_checks": POLICY["max_checks"],
+                "messages": members}
 
     async def probe(self, message_id: str) -> None:
         """Sometimes another app tries to read or change this message: always 404."""
@@ -154,7 +231,7 @@ class Producer:
 def _answered(op: Op, response: httpx.Response) -> Op:
     data = response.json() if response.status_code < 300 else {}
     return Op(op.kind, op.app, op.message_id, response.status_code, data.get("state"),
-              data.get("app"), op.at)
+              data.get("app"), op.at, time.monotonic())
 
 
 @dataclass
@@ -167,6 +244,7 @@ class Load:
     rng: random.Random
     clients: int
     plans: dict[str, int] = field(default_factory=lambda: dict(PLANS))
+    mix: Mix = field(default_factory=Mix)
     flight: Counter[str] = field(default_factory=Counter)
     stop_at: float = 0.0
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -181,7 +259,8 @@ class Load:
         for n in range(self.clients):
             app = list(self.apps.producers)[n % len(self.apps.producers)]
             producer = Producer(self.stack, self.apps, app, self.history,
-                                random.Random(self.rng.random()), self.plans, self.flight)
+                                random.Random(self.rng.random()), self.plans, self.flight,
+                                self.mix)
             prefix = f"{app}-g{self.generation}c{n}"
             self.tasks.append(asyncio.create_task(producer.run(self.stop_at, prefix)))
 
@@ -243,7 +322,7 @@ class Consumer:
 
     async def _consume(self) -> None:
         bootstrap = self.stack.infra.bootstrap_servers
-        topics = [self.apps.topic(app) for app in self.apps.producers]
+        topics = self.apps.topics
         # a fetch from a frozen broker is given up after 5 s (aiokafka's default, 40 s, would
         # hold every partition's records back that long and let the messages run out of
         # deliveries while the consumer waits)
@@ -266,10 +345,13 @@ class Consumer:
     def _received(self, record: ConsumerRecord[bytes, bytes], producer: AIOKafkaProducer) -> None:
         headers = {k: v.decode() for k, v in record.headers}
         consumed = Consumed(headers["rms-message-id"], headers["rms-app"], record.topic,
-                            int(headers["rms-delivery"]))
+                            int(headers["rms-delivery"]), record.partition, record.offset,
+                            record.timestamp / 1000)
         self.history.consumed.append(consumed)
         if consumed.delivery == 1 and self.rng.random() < 0.2:
             return  # "crashed before acking": the recovery service delivers it again
+        if len(self.acks) >= ACKS_IN_FLIGHT:
+            return  # a consumer's bounded concurrency: this one comes again, acked later
         task = asyncio.create_task(self._ack(consumed.message_id, producer,
                                              headers.get("rms-created-at")))
         self.acks.add(task)

@@ -11,12 +11,13 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tests.faults.checker import Violation, check
-from tests.faults.cluster import SETTINGS, Stack
+from tests.faults.checker import Violation, check, notes, summary
+from tests.faults.cluster import DATABASE, SETTINGS, Stack
 from tests.faults.faults import Fault, FaultContext, heal
-from tests.faults.history import OPEN, Final, History
-from tests.faults.load import PLANS, Consumer, Load, check_back
+from tests.faults.history import OPEN, Failover, Final, History, Op
+from tests.faults.load import PLANS, Consumer, Load, Mix, check_back
 from tests.faults.proxy import Toxics
+from tests.faults.retention import Retention, read_archive
 
 LIVENESS_SECONDS = 90.0  # after healing: retry budgets (check-backs, deliveries) fit in it
 
@@ -29,9 +30,76 @@ class Scenario:
     clients: int = 6
     gap: tuple[float, float] = (1.0, 2.5)  # seconds between two injections
     plans: dict[str, int] = field(default_factory=lambda: dict(PLANS))
+    mix: Mix = field(default_factory=Mix)  # transactions, ordered and delayed messages
+    retention: bool = False  # retention runs (some killed) during the load, one at the end
+    contrast: bool = False  # asynchronous replication: violations are the measured contrast
     # latency kept during the load, by proxy ("pg", "kafka", "callback"): claims are held
     # longer, so worker faults catch workers holding them
     background: dict[str, Toxics] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FailoverReport:
+    """One loss of the primary, measured (seconds from the kill or the switchover request)."""
+
+    kind: str
+    old: str
+    new: str
+    promoted: float | None  # Patroni promoted the new primary
+    first_prepare: float | None  # the first prepare sent after it answered 2xx
+    rejoined: float | None  # the old primary streams as a standby again
+    claims: int  # claims committed before, found on the new primary
+    check_backs_after: int  # the check-back loop resumed: answers after the promotion
+    records_after: int  # redelivery / publishing resumed: records read after the promotion
+    lost_window: float | None = None  # contrast: first lost 2xx answer, seconds before the kill
+    lost_answers: int = 0  # contrast: 2xx answers this failover lost
+    carried: int = 0  # claims found on the new primary with the same token
+
+    def __str__(self) -> str:
+        def s(value: float | None) -> str:
+            return "never" if value is None else f"{value:.1f}s"
+
+        text = (f"{self.kind} {self.old} -> {self.new}: promoted {s(self.promoted)}, first "
+                f"prepare answered {s(self.first_prepare)}, old primary rejoined "
+                f"{s(self.rejoined)} after; {self.carried} of {self.claims} claims still held "
+                f"there; after the "
+                f"promotion {self.check_backs_after} check-backs, {self.records_after} records")
+        if self.lost_window is not None:
+            text += (f"; {self.lost_answers} answered requests lost, answered up to "
+                     f"{self.lost_window:.3f}s before the kill")
+        return text
+
+
+def failover_report(failover: Failover, history: History,
+                    lost: list[Violation] | None = None, since_last: float = 0.0
+                    ) -> FailoverReport:
+    """``lost``: the contrast's loss violations; those whose answer came after ``since_last``
+    (the failover before) and before this one are this failover's loss window."""
+    start = failover.killed_at
+
+    def since(at: float | None) -> float | None:
+        return None if at is None else at - start
+
+    prepares = [op.answered for op in history.ops if op.kind in {"prepare", "txn-prepare"}
+                and op.ok and op.at >= start and op.answered is not None]
+    promoted = failover.promoted_at or start
+    lost_ids = {v.message_id for v in lost or [] if " answered 2" in v.detail}
+    lost_at = [op.answered for op in history.ops if op.ok and op.answered is not None
+               and since_last < op.answered <= start
+               and lost_ids.intersection(_members(op, history))]
+    return FailoverReport(
+        failover.kind, failover.old, failover.new, since(failover.promoted_at),
+        since(min(prepares, default=None)), since(failover.rejoined_at),
+        len(failover.before),
+        sum(1 for a in history.answers if a.at >= promoted),
+        sum(1 for r in history.consumed if r.at >= promoted),
+        start - min(lost_at) if lost_at else (0.0 if lost is not None else None),
+        len(lost_at), sum(1 for c in failover.before
+                          if (held := failover.after.get(c.message_id)) and held.token == c.token))
+
+
+def _members(op: Op, history: History) -> tuple[str, ...]:
+    return history.transactions.get(op.message_id, (op.message_id,))
 
 
 @dataclass
@@ -47,6 +115,10 @@ class Report:
     open_check_outcomes: Counter[str]  # how transactions ended that check-back found open
     unanswered: Counter[str]  # requests that got no answer, by kind
     server_errors: Counter[str]  # 500 answers by kind (an outage must answer 503)
+    notes: list[str] = field(default_factory=list)  # reported, not violations (held keys)
+    failovers: list[FailoverReport] = field(default_factory=list)
+    # asynchronous replication: what a failover lost, shown as the documented contrast
+    contrast: list[Violation] = field(default_factory=list)
 
     def describe(self, limit: int = 25) -> str:
         lines = [f"scenario {self.name}: {self.messages} messages {dict(self.states)}",
@@ -58,6 +130,12 @@ class Report:
                  f"{self.heal_seconds:.1f}s after healing",
                  f"  violations {len(self.violations)}"]
         lines += [f"    {v}" for v in self.violations[:limit]]
+        lines += [f"  note: {n}" for n in self.notes[:limit]]
+        lines += [f"  failover: {f}" for f in self.failovers]
+        if self.contrast:
+            lines.append(f"  asynchronous replication (documented loss window, not counted): "
+                         f"{len(self.contrast)} {summary(self.contrast)}")
+            lines += [f"    {v}" for v in self.contrast[:limit]]
         return "\n".join(lines)
 
 
@@ -91,30 +169,63 @@ async def run(stack: Stack, scenario: Scenario, seed: int) -> Report:
     consumer = Consumer(stack, apps, history, random.Random(rng.random()),
                         SETTINGS["RMS_ACK_TOPIC"])
     load = Load(stack, apps, history, random.Random(rng.random()), scenario.clients,
-                plans=scenario.plans)
+                plans=scenario.plans, mix=scenario.mix)
+    retention = Retention(stack, history, random.Random(rng.random()),
+                          stack.infra.database_url(DATABASE))
     ctx = FaultContext(stack, load, consumer, rng, Counter())
     for name, toxics in scenario.background.items():
         stack.proxies[name].toxics = toxics
     consumer.start()
     load.start(scenario.seconds)
+    retaining = asyncio.create_task(retention.loop(load.stop_at) if scenario.retention
+                                    else asyncio.sleep(0))
     try:
         await inject_until(ctx, scenario.faults, load.stop_at, scenario.gap)
     finally:
         await heal(ctx)
     await load.finish()
+    await retaining
     waited = await settle(stack, apps.names, LIVENESS_SECONDS)
     # no ack may be sent or answered after the snapshot: an answer the snapshot cannot reflect
     # would read as a lost write
     await consumer.stop()
-    final = Final(await stack.final_messages(apps.names), await stack.final_events(apps.names))
+    if scenario.retention:
+        await asyncio.sleep(2.5)  # past OLDER_THAN: the last finished messages go too
+        await retention.finish()
+    final = await _final(stack, apps.names, scenario.retention)
+    merged = final.merged()
+    violations = check(history, final)
+    contrast = violations if scenario.contrast else []
+    violations = [] if scenario.contrast else violations
+    lost = [v for v in contrast if v.kind == "loss"] if scenario.contrast else None
     return Report(scenario.name, history.counts(), ctx.injected + _proxy_faults(stack),
-                  check(history, final), len(final.messages),
-                  Counter(m.state + ("/dead" if m.dead else "") for m in final.messages.values()),
-                  sum(1 for e in final.events if e.detail.get("stale")), waited,
+                  violations, len(merged.messages),
+                  Counter(m.state + ("/dead" if m.dead else "") + ("/archived" if m.archived
+                                                                  else "")
+                          for m in merged.messages.values()),
+                  sum(1 for e in merged.events if e.detail.get("stale")), waited,
                   _open_outcomes(history),
                   Counter(op.kind for op in history.ops if op.status is None
                           and op.kind != "ack-topic"),
-                  Counter(op.kind for op in history.ops if op.status == 500))
+                  Counter(op.kind for op in history.ops if op.status == 500),
+                  notes(history, final),
+                  _failover_reports(history, lost), contrast)
+
+
+def _failover_reports(history: History, lost: list[Violation] | None) -> list[FailoverReport]:
+    reports, last = [], 0.0
+    for failover in history.failovers:
+        reports.append(failover_report(failover, history, lost, last))
+        last = failover.killed_at
+    return reports
+
+
+async def _final(stack: Stack, apps: list[str], archived: bool) -> Final:
+    final = Final(await stack.final_messages(apps), await stack.final_events(apps))
+    if archived:
+        final.archived, final.archived_events = await asyncio.to_thread(
+            read_archive, stack.infra.base / "archive", apps)
+    return final
 
 
 def _open_outcomes(history: History) -> Counter[str]:

@@ -10,11 +10,13 @@ import pytest
 
 from tests.faults.cluster import Stack
 from tests.faults.faults import (
+    InTurn,
     KillLeader,
     KillProducer,
     KillServe,
     KillWorker,
     LoseBrokerLog,
+    LosePrimary,
     PauseBroker,
     PauseWorker,
     ProxyChaos,
@@ -23,6 +25,7 @@ from tests.faults.faults import (
     TerminateBackends,
 )
 from tests.faults.history import COMMITTED, ROLLED_BACK
+from tests.faults.load import Mix
 from tests.faults.proxy import Toxics
 from tests.faults.scenario import Report, Scenario, run
 
@@ -127,3 +130,40 @@ async def test_check_back_during_a_still_open_producer_transaction(stack: Stack)
     assert_clean(report)
     unknown_then = report.open_check_outcomes
     assert unknown_then[COMMITTED] and unknown_then[ROLLED_BACK], report.describe()
+
+
+async def test_transactions_ordered_keys_delays_and_retention_under_faults(stack: Stack) -> None:
+    mix = Mix(transactions=0.35, ordered=0.4, delayed=0.25)
+    report = await run(stack, Scenario("features", [KillServe(), KillProducer(),
+                                                    TerminateBackends()],
+                                       seconds=16.0, gap=(1.5, 3.0), mix=mix, retention=True),
+                       seed=12)
+    print(report.describe())
+    assert not report.violations, report.describe()
+    assert not report.server_errors, report.describe()
+    for feature in ("transaction", "txn-confirm", "txn-cancel", "ordered-message",
+                    "delayed-message", "retention-run", "retention-killed"):
+        assert report.ops[feature], f"no {feature}:\n{report.describe()}"
+    assert not report.ops["retention-final-failed"], report.describe()
+    assert report.states["done/archived"] and report.states["deleted/archived"], \
+        report.describe()
+
+
+PROMOTION_BOUND = 30.0  # seconds from the primary's loss to the first answered prepare
+
+
+async def test_primary_killed_then_switched_over_under_load_loses_nothing(
+        failover_stack: Stack) -> None:
+    """Patroni with synchronous replication: the primary's PostgreSQL killed under load (the
+    standby in sync promoted, the old primary back as a standby), then a switchover. Every 2xx
+    survives, claims carry over, RMS answers again within a bound, check-backs and
+    deliveries resume."""
+    fault = InTurn([LosePrimary("kill"), LosePrimary("switchover")])
+    report = await run(failover_stack, Scenario("failover", [fault], seconds=18.0,
+                                                gap=(3.0, 4.0)), seed=13)
+    assert_clean(report, "pg-primary-kill", "pg-switchover", "pg-promotion", "pg-rejoin")
+    killed = next(f for f in report.failovers if f.kind == "pg-primary-kill")
+    assert killed.first_prepare is not None, report.describe()
+    assert killed.first_prepare < PROMOTION_BOUND, report.describe()
+    assert killed.rejoined is not None, report.describe()
+    assert killed.check_backs_after and killed.records_after, report.describe()

@@ -14,7 +14,7 @@ from rms.kafka.records import header
 from rms.usecases.redelivery import RecoveryWorker
 from rms.worker import worker_context
 from tests.recovery.helpers import SqlHelper, events, message, tick_until
-from tests.support import Api, AppKeys, read_topic
+from tests.support import CHECK_PREFIX, Api, AppKeys, read_topic
 
 
 def _at(text: str) -> datetime:
@@ -226,3 +226,60 @@ async def test_a_delayed_member_of_a_transaction_holds_the_later_ones_in_order(
     assert times[1] >= deliver_after
     records = await read_topic(api.settings.kafka_bootstrap_servers, topic, expect=3, settle=0.3)
     assert [header(list(r.headers), "rms-message-id") for r in records] == ids
+
+
+async def test_an_ordered_member_waits_for_the_delayed_member_before_it(
+        api: Api, worker: RecoveryWorker, topic: str, unique: str) -> None:
+    """A transaction whose first message is delayed and whose second is ordered (keyed, on an
+    ordered topic): the sequencer does not publish the second before the first."""
+    name = f"ledger-{unique}"
+    body = {"name": name, "produce_topics": [topic], "consume_topics": ["none"],
+            "check_url_prefixes": [CHECK_PREFIX, "http://127.0.0.1:1/"], "ordered_topics": [topic]}
+    response = await api.client.post("/v1/admin/apps", json=body, headers=api.admin)
+    assert response.status_code == 201, response.text
+    producer = AppKeys(name, response.json()["api_key"], response.json()["signing_secret"])
+    ids = [f"d-{unique}", f"o-{unique}"]
+    items: list[dict[str, Any]] = [
+        {"message_id": ids[0], "topic": topic, "payload": 0, "delay_seconds": 4.0},
+        {"message_id": ids[1], "topic": topic, "key": "account-1", "payload": 1}]
+    created = await api.post(producer, "/v1/transactions", json={
+        "transaction_id": f"tx-{unique}", "check_url": "http://127.0.0.1:1/c", "messages": items})
+    assert created.status_code == 201, created.text
+    assert [m["ordered"] for m in created.json()["messages"]] == [False, True]
+    assert (await api.post(producer, f"/v1/transactions/tx-{unique}/confirm")).status_code == 200
+    await worker.tick()  # the sequencer has the ordered one due at once: it must wait
+    assert [await _published_at(api, i) != [] for i in ids] == [False, False]
+
+    async def all_published() -> bool:
+        return all([await _published_at(api, i) for i in ids])
+
+    await tick_until(worker, all_published)
+    times = [(await _published_at(api, i))[0] for i in ids]
+    assert times == sorted(times)
+    records = await read_topic(api.settings.kafka_bootstrap_servers, topic, expect=2, settle=0.3)
+    assert [header(list(r.headers), "rms-message-id") for r in records] == ids
+
+
+async def test_a_delayed_ordered_message_behind_a_published_one_waits_for_its_time(
+        api: Api, worker: RecoveryWorker, topic: str, unique: str) -> None:
+    """Two ordered messages of one key, the second delayed: the sequencer publishes the first
+    and stops at the second until its deliver_after, although nothing holds it back."""
+    name = f"ledger2-{unique}"
+    body = {"name": name, "produce_topics": [topic], "consume_topics": ["none"],
+            "check_url_prefixes": [CHECK_PREFIX, "http://127.0.0.1:1/"], "ordered_topics": [topic]}
+    response = await api.client.post("/v1/admin/apps", json=body, headers=api.admin)
+    assert response.status_code == 201, response.text
+    producer = AppKeys(name, response.json()["api_key"], response.json()["signing_secret"])
+    first = await api.prepared_id(producer, topic, key="account-2")
+    delayed = await api.prepared_id(producer, topic, key="account-2", delay_seconds=4.0)
+    for message_id in (first, delayed):
+        assert (await api.post(producer, f"/v1/messages/{message_id}/confirm")).status_code == 200
+    await worker.tick()
+    assert [await _published_at(api, i) != [] for i in (first, delayed)] == [True, False]
+
+    async def published() -> bool:
+        return bool(await _published_at(api, delayed))
+
+    await tick_until(worker, published)
+    (at,) = await _published_at(api, delayed)
+    assert at >= _at((await message(api, delayed))["deliver_after"])

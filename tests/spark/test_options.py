@@ -88,6 +88,28 @@ def test_database_urls_for_each_driver() -> None:
         jdbc_target("mysql://localhost/x")
 
 
+@pytest.mark.parametrize("url", [
+    "postgresql+asyncpg://rms:pw@/rms?host=10.0.0.1:5432&host=10.0.0.2:5433"
+    "&target_session_attrs=read-write",
+    "postgresql://rms:pw@10.0.0.1:5432,10.0.0.2:5433/rms?target_session_attrs=read-write",
+])
+def test_several_hosts_reach_the_writable_one(url: str) -> None:
+    assert asyncpg_dsn(url) == ("postgresql://rms:pw@10.0.0.1:5432,10.0.0.2:5433/rms"
+                                "?target_session_attrs=read-write")
+    target = jdbc_target(url)
+    assert target.url == "jdbc:postgresql://10.0.0.1:5432,10.0.0.2:5433/rms"
+    assert target.properties["targetServerType"] == "primary"
+
+
+def test_bad_hosts_and_session_attributes_are_refused() -> None:
+    with pytest.raises(UsageError, match="port is not a number"):
+        asyncpg_dsn("postgresql://rms@db:port/rms")
+    with pytest.raises(UsageError, match="port is not a number"):
+        asyncpg_dsn("postgresql://rms@/rms?host=db:70000")
+    with pytest.raises(UsageError, match="target_session_attrs 'standby'"):
+        jdbc_target("postgresql://rms@db/rms?target_session_attrs=standby")
+
+
 def test_jdbc_slices_cover_the_window_once() -> None:
     window = Window(since=datetime(2026, 3, 2, tzinfo=UTC), until=datetime(2026, 3, 3, tzinfo=UTC))
     low, high = datetime(2026, 3, 2, 1, tzinfo=UTC), datetime(2026, 3, 2, 5, tzinfo=UTC)
