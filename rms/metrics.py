@@ -89,24 +89,36 @@ class RetentionCollector(Collector):
         found = self.figures
         if found is None:
             return
-        for name, text, moment in (
-                ("last_run", "When the last retention run ended", found.last_run_at),
-                ("last_success", "When the last successful retention run ended",
+        for family, moment in (
+                (GaugeMetricFamily("rms_retention_last_run_timestamp_seconds",
+                                   "When the last retention run ended (Unix time)"),
+                 found.last_run_at),
+                (GaugeMetricFamily("rms_retention_last_success_timestamp_seconds",
+                                   "When the last successful retention run ended (Unix time)"),
                  found.last_success_at),
-                ("last_failure", "When the last failed retention run ended",
+                (GaugeMetricFamily("rms_retention_last_failure_timestamp_seconds",
+                                   "When the last failed retention run ended (Unix time)"),
                  found.last_failure_at)):
             if moment is not None:
-                yield GaugeMetricFamily(f"rms_retention_{name}_timestamp_seconds",
-                                        f"{text} (Unix time)", value=moment.timestamp())
-        for name, text, value in (
-                ("runs", "Retention runs (dry runs excluded)", found.runs),
-                ("failures", "Retention runs that failed (the next run resumes)",
+                family.add_metric([], moment.timestamp())
+                yield family
+        for counter, value in (
+                (CounterMetricFamily("rms_retention_runs",
+                                     "Retention runs (dry runs excluded)"), found.runs),
+                (CounterMetricFamily("rms_retention_failures",
+                                     "Retention runs that failed (the next run resumes)"),
                  found.failures),
-                ("messages_removed", "Finished messages retention removed", found.messages_removed),
-                ("messages_archived", "Of them, written to the archive first",
+                (CounterMetricFamily("rms_retention_messages_removed",
+                                     "Finished messages retention removed"),
+                 found.messages_removed),
+                (CounterMetricFamily("rms_retention_messages_archived",
+                                     "Of them, written to the archive first"),
                  found.messages_archived),
-                ("events_removed", "Events retention removed with them", found.events_removed)):
-            yield CounterMetricFamily(f"rms_retention_{name}", text, value=value)
+                (CounterMetricFamily("rms_retention_events_removed",
+                                     "Events retention removed with them"),
+                 found.events_removed)):
+            counter.add_metric([], value)
+            yield counter
 
 
 RETENTION = RetentionCollector()
