@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from message_service import api_docs, openapi_doc, problems
+from message_service.admission import AdmissionMiddleware, GradientLimit, LimitPolicy
 from message_service.api import admin, dead_letters, health, messages, transactions
 from message_service.body_limit import BodyLimitMiddleware
 from message_service.dashboard import router as dashboard
@@ -104,6 +105,8 @@ def create_app(settings: Settings) -> FastAPI:
         single_limit=settings.max_payload_bytes + REQUEST_OVERHEAD_BYTES,
         batch_limit=settings.max_batch_bytes,
     )
+    if settings.admission_enabled:  # added last: the outermost, so a refusal costs least
+        app.add_middleware(AdmissionMiddleware, limit=GradientLimit(_limit_policy(settings)))
     app.include_router(messages.router)
     app.include_router(transactions.router)
     app.include_router(admin.router)
@@ -112,3 +115,11 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(health.router)
     app.include_router(dashboard.router)
     return app
+
+
+def _limit_policy(settings: Settings) -> LimitPolicy:
+    return LimitPolicy(initial=settings.admission_initial_limit,
+                       minimum=settings.admission_min_limit,
+                       maximum=settings.admission_max_limit,
+                       tolerance=settings.admission_tolerance,
+                       ceiling_seconds=settings.admission_latency_ceiling_seconds)

@@ -183,6 +183,15 @@ class Settings(WorkerSettings, RetentionSettings):
     http_keep_alive_seconds: float = Field(default=120.0, gt=0)
     http_head_timeout_seconds: float = Field(default=10.0, gt=0)
     http_body_timeout_seconds: float = Field(default=30.0, gt=0)
+    # adaptive concurrency limit of the producer and consumer API (message_service/
+    # admission.py), opt-in: requests in flight beyond the limit get 503 with Retry-After at
+    # once; the limit follows measured latency between its minimum and maximum
+    admission_enabled: bool = False
+    admission_initial_limit: int = Field(default=64, ge=1)
+    admission_min_limit: int = Field(default=8, ge=1)
+    admission_max_limit: int = Field(default=1000, ge=1)
+    admission_tolerance: float = Field(default=1.5, ge=1.0)
+    admission_latency_ceiling_seconds: float = Field(default=0.25, gt=0)
     # how long a rotated-out signing secret still signs check-backs next to the new one
     signing_secret_overlap_seconds: float = Field(default=86_400.0, ge=0)
 
@@ -198,6 +207,14 @@ class Settings(WorkerSettings, RetentionSettings):
             )
         if self.admin_token is not None and len(self.admin_token) < 8 and not self.dev_mode:
             raise ConfigError("RMS_ADMIN_TOKEN must be at least 8 characters")
+        return self
+
+    @model_validator(mode="after")
+    def _admission_limits_in_order(self) -> Settings:
+        if not (self.admission_min_limit <= self.admission_initial_limit
+                <= self.admission_max_limit):
+            raise ConfigError("RMS_ADMISSION_MIN_LIMIT <= RMS_ADMISSION_INITIAL_LIMIT <= "
+                              "RMS_ADMISSION_MAX_LIMIT must hold")
         return self
 
 

@@ -61,7 +61,10 @@ DB_CONNECTIONS_DISCARDED = Counter("rms_db_connections_discarded_total",
                                    "Pooled database connections closed because they were unusable "
                                    "(open-transaction: left inside a transaction nobody owns)",
                                    ["reason"])
-
+ADMISSION_LIMIT = Gauge("rms_admission_limit",
+                        "Producer and consumer API requests admitted at once (adaptive)")
+ADMISSION_REFUSED = Counter("rms_admission_refused_total",
+                            "Requests refused with 503 at the concurrency limit")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,134 @@
+"""Adaptive concurrency limiting: the API admits at most ``limit`` producer and consumer
+requests at once and refuses the rest at once with 503 and ``Retry-After``, so that under
+overload the requests it takes keep their latency and the rest learn to come back, instead of
+every request queueing until clients time out.
+
+The limit follows measured latency, in the manner of Netflix's gradient limiter and Envoy's
+adaptive concurrency filter: requests are timed in short windows; a window's mean latency is
+compared with the long-run latency (a slow moving average of the windows); while it stays
+within ``tolerance`` times the long-run latency (and under the latency ceiling) the limit
+grows by a small queue allowance, and as it rises beyond that the limit shrinks in
+proportion. The limit grows only while it is being used, so a quiet server keeps no stale,
+inflated limit. No fixed queue length is involved: the limit is a number of requests in
+flight, learned from the server's own answers.
+
+Only the producer and consumer API (``/v1/`` less ``/v1/admin``) is limited; health checks,
+metrics, the dashboard and the admin API always get through.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import orjson
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from rms import metrics
+
+RETRY_AFTER_SECONDS = 1
+_REFUSAL = orjson.dumps({
+    "type": "https://rms.dev/problems/overloaded", "title": "Overloaded", "status": 503,
+    "detail": "the service is at its concurrency limit; retry after the Retry-After seconds"})
+_REFUSAL_HEADERS = [(b"content-type", b"application/problem+json"),
+                    (b"content-length", str(len(_REFUSAL)).encode()),
+                    (b"retry-after", str(RETRY_AFTER_SECONDS).encode())]
+
+
+@dataclass(frozen=True, slots=True)
+class LimitPolicy:
+    """How the limit moves (``RMS_ADMISSION_*`` settings)."""
+
+    initial: int = 64
+    minimum: int = 8
+    maximum: int = 1000
+    tolerance: float = 1.5  # recent latency may rise this far over the long-run latency
+    ceiling_seconds: float = 0.1  # a window slower than this always shrinks the limit
+    window_seconds: float = 0.1  # latency is judged per window of at least this long ...
+    window_samples: int = 10  # ... and at least this many requests
+    long_windows: int = 600  # the long-run latency averages about this many windows
+    smoothing: float = 0.2  # how far one window moves the limit towards its new value
+
+
+@dataclass
+class GradientLimit:
+    """The limit itself, fed with request latencies; pure logic with an injected clock."""
+
+    policy: LimitPolicy
+    clock: Callable[[], float] = time.monotonic
+    limit: float = field(init=False)
+    long_rtt: float | None = field(init=False, default=None)
+    _window_start: float = field(init=False)
+    _window_sum: float = field(init=False, default=0.0)
+    _window_count: int = field(init=False, default=0)
+    _window_peak_inflight: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        self.limit = float(self.policy.initial)
+        self._window_start = self.clock()
+
+    def sample(self, latency_seconds: float, inflight: int) -> None:
+        """One finished request: its latency, and how many were in flight when it ended."""
+        self._window_sum += latency_seconds
+        self._window_count += 1
+        self._window_peak_inflight = max(self._window_peak_inflight, inflight)
+        now = self.clock()
+        if (self._window_count >= self.policy.window_samples
+                and now - self._window_start >= self.policy.window_seconds):
+            self._update(self._window_sum / self._window_count, self._window_peak_inflight)
+            self._window_start, self._window_sum = now, 0.0
+            self._window_count = self._window_peak_inflight = 0
+
+    def _update(self, short_rtt: float, peak_inflight: int) -> None:
+        policy = self.policy
+        if self.long_rtt is None:
+            self.long_rtt = short_rtt
+        else:
+            factor = 2.0 / (policy.long_windows + 1)
+            self.long_rtt += (short_rtt - self.long_rtt) * factor
+            if self.long_rtt > 2 * short_rtt:  # latency fell a lot: follow it faster
+                self.long_rtt *= 0.95
+        allowed = min(policy.tolerance * self.long_rtt, policy.ceiling_seconds)
+        gradient = max(0.5, min(1.0, allowed / max(short_rtt, 1e-6)))
+        if gradient >= 1.0 and peak_inflight < self.limit / 2:
+            return  # not using half of it: no evidence that more would be served well
+        target = self.limit * gradient + math.sqrt(self.limit)
+        smoothed = self.limit * (1 - policy.smoothing) + target * policy.smoothing
+        self.limit = max(float(policy.minimum), min(float(policy.maximum), smoothed))
+
+
+def limited(path: str) -> bool:
+    """Whether a request path is subject to the limit: the producer and consumer API."""
+    return path.startswith("/v1/") and not path.startswith("/v1/admin")
+
+
+class AdmissionMiddleware:
+    """Pure ASGI: refuses a limited request with a pre-built 503 when the requests in flight
+    have reached the limit, and times every admitted one."""
+
+    def __init__(self, app: ASGIApp, limit: GradientLimit) -> None:
+        self.app = app
+        self.limit = limit
+        self.inflight = 0
+        metrics.ADMISSION_LIMIT.set(limit.limit)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not limited(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        if self.inflight >= int(self.limit.limit):
+            metrics.ADMISSION_REFUSED.inc()
+            await send({"type": "http.response.start", "status": 503,
+                        "headers": _REFUSAL_HEADERS})
+            await send({"type": "http.response.body", "body": _REFUSAL})
+            return
+        self.inflight += 1
+        started = time.monotonic()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.limit.sample(time.monotonic() - started, self.inflight)
+            self.inflight -= 1
+            metrics.ADMISSION_LIMIT.set(self.limit.limit)

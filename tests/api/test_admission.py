@@ -1,0 +1,157 @@
+"""Adaptive concurrency limiting: the limit follows latency (pure logic on a made-up clock),
+the middleware refuses beyond it with a 503 problem and Retry-After at once and never limits
+health or admin, and the real API refuses its excess that way under a burst of prepares."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import httpx
+import orjson
+import pytest
+from starlette.types import Receive, Scope, Send
+
+from message_service.admission import AdmissionMiddleware, GradientLimit, LimitPolicy, limited
+from rms.config import Settings
+from tests.security.served import served
+from tests.support import Api
+
+POLICY = LimitPolicy(initial=50, minimum=5, maximum=200, tolerance=1.5, ceiling_seconds=0.25,
+                     window_seconds=0.1, window_samples=10, long_windows=100, smoothing=0.2)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _feed(limit: GradientLimit, clock: Clock, latency: float, inflight: Callable[[], int],
+          windows: int) -> None:
+    for _ in range(windows):
+        for _ in range(POLICY.window_samples):
+            clock.now += POLICY.window_seconds / POLICY.window_samples
+            limit.sample(latency, inflight())
+
+
+def test_a_lightly_used_limit_does_not_grow() -> None:
+    clock = Clock()
+    limit = GradientLimit(POLICY, clock)
+    _feed(limit, clock, 0.01, lambda: 10, windows=200)
+    assert limit.limit == POLICY.initial
+
+
+def test_a_limit_in_use_at_steady_latency_grows_to_its_maximum() -> None:
+    clock = Clock()
+    limit = GradientLimit(POLICY, clock)
+    _feed(limit, clock, 0.01, lambda: int(limit.limit), windows=300)
+    assert limit.limit == POLICY.maximum
+
+
+def test_rising_latency_shrinks_the_limit_and_falling_latency_lets_it_grow_again() -> None:
+    clock = Clock()
+    limit = GradientLimit(POLICY, clock)
+    _feed(limit, clock, 0.01, lambda: int(limit.limit), windows=20)
+    grown = limit.limit
+    _feed(limit, clock, 0.05, lambda: int(limit.limit), windows=20)  # five times slower
+    assert limit.limit < grown / 2  # within two seconds
+    shrunk = limit.limit
+    _feed(limit, clock, 0.01, lambda: int(limit.limit), windows=40)
+    assert limit.limit > shrunk * 2
+
+
+def test_latency_over_the_ceiling_always_shrinks_the_limit() -> None:
+    """However slow the long run has been, a window over the ceiling shrinks the limit (down
+    to where the queue allowance balances the shrinking: a handful of requests)."""
+    clock = Clock()
+    limit = GradientLimit(POLICY, clock)
+    _feed(limit, clock, 0.4, lambda: int(limit.limit), windows=60)  # slow from the start
+    assert limit.limit < POLICY.initial / 4
+
+
+def test_a_window_needs_both_its_time_and_its_samples() -> None:
+    clock = Clock()
+    limit = GradientLimit(POLICY, clock)
+    for _ in range(100):  # many samples within one window's time: no update yet
+        limit.sample(1.0, 50)
+    assert limit.long_rtt is None
+    clock.now = POLICY.window_seconds
+    limit.sample(1.0, 50)
+    assert limit.long_rtt == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("path", "expected"), [
+    ("/v1/messages", True), ("/v1/messages/m-1/confirm", True), ("/v1/transactions", True),
+    ("/v1/admin/stats", False), ("/v1/admin", False), ("/healthz", False), ("/readyz", False),
+    ("/metrics", False), ("/dashboard", False), ("/openapi.json", False)])
+def test_only_the_producer_and_consumer_api_is_limited(path: str, expected: bool) -> None:
+    assert limited(path) is expected
+
+
+async def test_requests_beyond_the_limit_are_refused_at_once_with_retry_after() -> None:
+    release, entered = asyncio.Event(), asyncio.Event()
+    waiting = 0
+
+    async def slow(scope: Scope, receive: Receive, send: Send) -> None:
+        nonlocal waiting
+        waiting += 1
+        if waiting == 3:
+            entered.set()
+        await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    policy = LimitPolicy(initial=3, minimum=1, maximum=3)
+    app = AdmissionMiddleware(slow, GradientLimit(policy))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://rms.test") as client:
+        held = [asyncio.create_task(client.post("/v1/messages")) for _ in range(3)]
+        await entered.wait()
+        started = time.monotonic()
+        refused = await client.post("/v1/messages/m-1/confirm")
+        elapsed = time.monotonic() - started
+        admin = asyncio.create_task(client.get("/v1/admin/stats"))  # never refused
+        health = asyncio.create_task(client.get("/healthz"))
+        await asyncio.sleep(0.01)
+        release.set()
+        answers = await asyncio.gather(*held, admin, health)
+    assert refused.status_code == 503
+    assert refused.headers["retry-after"] == "1"
+    assert refused.headers["content-type"] == "application/problem+json"
+    problem = orjson.loads(refused.content)
+    assert problem["type"] == "https://rms.dev/problems/overloaded"
+    assert problem["status"] == 503
+    assert elapsed < 0.02
+    assert [a.status_code for a in answers] == [200] * 5
+    assert app.inflight == 0
+
+
+def test_the_limits_must_be_in_order(settings: Settings) -> None:
+    with pytest.raises(ValueError, match="RMS_ADMISSION_MIN_LIMIT"):
+        Settings(**{**settings.model_dump(), "admission_min_limit": 100,
+                    "admission_initial_limit": 10})
+
+
+async def test_the_api_refuses_a_burst_beyond_its_limit_and_serves_the_rest(
+        api: Api, settings: Settings, topic: str) -> None:
+    producer = await api.create_app("orders")
+    narrow = Settings(**{**settings.model_dump(), "admission_enabled": True,
+                         "admission_initial_limit": 2,
+                         "admission_min_limit": 1, "admission_max_limit": 2})
+    with served(narrow) as url:
+        async with httpx.AsyncClient(base_url=url, headers=producer.headers,
+                                     timeout=30) as client:
+            answers = await asyncio.gather(*[
+                client.post("/v1/messages", json={"topic": topic, "payload": {"n": n},
+                                                  "check_url": "http://127.0.0.1:1/c"})
+                for n in range(60)])
+            statuses = sorted({a.status_code for a in answers})
+            refused = [a for a in answers if a.status_code == 503]
+            stats = await client.get("/v1/admin/stats", headers=api.admin)
+    assert statuses == [201, 503], statuses
+    assert all(a.headers["retry-after"] == "1" for a in refused)
+    assert stats.status_code == 200
