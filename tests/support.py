@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,13 +99,22 @@ async def produce(bootstrap: str, topic: str, values: list[dict[str, Any]],
                   signing_secret: str | None = None) -> None:
     """Write ``values`` as JSON records; signed as ack records when ``signing_secret`` is
     given (the key of the app each ack names)."""
+    raws = (orjson.dumps(value) for value in values)
+    await write_records(bootstrap, topic, (
+        (raw, signed_ack_headers([signing_secret], raw) if signing_secret else None)
+        for raw in raws))
+
+
+RawRecord = tuple[bytes, Sequence[tuple[str, bytes | None]] | None]
+
+
+async def write_records(bootstrap: str, topic: str, records: Iterable[RawRecord]) -> None:
+    """Write ``records`` (value, headers) exactly as given, each acknowledged before the next."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False)
     await producer.start()
     try:
-        for value in values:
-            raw = orjson.dumps(value)
-            headers = signed_ack_headers([signing_secret], raw) if signing_secret else None
-            await producer.send_and_wait(topic, raw, headers=headers)
+        for value, headers in records:
+            await producer.send_and_wait(topic, value, headers=headers)
     finally:
         await producer.stop()
 
