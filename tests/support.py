@@ -46,13 +46,18 @@ class Api:
         produce: list[str] | None = None,
         consume: list[str] | None = None,
         prefixes: list[str] | None = None,
+        ordered: list[str] | None = None,
     ) -> AppKeys:
         body = {"name": name, "produce_topics": produce or ["*"],
                 "consume_topics": consume or ["*"],
                 "check_url_prefixes": prefixes or [CHECK_PREFIX]}
+        if ordered is not None:
+            body["ordered_topics"] = ordered
         response = await self.client.post("/v1/admin/apps", json=body, headers=self.admin)
         assert response.status_code == 201, response.text
         data = response.json()
+        if ordered is not None:
+            assert data["ordered_topics"] == ordered, data
         keys = AppKeys(name, data["api_key"], data["signing_secret"])
         self.apps[name] = keys
         return keys
