@@ -145,7 +145,9 @@ class TransactionRequest(Strict):
         min_length=1, description="published in this order once confirmed")
 
 
-class TransactionOut(BaseModel):
+class TransactionFields(BaseModel):
+    """The fields every view of a transaction shares, in the contract's order."""
+
     transaction_id: str
     app: str
     state: str = Field(description="pending | confirmed | cancelled")
@@ -158,24 +160,15 @@ class TransactionOut(BaseModel):
     confirmed_at: datetime | None
     cancelled_at: datetime | None
     next_check_at: datetime | None
+
+
+class TransactionOut(TransactionFields):
     messages: list[MessageOut] = Field(description="in the transaction's order")
 
 
-class TransactionSummary(BaseModel):
+class TransactionSummary(TransactionFields):
     """A transaction of the admin listing: the transaction object without its messages."""
 
-    transaction_id: str
-    app: str
-    state: str = Field(description="pending | confirmed | cancelled")
-    dead: bool
-    dead_reason: str | None = Field(description="check-exhausted | null")
-    check_count: int
-    check_url: str
-    max_checks: int
-    created_at: datetime
-    confirmed_at: datetime | None
-    cancelled_at: datetime | None
-    next_check_at: datetime | None
     message_ids: list[str] = Field(description="its messages, in the transaction's order")
     age_seconds: float = Field(description="since it was prepared (database clock)")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,13 +46,18 @@ class Api:
         produce: list[str] | None = None,
         consume: list[str] | None = None,
         prefixes: list[str] | None = None,
+        ordered: list[str] | None = None,
     ) -> AppKeys:
         body = {"name": name, "produce_topics": produce or ["*"],
                 "consume_topics": consume or ["*"],
                 "check_url_prefixes": prefixes or [CHECK_PREFIX]}
+        if ordered is not None:
+            body["ordered_topics"] = ordered
         response = await self.client.post("/v1/admin/apps", json=body, headers=self.admin)
         assert response.status_code == 201, response.text
         data = response.json()
+        if ordered is not None:
+            assert data["ordered_topics"] == ordered, data
         keys = AppKeys(name, data["api_key"], data["signing_secret"])
         self.apps[name] = keys
         return keys
@@ -98,13 +104,22 @@ async def produce(bootstrap: str, topic: str, values: list[dict[str, Any]],
                   signing_secret: str | None = None) -> None:
     """Write ``values`` as JSON records; signed as ack records when ``signing_secret`` is
     given (the key of the app each ack names)."""
+    raws = (orjson.dumps(value) for value in values)
+    await write_records(bootstrap, topic, (
+        (raw, signed_ack_headers([signing_secret], raw) if signing_secret else None)
+        for raw in raws))
+
+
+RawRecord = tuple[bytes, Sequence[tuple[str, bytes | None]] | None]
+
+
+async def write_records(bootstrap: str, topic: str, records: Iterable[RawRecord]) -> None:
+    """Write ``records`` (value, headers) exactly as given, each acknowledged before the next."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False)
     await producer.start()
     try:
-        for value in values:
-            raw = orjson.dumps(value)
-            headers = signed_ack_headers([signing_secret], raw) if signing_secret else None
-            await producer.send_and_wait(topic, raw, headers=headers)
+        for value, headers in records:
+            await producer.send_and_wait(topic, value, headers=headers)
     finally:
         await producer.stop()
 

@@ -13,7 +13,7 @@ from aiokafka import AIOKafkaProducer
 from prometheus_client import REGISTRY
 
 from rms.kafka.ack_records import AckRecord, parse_ack, signature_problem, signed_ack_headers
-from tests.support import Api, AppKeys, eventually, produce
+from tests.support import Api, AppKeys, eventually, produce, write_records
 
 
 def _sample(name: str, labels: dict[str, str]) -> float:
@@ -41,17 +41,6 @@ async def _state(api: Api, producer: AppKeys, message_id: str) -> str:
     return str(response.json()["state"])
 
 
-async def _write_raw(servers: str, topic: str,
-                     records: list[tuple[bytes, list[tuple[str, bytes | None]]]]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=servers, enable_idempotence=False)
-    await producer.start()
-    try:
-        for value, headers in records:
-            await producer.send_and_wait(topic, value, headers=headers)
-    finally:
-        await producer.stop()
-
-
 async def test_poisoned_records_do_not_stop_the_acks_behind_them(api: Api, topic: str) -> None:
     producer = await api.create_app("orders", consume=["none"])
     points = await api.create_app("points", produce=["none"], consume=["orders.*"])
@@ -64,7 +53,7 @@ async def test_poisoned_records_do_not_stop_the_acks_behind_them(api: Api, topic
     real = orjson.dumps({"message_id": first, "consumer": "points"})
     signed = signed_ack_headers([points.signing_secret], real)
     null_header: list[tuple[str, bytes | None]] = [(name, None) for name, _ in signed]
-    await _write_raw(servers, acks, [(nul, list(signed)), (real, null_header)])
+    await write_records(servers, acks, [(nul, list(signed)), (real, null_header)])
     await produce(servers, acks, [{"message_id": second, "consumer": "points"}],
                   points.signing_secret)
 

@@ -12,7 +12,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaProducer
 from prometheus_client import REGISTRY
 
 from rms.kafka.ack_records import (
@@ -26,23 +25,13 @@ from rms.kafka.ack_records import (
 from rms.kafka.records import header
 from rms.signing import signed_headers
 from spark.retention import RetentionRequest, run_retention
-from tests.support import Api, AppKeys, eventually, read_topic
+from tests.support import Api, AppKeys, eventually, read_topic, write_records
 
 Record = tuple[bytes, list[tuple[str, bytes]]]
 
 
 def _stale() -> float:
     return REGISTRY.get_sample_value("rms_acks_rejected_total", {"reason": "stale"}) or 0.0
-
-
-async def _write(bootstrap: str, topic: str, records: list[Record]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False)
-    await producer.start()
-    try:
-        for value, headers in records:
-            await producer.send_and_wait(topic, value, headers=headers)
-    finally:
-        await producer.stop()
 
 
 def _signed(secret: str, value: bytes, stamp: int | None = None) -> Record:
@@ -84,7 +73,7 @@ async def test_a_replayed_ack_never_finishes_the_next_message_under_its_id(
     first_instance = await _created_at(api, topic, 1)
     captured = [_signed(points.signing_secret, ack_value("m-1", "points", first_instance)),
                 _signed(points.signing_secret, ack_value("m-1", "points"))]  # no created_at
-    await _write(bootstrap, acks, captured[:1])
+    await write_records(bootstrap, acks, captured[:1])
     await eventually(lambda: _is(_state(api, shop, "m-1"), "done"), timeout=20)
 
     cutoff = datetime.now(UTC) + timedelta(seconds=1)
@@ -97,12 +86,12 @@ async def test_a_replayed_ack_never_finishes_the_next_message_under_its_id(
     assert second_instance != first_instance
 
     before = _stale()
-    await _write(bootstrap, acks, captured)  # the captured records, replayed as they were
+    await write_records(bootstrap, acks, captured)  # the captured records, replayed as they were
     await eventually(lambda: _at_least(_stale, before + 2), timeout=20)
     assert await _state(api, other, "m-1") == "sent"
 
     hour_old = int(time.time()) - 3600  # written while RMS was down: still applies
-    await _write(bootstrap, acks, [_signed(points.signing_secret, ack_value(
+    await write_records(bootstrap, acks, [_signed(points.signing_secret, ack_value(
         "m-1", "points", second_instance), hour_old)])
     await eventually(lambda: _is(_state(api, other, "m-1"), "done"), timeout=20)
     assert second["created_at"] == second_instance

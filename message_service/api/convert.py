@@ -9,7 +9,7 @@ from fastapi.responses import Response
 
 from message_service.schemas import AppCredentialsOut, AppOut, EventOut, MessageOut
 from rms.domain.models import App, Message, MessageEvent
-from rms.domain.transactions import TransactionView
+from rms.domain.transactions import Transaction, TransactionView
 from rms.store.apps import Credentials
 from rms.store.transactions import ListedTransaction
 
@@ -38,13 +38,7 @@ def message_fields(m: Message) -> dict[str, Any]:
 
 def transaction_fields(view: TransactionView) -> dict[str, Any]:
     """The transaction object of the contract (the fields of ``TransactionOut``)."""
-    t = view.transaction
-    return {
-        "transaction_id": t.transaction_id, "app": t.app, "state": t.state.value,
-        "dead": t.dead, "dead_reason": t.dead_reason.value if t.dead_reason else None,
-        "check_count": t.check_count, "check_url": t.check_url, "max_checks": t.max_checks,
-        "created_at": t.created_at, "confirmed_at": t.confirmed_at,
-        "cancelled_at": t.cancelled_at, "next_check_at": t.next_check_at,
+    return _shared_transaction_fields(view.transaction) | {
         "messages": [message_fields(m) for m in view.messages],
     }
 
@@ -52,13 +46,19 @@ def transaction_fields(view: TransactionView) -> dict[str, Any]:
 def transaction_summary(listed: ListedTransaction) -> dict[str, Any]:
     """A row of the admin listing (the fields of ``TransactionSummary``)."""
     t = listed.transaction
+    return _shared_transaction_fields(t) | {
+        "message_ids": list(t.message_ids), "age_seconds": listed.age_seconds,
+    }
+
+
+def _shared_transaction_fields(t: Transaction) -> dict[str, Any]:
+    """The fields of ``TransactionFields``, in its order."""
     return {
         "transaction_id": t.transaction_id, "app": t.app, "state": t.state.value,
         "dead": t.dead, "dead_reason": t.dead_reason.value if t.dead_reason else None,
         "check_count": t.check_count, "check_url": t.check_url, "max_checks": t.max_checks,
         "created_at": t.created_at, "confirmed_at": t.confirmed_at,
         "cancelled_at": t.cancelled_at, "next_check_at": t.next_check_at,
-        "message_ids": list(t.message_ids), "age_seconds": listed.age_seconds,
     }
 
 

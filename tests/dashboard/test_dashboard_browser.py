@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,89 +165,98 @@ def _cells(page: Any, app: str, topic: str) -> list[str]:
     return [text.strip() for text in row.locator("td").all_inner_texts()]
 
 
+@contextmanager
+def _chromium_page(problems: list[str]) -> Iterator[Any]:
+    """A 1400x900 page of headless Debian Chromium; page errors are added to ``problems``."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+            yield page
+        finally:
+            browser.close()
+
+
 @pytest.mark.timeout(90)
 def test_dashboard_in_chromium(service: Service, database_url: str, unique: str,
                                tmp_path: Path) -> None:
     if not CHROMIUM.exists():
         pytest.skip(f"Debian chromium is not installed at {CHROMIUM}")
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     seeded = seed(service, database_url, unique)
     before = service.call("GET", f"/v1/admin/messages/{seeded.dead_id}")
     assert before["dead"] is True
 
     problems: list[str] = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-            page.on("console", lambda msg: problems.append(msg.text)
-                    if "Content Security Policy" in msg.text else None)
-            page.goto(f"{service.base_url}/dashboard")
-            expect(page.locator("#login")).to_be_visible()
+    with _chromium_page(problems) as page:
+        page.on("console", lambda msg: problems.append(msg.text)
+                if "Content Security Policy" in msg.text else None)
+        page.goto(f"{service.base_url}/dashboard")
+        expect(page.locator("#login")).to_be_visible()
 
-            # a wrong token: the API answers 401 and the form comes back with the message
-            page.fill("#token", "not-the-token")
-            page.click("#login-form button[type=submit]")
-            expect(page.locator("#login-error")).to_contain_text("admin token")
-            expect(page.locator("#app")).to_be_hidden()
+        # a wrong token: the API answers 401 and the form comes back with the message
+        page.fill("#token", "not-the-token")
+        page.click("#login-form button[type=submit]")
+        expect(page.locator("#login-error")).to_contain_text("admin token")
+        expect(page.locator("#app")).to_be_hidden()
 
-            page.fill("#token", ADMIN_TOKEN)
-            page.click("#login-form button[type=submit]")
-            expect(page.locator("#app")).to_be_visible()
-            assert ADMIN_TOKEN not in page.url
+        page.fill("#token", ADMIN_TOKEN)
+        page.click("#login-form button[type=submit]")
+        expect(page.locator("#app")).to_be_visible()
+        assert ADMIN_TOKEN not in page.url
 
-            # live: app, topic, pending-send, sent, done, deleted, dead, two ages
-            row = f'#live-table tr[data-app="{seeded.app}"][data-topic="{seeded.topic}"]'
-            expect(page.locator(row)).to_be_visible()
-            cells = _cells(page, seeded.app, seeded.topic)
-            # app, topic, pending-send, sent, done, deleted, dead, scheduled, then the two ages
-            assert cells[:8] == [seeded.app, seeded.topic, "3", "2", "1", "1", "1", "0"], cells
-            assert cells[8].endswith(" s") and cells[9].endswith(" s"), cells
+        # live: app, topic, pending-send, sent, done, deleted, dead, two ages
+        row = f'#live-table tr[data-app="{seeded.app}"][data-topic="{seeded.topic}"]'
+        expect(page.locator(row)).to_be_visible()
+        cells = _cells(page, seeded.app, seeded.topic)
+        # app, topic, pending-send, sent, done, deleted, dead, scheduled, then the two ages
+        assert cells[:8] == [seeded.app, seeded.topic, "3", "2", "1", "1", "1", "0"], cells
+        assert cells[8].endswith(" s") and cells[9].endswith(" s"), cells
 
-            # ... refreshing without a reload
-            service.call("POST", "/v1/messages/send", seeded.api_key,
-                         json={"topic": seeded.topic, "payload": {"late": True},
-                               "check_url": CHECK_URL})
-            expect(page.locator(row).locator("td").nth(3)).to_have_text("3", timeout=8000)
+        # ... refreshing without a reload
+        service.call("POST", "/v1/messages/send", seeded.api_key,
+                     json={"topic": seeded.topic, "payload": {"late": True},
+                           "check_url": CHECK_URL})
+        expect(page.locator(row).locator("td").nth(3)).to_have_text("3", timeout=8000)
 
-            # SLA charts: bars with a width, latency lines with a path
-            bars = page.locator("#chart-outcomes svg rect.bar")
-            expect(bars.first).to_be_attached()
-            widths = [float(w or 0) for w in bars.evaluate_all(
-                "nodes => nodes.map(n => n.getAttribute('width'))")]
-            assert len(widths) == 15 and max(widths) > 0  # one bar per outcome counter
-            compliance = page.locator("#chart-compliance svg rect.bar")
-            expect(compliance).to_have_count(2)
-            lines = page.locator("#chart-latency svg path.series")
-            expect(lines).to_have_count(12)  # 4 stages x p50/p95/p99
-            assert all(len(d or "") > 10 for d in lines.evaluate_all(
-                "nodes => nodes.map(n => n.getAttribute('d'))"))
-            expect(page.locator("#sla-table tbody tr")).to_have_count(2)
+        # SLA charts: bars with a width, latency lines with a path
+        bars = page.locator("#chart-outcomes svg rect.bar")
+        expect(bars.first).to_be_attached()
+        widths = [float(w or 0) for w in bars.evaluate_all(
+            "nodes => nodes.map(n => n.getAttribute('width'))")]
+        assert len(widths) == 15 and max(widths) > 0  # one bar per outcome counter
+        compliance = page.locator("#chart-compliance svg rect.bar")
+        expect(compliance).to_have_count(2)
+        lines = page.locator("#chart-latency svg path.series")
+        expect(lines).to_have_count(12)  # 4 stages x p50/p95/p99
+        assert all(len(d or "") > 10 for d in lines.evaluate_all(
+            "nodes => nodes.map(n => n.getAttribute('d'))"))
+        expect(page.locator("#sla-table tbody tr")).to_have_count(2)
 
-            # dead letters: the dead message is listed; open it and resend
-            dead_row = page.locator(f'#dead-table tr[data-id="{seeded.dead_id}"]')
-            expect(dead_row).to_contain_text("delivery-exhausted")
-            dead_row.click()
-            expect(page.locator("#detail-dead")).to_have_text("yes")
-            expect(page.locator("#detail-events li").first).to_be_visible()
-            expect(page.locator("#action-confirm")).to_be_hidden()
-            page.click("#action-resend")
-            expect(page.locator("#action-result")).to_contain_text("Resent: delivery #2")
-            expect(page.locator("#detail-dead")).to_have_text("no")
-            expect(page.locator("#detail-events li[data-event=resent]")).to_be_visible()
-            expect(dead_row).to_have_count(0)
-            expect(page.locator(row).locator("td").nth(6)).to_have_text("0")
-            page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+        # dead letters: the dead message is listed; open it and resend
+        dead_row = page.locator(f'#dead-table tr[data-id="{seeded.dead_id}"]')
+        expect(dead_row).to_contain_text("delivery-exhausted")
+        dead_row.click()
+        expect(page.locator("#detail-dead")).to_have_text("yes")
+        expect(page.locator("#detail-events li").first).to_be_visible()
+        expect(page.locator("#action-confirm")).to_be_hidden()
+        page.click("#action-resend")
+        expect(page.locator("#action-result")).to_contain_text("Resent: delivery #2")
+        expect(page.locator("#detail-dead")).to_have_text("no")
+        expect(page.locator("#detail-events li[data-event=resent]")).to_be_visible()
+        expect(dead_row).to_have_count(0)
+        expect(page.locator(row).locator("td").nth(6)).to_have_text("0")
+        page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
 
-            # the widest table fits its card at 1400 px; narrower, it scrolls inside the card
-            assert _fits(page, "topics-table"), _box(page, "topics-table")
-            page.set_viewport_size({"width": 700, "height": 900})
-            narrow = _box(page, "topics-table")
-            assert narrow["scrolls"] and narrow["inside"], narrow
-        finally:
-            browser.close()
+        # the widest table fits its card at 1400 px; narrower, it scrolls inside the card
+        assert _fits(page, "topics-table"), _box(page, "topics-table")
+        page.set_viewport_size({"width": 700, "height": 900})
+        narrow = _box(page, "topics-table")
+        assert narrow["scrolls"] and narrow["inside"], narrow
 
     after = service.call("GET", f"/v1/admin/messages/{seeded.dead_id}")
     assert after["dead"] is False and after["dead_reason"] is None
@@ -289,56 +299,50 @@ def test_transactions_panel_lists_and_resolves_in_chromium(
         service: Service, database_url: str, unique: str, tmp_path: Path) -> None:
     if not CHROMIUM.exists():
         pytest.skip(f"Debian chromium is not installed at {CHROMIUM}")
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     app, ids = seed_transactions(service, database_url, unique)
     problems: list[str] = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-            page.goto(f"{service.base_url}/dashboard")
-            page.fill("#token", ADMIN_TOKEN)
-            page.click("#login-form button[type=submit]")
-            expect(page.locator("#app")).to_be_visible()
+    with _chromium_page(problems) as page:
+        page.goto(f"{service.base_url}/dashboard")
+        page.fill("#token", ADMIN_TOKEN)
+        page.click("#login-form button[type=submit]")
+        expect(page.locator("#app")).to_be_visible()
 
-            # pending ones by default, oldest first; the dead one says so
-            rows = page.locator("#tx-table tbody tr")
-            expect(rows).to_have_count(3)
-            assert rows.evaluate_all("rows => rows.map(r => r.dataset.id)") == ids
-            dead = page.locator(f'#tx-table tr[data-id="{ids[1]}"]')
-            expect(dead).to_contain_text("dead check-exhausted")
-            cells = [t.strip() for t in dead.locator("td").all_inner_texts()]
-            assert cells[1:5] == [app, "pending dead check-exhausted", "2", "0 of 15"], cells
-            assert _fits(page, "tx-table"), _box(page, "tx-table")
+        # pending ones by default, oldest first; the dead one says so
+        rows = page.locator("#tx-table tbody tr")
+        expect(rows).to_have_count(3)
+        assert rows.evaluate_all("rows => rows.map(r => r.dataset.id)") == ids
+        dead = page.locator(f'#tx-table tr[data-id="{ids[1]}"]')
+        expect(dead).to_contain_text("dead check-exhausted")
+        cells = [t.strip() for t in dead.locator("td").all_inner_texts()]
+        assert cells[1:5] == [app, "pending dead check-exhausted", "2", "0 of 15"], cells
+        assert _fits(page, "tx-table"), _box(page, "tx-table")
 
-            # confirm the dead one: it leaves the pending list, its messages are sent
-            dead.locator("button[data-action=confirm]").click()
-            expect(page.locator("#tx-result")).to_have_text(
-                f"Confirmed {ids[1]}: state confirmed, 2 messages sent")
-            expect(rows).to_have_count(2)
-            # cancel another, after the browser's confirmation dialog
-            page.once("dialog", lambda dialog: dialog.accept())
-            page.locator(f'#tx-table tr[data-id="{ids[2]}"] button[data-action=cancel]').click()
-            expect(page.locator("#tx-result")).to_have_text(
-                f"Cancelled {ids[2]}: state cancelled, 2 messages deleted")
-            expect(rows).to_have_count(1)
+        # confirm the dead one: it leaves the pending list, its messages are sent
+        dead.locator("button[data-action=confirm]").click()
+        expect(page.locator("#tx-result")).to_have_text(
+            f"Confirmed {ids[1]}: state confirmed, 2 messages sent")
+        expect(rows).to_have_count(2)
+        # cancel another, after the browser's confirmation dialog
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.locator(f'#tx-table tr[data-id="{ids[2]}"] button[data-action=cancel]').click()
+        expect(page.locator("#tx-result")).to_have_text(
+            f"Cancelled {ids[2]}: state cancelled, 2 messages deleted")
+        expect(rows).to_have_count(1)
 
-            # every state, filtered by app; no button on a resolved one
-            page.select_option("#tx-filter-state", "")
-            page.fill("#tx-filter-app", app)
-            page.click("#tx-filters button[type=submit]")
-            expect(rows).to_have_count(3)
-            states = rows.evaluate_all("rows => rows.map(r => r.dataset.state)")
-            assert states == ["pending", "confirmed", "cancelled"]
-            expect(page.locator("#tx-table button")).to_have_count(2)
-            page.select_option("#tx-filter-dead", "true")
-            page.click("#tx-filters button[type=submit]")
-            expect(page.locator("#tx-empty")).to_be_visible()
-            page.screenshot(path=str(tmp_path / "transactions.png"), full_page=True)
-        finally:
-            browser.close()
+        # every state, filtered by app; no button on a resolved one
+        page.select_option("#tx-filter-state", "")
+        page.fill("#tx-filter-app", app)
+        page.click("#tx-filters button[type=submit]")
+        expect(rows).to_have_count(3)
+        states = rows.evaluate_all("rows => rows.map(r => r.dataset.state)")
+        assert states == ["pending", "confirmed", "cancelled"]
+        expect(page.locator("#tx-table button")).to_have_count(2)
+        page.select_option("#tx-filter-dead", "true")
+        page.click("#tx-filters button[type=submit]")
+        expect(page.locator("#tx-empty")).to_be_visible()
+        page.screenshot(path=str(tmp_path / "transactions.png"), full_page=True)
 
     confirmed = service.call("GET", f"/v1/admin/transactions/{ids[1]}")
     assert (confirmed["state"], confirmed["dead"]) == ("confirmed", False)

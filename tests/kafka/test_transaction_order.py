@@ -150,17 +150,11 @@ async def test_an_ordered_member_waits_for_an_earlier_member_whose_publish_faile
         strict_api: Api, unique: str) -> None:
     """The sequencer's claim keeps a transaction's order as the recovery claim does: an
     ordered member is not published while an earlier member's publish keeps failing."""
-    from tests.support import AppKeys
-
     api = strict_api
     servers = api.settings.kafka_bootstrap_servers
     missing, ordered = f"billing.{unique}", f"ledger.{unique}"
     await create_topics({"bootstrap_servers": servers}, [ordered])
-    created = await api.client.post("/v1/admin/apps", headers=api.admin, json={
-        "name": "orders", "produce_topics": ["*"], "consume_topics": ["*"],
-        "check_url_prefixes": [CHECK_PREFIX], "ordered_topics": [ordered]})
-    assert created.status_code == 201, created.text
-    orders = AppKeys("orders", created.json()["api_key"], created.json()["signing_secret"])
+    orders = await api.create_app("orders", ordered=[ordered])
     ids = [f"m{n}-{unique}" for n in range(2)]
     body = {"transaction_id": f"tx-{unique}", "check_url": CHECK_PREFIX + "check",
             "messages": [{"message_id": ids[0], "topic": missing, "payload": {"n": 0}},

@@ -25,6 +25,12 @@ async def _producer(api: Api) -> AppKeys:
     return api.apps.get("orders") or await api.create_app("orders")
 
 
+async def _ordered_producer(api: Api, name: str, topic: str) -> AppKeys:
+    """An app producing only ``topic``, ordered, whose check-backs may go nowhere."""
+    return await api.create_app(name, [topic], ["none"], [CHECK_PREFIX, "http://127.0.0.1:1/"],
+                                ordered=[topic])
+
+
 async def _published_at(api: Api, message_id: str) -> list[datetime]:
     return [_at(e["at"]) for e in await events(api, message_id) if e["event"] == "published"]
 
@@ -233,11 +239,7 @@ async def test_an_ordered_member_waits_for_the_delayed_member_before_it(
     """A transaction whose first message is delayed and whose second is ordered (keyed, on an
     ordered topic): the sequencer does not publish the second before the first."""
     name = f"ledger-{unique}"
-    body = {"name": name, "produce_topics": [topic], "consume_topics": ["none"],
-            "check_url_prefixes": [CHECK_PREFIX, "http://127.0.0.1:1/"], "ordered_topics": [topic]}
-    response = await api.client.post("/v1/admin/apps", json=body, headers=api.admin)
-    assert response.status_code == 201, response.text
-    producer = AppKeys(name, response.json()["api_key"], response.json()["signing_secret"])
+    producer = await _ordered_producer(api, name, topic)
     ids = [f"d-{unique}", f"o-{unique}"]
     items: list[dict[str, Any]] = [
         {"message_id": ids[0], "topic": topic, "payload": 0, "delay_seconds": 4.0},
@@ -265,11 +267,7 @@ async def test_a_delayed_ordered_message_behind_a_published_one_waits_for_its_ti
     """Two ordered messages of one key, the second delayed: the sequencer publishes the first
     and stops at the second until its deliver_after, although nothing holds it back."""
     name = f"ledger2-{unique}"
-    body = {"name": name, "produce_topics": [topic], "consume_topics": ["none"],
-            "check_url_prefixes": [CHECK_PREFIX, "http://127.0.0.1:1/"], "ordered_topics": [topic]}
-    response = await api.client.post("/v1/admin/apps", json=body, headers=api.admin)
-    assert response.status_code == 201, response.text
-    producer = AppKeys(name, response.json()["api_key"], response.json()["signing_secret"])
+    producer = await _ordered_producer(api, name, topic)
     first = await api.prepared_id(producer, topic, key="account-2")
     delayed = await api.prepared_id(producer, topic, key="account-2", delay_seconds=4.0)
     for message_id in (first, delayed):

@@ -54,15 +54,8 @@ async def _create_topic(api: Api, topic: str) -> None:
 
 
 async def _ordered_app(api: Api, name: str, topic: str, *prefixes: str) -> AppKeys:
-    body = {"name": name, "produce_topics": [topic], "consume_topics": [topic],
-            "check_url_prefixes": [CHECK_PREFIX, *prefixes], "ordered_topics": [topic]}
-    response = await api.client.post("/v1/admin/apps", json=body, headers=api.admin)
-    assert response.status_code == 201, response.text
-    assert response.json()["ordered_topics"] == [topic]
-    data = response.json()
-    keys = AppKeys(name, data["api_key"], data["signing_secret"])
-    api.apps[name] = keys
-    return keys
+    return await api.create_app(name, [topic], [topic], [CHECK_PREFIX, *prefixes],
+                                ordered=[topic])
 
 
 async def _confirmed(api: Api, app: AppKeys, topic: str, key: str, **fields: Any) -> str:

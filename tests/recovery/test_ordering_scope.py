@@ -17,17 +17,6 @@ from tests.recovery.helpers import SqlHelper, events, message, tick_until
 from tests.support import CHECK_PREFIX, Api, AppKeys, read_topic
 
 
-async def _app(api: Api, name: str, ordered: list[str]) -> AppKeys:
-    body = {"name": name, "produce_topics": ["*"], "consume_topics": ["*"],
-            "check_url_prefixes": [CHECK_PREFIX], "ordered_topics": ordered}
-    response = await api.client.post("/v1/admin/apps", json=body, headers=api.admin)
-    assert response.status_code == 201, response.text
-    data = response.json()
-    keys = AppKeys(name, data["api_key"], data["signing_secret"])
-    api.apps[name] = keys
-    return keys
-
-
 async def _confirmed(api: Api, app: AppKeys, topic: str, key: str, **fields: Any) -> str:
     message_id = await api.prepared_id(app, topic, key=key, **fields)
     response = await api.post(app, f"/v1/messages/{message_id}/confirm")
@@ -54,7 +43,7 @@ def _ids(records: list[ConsumerRecord[bytes, bytes]]) -> list[str | None]:
 async def test_an_ordered_member_waits_for_a_delayed_earlier_member(
         api: Api, worker: RecoveryWorker, sql: SqlHelper, unique: str) -> None:
     plain, ordered = f"plain.{unique}", f"ordered.{unique}"
-    orders = await _app(api, "orders", [ordered])
+    orders = await api.create_app("orders", ordered=[ordered])
     ids = [f"{n}-{unique}" for n in ("a", "b", "c")]
     body = {"transaction_id": f"tx-{unique}", "check_url": CHECK_PREFIX + "check",
             "messages": [
@@ -105,7 +94,7 @@ async def test_a_transactions_ordered_members_are_numbered_in_listed_order(
     from rms.store.transactions import TransactionStore
 
     ordered = f"ordered.{unique}"
-    orders = await _app(api, "orders", [ordered])
+    orders = await api.create_app("orders", ordered=[ordered])
     ids = [f"{n}-{unique}" for n in range(4)]
     body = {"transaction_id": f"tx-{unique}", "check_url": CHECK_PREFIX + "check",
             "messages": [{"message_id": i, "topic": ordered, "key": "k", "payload": {"n": n}}
@@ -136,8 +125,8 @@ async def test_a_transactions_ordered_members_are_numbered_in_listed_order(
 async def test_a_key_belongs_to_its_app_and_a_delayed_head_holds_it_as_scheduled(
         api: Api, worker: RecoveryWorker, sql: SqlHelper, unique: str) -> None:
     ordered = f"ordered.{unique}"
-    billing = await _app(api, "billing", [ordered])
-    orders = await _app(api, "orders", [ordered])
+    billing = await api.create_app("billing", ordered=[ordered])
+    orders = await api.create_app("orders", ordered=[ordered])
     dead = await _confirmed(api, billing, ordered, "shared")
     await sql.make_dead([dead])
     delayed = await _confirmed(api, billing, ordered, "k", delay_seconds=600)

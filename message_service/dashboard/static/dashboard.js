@@ -248,25 +248,33 @@
     loadTransactions(true).catch(showBanner);
   }
 
-  async function resolveTransaction(id, action) {
-    if (action === "cancel" && !window.confirm("Cancel transaction " + id +
-      "? None of its messages will ever be delivered.")) return;
-    const result = $("tx-result");
+  // POST an admin action and show its outcome in `result`: "working…", then `describe` of the
+  // answer, or the problem. False when the token was refused (the login form is back).
+  async function postAction(result, path, describe) {
     result.className = "muted";
     result.textContent = "working…";
     try {
-      const path = "/v1/admin/transactions/" + encodeURIComponent(id) + "/" + action;
-      const tx = await api(path, { method: "POST" });
+      const answer = await api(path, { method: "POST" });
       result.className = "ok";
-      result.textContent = (action === "confirm" ? "Confirmed " : "Cancelled ") + id +
-        ": state " + tx.state + ", " + tx.messages.length + " messages " +
-        (action === "confirm" ? "sent" : "deleted");
+      result.textContent = describe(answer);
     } catch (error) {
-      if (error.status === 401) return;
+      if (error.status === 401) return false;
       result.className = "error";
       result.textContent = (error.problem && error.problem.title ? error.problem.title + ": " : "") +
         error.message;
     }
+    return true;
+  }
+
+  async function resolveTransaction(id, action) {
+    if (action === "cancel" && !window.confirm("Cancel transaction " + id +
+      "? None of its messages will ever be delivered.")) return;
+    const path = "/v1/admin/transactions/" + encodeURIComponent(id) + "/" + action;
+    const shown = await postAction($("tx-result"), path, (tx) =>
+      (action === "confirm" ? "Confirmed " : "Cancelled ") + id +
+      ": state " + tx.state + ", " + tx.messages.length + " messages " +
+      (action === "confirm" ? "sent" : "deleted"));
+    if (!shown) return;
     await Promise.all([loadTransactions(true), refreshLive()]).catch(showBanner);
   }
 
@@ -392,24 +400,16 @@
     const id = state.selected;
     if (!id) return;
     if (action === "cancel" && !window.confirm("Cancel message " + id + "? It will never be delivered.")) return;
-    const result = $("action-result");
+    const path = "/v1/admin/messages/" + encodeURIComponent(id) + "/" + action;
     const buttons = ["action-resend", "action-confirm", "action-cancel"].map($);
     buttons.forEach((b) => { b.disabled = true; });
-    result.className = "muted";
-    result.textContent = "working…";
+    let shown;
     try {
-      const path = "/v1/admin/messages/" + encodeURIComponent(id) + "/" + action;
-      const message = await api(path, { method: "POST" });
-      result.className = "ok";
-      result.textContent = ACTION_TEXT[action](message);
-    } catch (error) {
-      if (error.status === 401) return;
-      result.className = "error";
-      result.textContent = (error.problem && error.problem.title ? error.problem.title + ": " : "") +
-        error.message;
+      shown = await postAction($("action-result"), path, ACTION_TEXT[action]);
     } finally {
       buttons.forEach((b) => { b.disabled = false; });
     }
+    if (!shown) return;
     await Promise.all([openMessage(id), loadDead(true), refreshLive()]).catch(showBanner);
   }
 
