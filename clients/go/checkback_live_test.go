@@ -16,22 +16,10 @@ import (
 // barrier then keeps a late local transaction from committing.
 func TestACrashAfterTheLocalCommitIsResolvedByTheCheckBack(t *testing.T) {
 	env := live(t)
-	topic := env.topic("orders-crash")
-	producer := env.newApp(t, "crash", []string{topic}, nil)
-	client := env.client(t, producer)
+	producer, client, topic := env.producerApp(t, "crash")
 	db := env.db(t)
-	barrier, err := NewBarrier(db, WithBarrierTable("go_crash_barrier"),
-		WithLockTimeout(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	barrier := orderBarrier(t, db, WithBarrierTable("go_crash_barrier"))
 	ctx := context.Background()
-	if err := barrier.CreateTable(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS go_orders (id text PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
-	}
 	checkBack, err := NewCheckBack([]string{producer.secret}, barrier.Resolve,
 		WithTransactionResolver(barrier.ResolveTransaction))
 	if err != nil {

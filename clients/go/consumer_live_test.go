@@ -236,29 +236,24 @@ func TestAnAckRecordForAnotherInstanceOfTheIdLeavesTheMessageSent(t *testing.T) 
 // the ack topic.
 func ackRecordOf(t *testing.T, env liveEnv, messageID string) (value, traceparent string) {
 	t.Helper()
-	reader, err := kgo.NewClient(kgo.SeedBrokers(env.brokers), kgo.ConsumeTopics(env.ackTopic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reader.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for ctx.Err() == nil {
-		for _, record := range reader.PollFetches(ctx).Records() {
-			var ack struct {
-				MessageID string `json:"message_id"`
-			}
-			if json.Unmarshal(record.Value, &ack) != nil || ack.MessageID != messageID {
-				continue
-			}
-			for _, h := range record.Headers {
-				if h.Key == "traceparent" {
-					return string(record.Value), string(h.Value)
-				}
-			}
-			return string(record.Value), ""
+	found := env.readTopic(t, env.ackTopic, func(record *kgo.Record) bool {
+		var ack struct {
+			MessageID string `json:"message_id"`
 		}
+		if json.Unmarshal(record.Value, &ack) != nil || ack.MessageID != messageID {
+			return false
+		}
+		value = string(record.Value)
+		for _, h := range record.Headers {
+			if h.Key == "traceparent" {
+				traceparent = string(h.Value)
+				break
+			}
+		}
+		return true
+	})
+	if found {
+		return value, traceparent
 	}
 	t.Fatalf("no ack record of %s on %s", messageID, env.ackTopic)
 	return "", ""

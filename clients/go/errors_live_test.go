@@ -8,9 +8,7 @@ import (
 
 func TestRefusalsAreTypedErrors(t *testing.T) {
 	env := live(t)
-	topic := env.topic("orders-errors")
-	producer := env.newApp(t, "errors", []string{topic}, nil)
-	client := env.client(t, producer)
+	_, client, topic := env.producerApp(t, "errors")
 	ctx := context.Background()
 
 	_, err := client.Get(ctx, "no-such-message")

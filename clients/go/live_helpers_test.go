@@ -17,6 +17,7 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 type liveEnv struct {
@@ -97,6 +98,37 @@ func (e liveEnv) newApp(t *testing.T, suffix string, produce, consume []string) 
 
 // topic is a topic name unique to this run: <name>.<prefix>.
 func (e liveEnv) topic(name string) string { return name + "." + e.prefix }
+
+// producerApp is an app named <prefix>-<name> that produces to its own topic
+// orders-<name>.<prefix>, with its client.
+func (e liveEnv) producerApp(t *testing.T, name string) (app, *Client, string) {
+	t.Helper()
+	topic := e.topic("orders-" + name)
+	producer := e.newApp(t, name, []string{topic}, nil)
+	return producer, e.client(t, producer), topic
+}
+
+// readTopic hands the records of topic, from its start, to visit until visit returns true;
+// it reports whether visit did within 20 s.
+func (e liveEnv) readTopic(t *testing.T, topic string, visit func(*kgo.Record) bool) bool {
+	t.Helper()
+	reader, err := kgo.NewClient(kgo.SeedBrokers(e.brokers), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		for _, record := range reader.PollFetches(ctx).Records() {
+			if visit(record) {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // client is a client of RMS as app a, its check-back server the default check URL.
 func (e liveEnv) client(t *testing.T, a app, options ...Option) *Client {

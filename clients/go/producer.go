@@ -88,13 +88,7 @@ func (c *Client) PrepareTransaction(ctx context.Context, t TransactionDraft) (*T
 		items[i] = d.memberBody(orNewID(d.MessageID))
 	}
 	body := map[string]any{"transaction_id": orNewID(t.TransactionID), "messages": items}
-	checkURL := t.CheckURL
-	if checkURL == "" {
-		checkURL = c.defaultCheckURL
-	}
-	putString(body, "check_url", checkURL)
-	putSeconds(body, "check_after_seconds", t.CheckAfter)
-	putInt(body, "max_checks", t.MaxChecks)
+	putCheckBack(body, t.CheckURL, c.defaultCheckURL, t.CheckAfter, t.MaxChecks)
 	var tx Transaction
 	err := c.call(ctx, "POST", "/v1/transactions", body, &tx)
 	return result(&tx, err)

@@ -15,24 +15,15 @@ import (
 // readIDs reads the message ids of the first n records of topic.
 func readIDs(t *testing.T, env liveEnv, topic string, n int) []string {
 	t.Helper()
-	reader, err := kgo.NewClient(kgo.SeedBrokers(env.brokers), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reader.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	var ids []string
-	for len(ids) < n && ctx.Err() == nil {
-		for _, record := range reader.PollFetches(ctx).Records() {
-			parsed, err := ParseRecord(record)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, parsed.MessageID)
+	env.readTopic(t, topic, func(record *kgo.Record) bool {
+		parsed, err := ParseRecord(record)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		ids = append(ids, parsed.MessageID)
+		return len(ids) == n
+	})
 	return ids
 }
 
@@ -52,12 +43,12 @@ func localOrder(ctx context.Context, db *sql.DB, barrier *Barrier, id string) er
 	return tx.Commit()
 }
 
-func producerSetup(t *testing.T, env liveEnv, suffix string) (*Client, *sql.DB, *Barrier, string) {
+// orderBarrier is a barrier in db (lock timeout 2 s unless options say otherwise) with its
+// table, and the go_orders table of localOrder.
+func orderBarrier(t *testing.T, db *sql.DB, options ...BarrierOption) *Barrier {
 	t.Helper()
-	topic := env.topic("orders-" + suffix)
-	producer := env.newApp(t, suffix, []string{topic}, nil)
-	db := env.db(t)
-	barrier, err := NewBarrier(db, WithLockTimeout(2*time.Second))
+	options = append([]BarrierOption{WithLockTimeout(2 * time.Second)}, options...)
+	barrier, err := NewBarrier(db, options...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +59,14 @@ func producerSetup(t *testing.T, env liveEnv, suffix string) (*Client, *sql.DB, 
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS go_orders (id text PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
-	return env.client(t, producer), db, barrier, topic
+	return barrier
+}
+
+func producerSetup(t *testing.T, env liveEnv, suffix string) (*Client, *sql.DB, *Barrier, string) {
+	t.Helper()
+	_, client, topic := env.producerApp(t, suffix)
+	db := env.db(t)
+	return client, db, orderBarrier(t, db), topic
 }
 
 func TestPrepareLocalCommitConfirm(t *testing.T) {

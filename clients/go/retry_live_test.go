@@ -18,8 +18,7 @@ import (
 // stored message, and RMS holds one message.
 func TestRetriesReachRMSWithTheSameID(t *testing.T) {
 	env := live(t)
-	topic := env.topic("orders-retry")
-	producer := env.newApp(t, "retry", []string{topic}, nil)
+	producer, direct, topic := env.producerApp(t, "retry")
 	target, _ := url.Parse(env.url)
 	forward := httputil.NewSingleHostReverseProxy(target)
 	var requests atomic.Int32
@@ -59,7 +58,7 @@ func TestRetriesReachRMSWithTheSameID(t *testing.T) {
 	if requests.Load() != 3 {
 		t.Fatalf("%d requests reached the proxy", requests.Load())
 	}
-	events, err := env.client(t, producer).Events(ctx, message.MessageID)
+	events, err := direct.Events(ctx, message.MessageID)
 	if err != nil {
 		t.Fatal(err)
 	}

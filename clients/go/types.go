@@ -126,14 +126,19 @@ func NewID() string {
 // body is the prepare (or send) body of d under id.
 func (d Draft) body(id, defaultCheckURL string) map[string]any {
 	body := d.memberBody(id)
-	checkURL := d.CheckURL
+	putCheckBack(body, d.CheckURL, defaultCheckURL, d.CheckAfter, d.MaxChecks)
+	return body
+}
+
+// putCheckBack puts the check-back fields of a message or a transaction into body, with
+// defaultCheckURL when checkURL is empty.
+func putCheckBack(body map[string]any, checkURL, defaultCheckURL string, after time.Duration, maxChecks int) {
 	if checkURL == "" {
 		checkURL = defaultCheckURL
 	}
 	putString(body, "check_url", checkURL)
-	putSeconds(body, "check_after_seconds", d.CheckAfter)
-	putInt(body, "max_checks", d.MaxChecks)
-	return body
+	putSeconds(body, "check_after_seconds", after)
+	putInt(body, "max_checks", maxChecks)
 }
 
 // memberBody is d's body as a message of a transaction (no check-back fields).

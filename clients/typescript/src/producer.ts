@@ -149,9 +149,7 @@ export class RmsProducer {
     const body = compact({
       transaction_id: options.transactionId ?? newMessageId(),
       messages: drafts.map(itemBody),
-      check_url: options.checkUrl ?? this.checkUrl,
-      check_after_seconds: options.checkAfterSeconds,
-      max_checks: options.maxChecks,
+      ...this.checkBackFields(options),
     });
     return this.http.call("POST", "/v1/transactions", body);
   }
@@ -206,14 +204,24 @@ export class RmsProducer {
     return result;
   }
 
+  /** The check-back fields of a message or a transaction, with the producer's `checkUrl` when
+   * it names none. */
+  private checkBackFields(
+    settings: Pick<MessageDraft, "checkUrl" | "checkAfterSeconds" | "maxChecks">,
+  ): Record<string, unknown> {
+    return {
+      check_url: settings.checkUrl ?? this.checkUrl,
+      check_after_seconds: settings.checkAfterSeconds,
+      max_checks: settings.maxChecks,
+    };
+  }
+
   private body(draft: MessageDraft): Record<string, unknown> {
     const deliverAfter = draft.deliverAfter instanceof Date
       ? draft.deliverAfter.toISOString() : draft.deliverAfter;
     return compact({
       ...memberBody(draft),
-      check_url: draft.checkUrl ?? this.checkUrl,
-      check_after_seconds: draft.checkAfterSeconds,
-      max_checks: draft.maxChecks,
+      ...this.checkBackFields(draft),
       deliver_after: deliverAfter,
       delay_seconds: draft.delaySeconds,
     });

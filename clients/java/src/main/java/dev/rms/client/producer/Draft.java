@@ -65,9 +65,7 @@ public final class Draft {
   /** The prepare (or send) body, with {@code defaultCheckUrl} when the draft has none. */
   Map<String, Object> body(String id, String defaultCheckUrl) {
     Map<String, Object> body = common(id);
-    put(body, "check_url", checkUrl != null ? checkUrl : defaultCheckUrl);
-    put(body, "check_after_seconds", seconds(checkAfter));
-    put(body, "max_checks", maxChecks);
+    putCheckBack(body, checkUrl, checkAfter, maxChecks, defaultCheckUrl);
     put(body, "deliver_after", deliverAfter == null ? null : deliverAfter.toString());
     put(body, "delay_seconds", seconds(delay));
     return body;
@@ -111,6 +109,17 @@ public final class Draft {
     put(body, "ack_timeout_seconds", seconds(ackTimeout));
     put(body, "max_deliveries", maxDeliveries);
     return body;
+  }
+
+  /**
+   * The check-back fields of a message or a transaction, with {@code defaultCheckUrl} when it
+   * names no check URL.
+   */
+  static void putCheckBack(Map<String, Object> body, String checkUrl, Duration checkAfter,
+      Integer maxChecks, String defaultCheckUrl) {
+    put(body, "check_url", checkUrl != null ? checkUrl : defaultCheckUrl);
+    put(body, "check_after_seconds", seconds(checkAfter));
+    put(body, "max_checks", maxChecks);
   }
 
   static Double seconds(Duration duration) {

@@ -50,9 +50,7 @@ public final class TransactionDraft {
     Map<String, Object> body = new LinkedHashMap<>();
     body.put("transaction_id", id);
     body.put("messages", items);
-    Draft.put(body, "check_url", checkUrl != null ? checkUrl : defaultCheckUrl);
-    Draft.put(body, "check_after_seconds", Draft.seconds(checkAfter));
-    Draft.put(body, "max_checks", maxChecks);
+    Draft.putCheckBack(body, checkUrl, checkAfter, maxChecks, defaultCheckUrl);
     return body;
   }
 
