@@ -79,7 +79,8 @@ def check_back(history: History) -> Callable[[Call], Awaitable[Reply]]:
 
 @dataclass
 class Producer:
-    """One producer app's client; ``run`` makes messages until ``stop_at``."""
+    """One producer app's client; ``run`` makes messages until its deadline (which the
+    scenario may push back while faults it must see are still to come)."""
 
     stack: Stack
     apps: Apps
@@ -96,9 +97,9 @@ class Producer:
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.apps.producers[self.app]}"}
 
-    async def run(self, stop_at: float, prefix: str) -> None:
+    async def run(self, deadline: Callable[[], float], prefix: str) -> None:
         try:
-            while time.monotonic() < stop_at:
+            while time.monotonic() < deadline():
                 self.serial += 1
                 await self.one(f"{prefix}-{self.serial}")
         except asyncio.CancelledError:  # killed: an open local transaction rolls back
@@ -262,7 +263,7 @@ class Load:
                                 random.Random(self.rng.random()), self.plans, self.flight,
                                 self.mix)
             prefix = f"{app}-g{self.generation}c{n}"
-            self.tasks.append(asyncio.create_task(producer.run(self.stop_at, prefix)))
+            self.tasks.append(asyncio.create_task(producer.run(lambda: self.stop_at, prefix)))
 
     async def kill_producers(self) -> int:
         """kill -9 of the producer 'process': cancel every client mid-flight, start anew."""

@@ -29,6 +29,9 @@ class Scenario:
     seconds: float = 12.0
     clients: int = 6
     gap: tuple[float, float] = (1.0, 2.5)  # seconds between two injections
+    # injections the scenario must make under load: the load runs on past ``seconds`` until
+    # they are done (a fault that takes long, like a failover, must not crowd out the next)
+    at_least: int = 0
     plans: dict[str, int] = field(default_factory=lambda: dict(PLANS))
     mix: Mix = field(default_factory=Mix)  # transactions, ordered and delayed messages
     retention: bool = False  # retention runs (some killed) during the load, one at the end
@@ -139,16 +142,24 @@ class Report:
         return "\n".join(lines)
 
 
-async def inject_until(ctx: FaultContext, faults: Sequence[Fault], stop_at: float,
-                       gap: tuple[float, float]) -> None:
+async def inject_until(ctx: FaultContext, faults: Sequence[Fault], gap: tuple[float, float],
+                       at_least: int = 0) -> None:
+    """Inject a random fault every ``gap`` seconds until the load stops; while fewer than
+    ``at_least`` were injected, the load's stop is pushed back past the next one."""
+    load = ctx.load
     if not faults:
-        await asyncio.sleep(max(0.0, stop_at - time.monotonic()))
+        await asyncio.sleep(max(0.0, load.stop_at - time.monotonic()))
         return
+    injected = 0
     while True:
-        await asyncio.sleep(ctx.rng.uniform(*gap))
-        if time.monotonic() >= stop_at:
+        pause = ctx.rng.uniform(*gap)
+        if injected < at_least:
+            load.stop_at = max(load.stop_at, time.monotonic() + pause + 1.0)
+        await asyncio.sleep(pause)
+        if time.monotonic() >= load.stop_at:
             return
         await ctx.rng.choice(list(faults)).inject(ctx)
+        injected += 1
 
 
 async def settle(stack: Stack, apps: list[str], timeout: float) -> float:
@@ -180,7 +191,7 @@ async def run(stack: Stack, scenario: Scenario, seed: int) -> Report:
     retaining = asyncio.create_task(retention.loop(load.stop_at) if scenario.retention
                                     else asyncio.sleep(0))
     try:
-        await inject_until(ctx, scenario.faults, load.stop_at, scenario.gap)
+        await inject_until(ctx, scenario.faults, scenario.gap, scenario.at_least)
     finally:
         await heal(ctx)
     await load.finish()

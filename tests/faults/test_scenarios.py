@@ -160,7 +160,7 @@ async def test_primary_killed_then_switched_over_under_load_loses_nothing(
     deliveries resume."""
     fault = InTurn([LosePrimary("kill"), LosePrimary("switchover")])
     report = await run(failover_stack, Scenario("failover", [fault], seconds=18.0,
-                                                gap=(3.0, 4.0)), seed=13)
+                                                gap=(3.0, 4.0), at_least=2), seed=13)
     assert_clean(report, "pg-primary-kill", "pg-switchover", "pg-promotion", "pg-rejoin")
     killed = next(f for f in report.failovers if f.kind == "pg-primary-kill")
     assert killed.first_prepare is not None, report.describe()
