@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 PATHS = ("happy", "bare", "oneshot", "bulk", "transaction", "checkback", "redelivery",
-         "delayed", "ordered")
+         "delayed", "ordered", "overload")
 TRANSACTION_MESSAGES = 3  # messages per transaction of the transaction path
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -53,6 +53,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="RMS_WORKER_CONCURRENCY of the workers")
     add("--worker-timeout", type=float, default=600.0,
         help="seconds the worker paths wait for resolution (the rest count as errors)")
+    add("--overload-seconds", type=float, default=30.0,
+        help="seconds of the overload path's overload phase (default 30)")
+    add("--overload-calm", type=float, default=10.0,
+        help="seconds of its calm phases before and after, at half the capacity (default 10)")
+    add("--overload-factor", type=float, default=2.0,
+        help="the overload's arrival rate, in capacities (default 2)")
     add("--soak", type=float, default=0.0, metavar="SECONDS",
         help="after the paths, sample rms serve RSS for this long under load (default off)")
     add("--soak-rate", type=float, default=1000.0, help="open-loop rate of the soak")
@@ -123,6 +129,15 @@ def _measure(stack: Any, args: argparse.Namespace, stamp: str,
             url = bare_url if load.path == "bare" else stack.api_url
             runs.append(run_load(stack, load, url, f"{stamp}-{load.path}-{_label(load.label)}"))
             progress(runs[-1])
+    if "overload" in args.paths:
+        from bench.overload import run_overload
+
+        rows = run_overload(stack, args.concurrency[-1], args.overload_seconds,
+                            args.overload_calm, args.overload_factor, args.duration,
+                            args.api_workers, f"{stamp}-overload")
+        for row in rows:
+            runs.append(row)
+            progress(row)
     for work in _worker_runs(args):
         if work.path in args.paths:
             runs.append(run_worker_path(stack, work, f"{stamp}-{work.path}-w{work.workers}"))

@@ -28,6 +28,12 @@ class Response:
     status: int
     body: bytes
     retried: bool = False  # sent a second time after a dropped connection
+    retry_after: bool = False  # the answer carries a Retry-After header
+
+
+def _has_header(head: bytes, name: bytes) -> bool:
+    return any(line.partition(b":")[0].strip().lower() == name
+               for line in head.split(b"\r\n")[1:])
 
 
 def _content_length(head: bytes) -> int | None:
@@ -81,7 +87,8 @@ class Connection:
                        else await self._reader.readexactly(length))
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
             raise HttpError(f"bad or broken response: {exc}") from exc
-        return Response(int(answer[9:12]), payload)
+        return Response(int(answer[9:12]), payload,
+                        retry_after=_has_header(answer, b"retry-after"))
 
     def close(self) -> None:
         self._writer.close()
@@ -146,7 +153,8 @@ class Pool:
             self.dropped_retries += 1
         async with self.connection() as conn:
             answer = await conn.request(method, path, body, headers)
-        return Response(answer.status, answer.body, retried=True)
+        return Response(answer.status, answer.body, retried=True,
+                        retry_after=answer.retry_after)
 
     def close(self) -> None:
         for conn in self._idle:

@@ -9,13 +9,21 @@ Kinds of transaction:
   (every ``cancel_every``-th batch is cancelled with ``batch/cancel``).
 
 Modes: ``closed`` (``concurrency`` clients, each starting its next transaction when the last
-one ended) and ``open`` (transaction ``n`` is scheduled at ``start + n / rate``; latency is
-measured from that scheduled time, so queueing in the client counts: no coordinated omission).
-A transaction not finished ``timeout`` seconds after its start is abandoned as an error.
+one ended) and ``open`` (transaction ``n`` is scheduled at ``start + n / rate``, or through
+``phases`` of ``[seconds, rate]`` one after the other; latency is measured from that scheduled
+time, so queueing in the client counts: no coordinated omission). A transaction not finished
+``timeout`` seconds after its start is abandoned as an error.
+
+Failures are told apart: a *refusal* is an answer of 429 or 503 (the server shedding load; the
+transaction ends there, and a refused confirm or cancel leaves its message to the check-back),
+a *time-out* is a request not answered within ``request_timeout`` (or a transaction within
+``timeout``), and every other failure is an *other error*. Refusals are not errors.
 
 The output (JSON) lists every transaction as ``[n, outcome, t0, t1, t2]``: ``t0`` the
 (scheduled) start, ``t1`` the end of prepare (or send), ``t2`` the end of confirm/cancel, all
-``time.time()`` seconds, comparable with the consumer's clock and the database's.
+``time.time()`` seconds, comparable with the consumer's clock and the database's. With
+``record_requests``, every request is listed too, as ``[n, step, status, start, end,
+retry_after]`` (``status`` the HTTP status, ``"timeout"`` or ``"error"``).
 """
 
 from __future__ import annotations
@@ -34,6 +42,19 @@ import orjson
 from bench.httpclient import HttpError, Pool
 
 CONFIRMED, CANCELLED, ERROR, DROPPED = "confirmed", "cancelled", "error", "dropped"
+REFUSED = "refused"  # the prepare (or send, or batch) was refused: nothing was written
+REFUSED_AFTER_PREPARE = "refused-after-prepare"  # the message waits for its check-back
+REFUSAL_STATUSES = (429, 503)
+TIMEOUT, OTHER = "timeout", "error"  # request statuses that are not HTTP answers
+
+
+class Refused(HttpError):
+    """The server refused the request (429 or 503): it is shedding load."""
+
+    def __init__(self, step: str, status: int) -> None:
+        super().__init__(f"{step} refused with {status}")
+        self.step = step
+        self.prepared_at: float | None = None  # set when the message was prepared before
 
 
 @dataclass
@@ -55,6 +76,9 @@ class Spec:
     connections: int = 256
     timeout: float = 30.0  # a transaction not finished by then (queueing included) is an error
     keys: int = 0  # >0: message n gets the key "k<n % keys>" (the ordered path)
+    phases: list[list[float]] = field(default_factory=list)  # open loop: [seconds, rate] each
+    request_timeout: float = 0.0  # >0: a request not answered by then is a time-out
+    record_requests: bool = False
 
 
 def message_ids(spec_kind: str, id_prefix: str, n: int, batch_size: int) -> list[str]:
@@ -72,14 +96,24 @@ def is_cancelled(n: int, cancel_every: int) -> bool:
 @dataclass
 class Outcome:
     transactions: list[list[Any]] = field(default_factory=list)
-    errors: int = 0
+    requests: list[list[Any]] = field(default_factory=list)
+    errors: int = 0  # time-outs and other errors (refusals are not errors)
+    timeouts: int = 0
+    refusals: int = 0
     error_samples: list[str] = field(default_factory=list)
+    schedule_start: float = 0.0
 
-    def error(self, n: int, t0: float, what: str) -> None:
+    def error(self, n: int, t0: float, what: str, timeout: bool = False) -> None:
         self.errors += 1
+        self.timeouts += timeout
         if len(self.error_samples) < 10:
             self.error_samples.append(what)
         self.transactions.append([n, ERROR, t0, None, None])
+
+    def refused(self, n: int, t0: float, t1: float | None) -> None:
+        self.refusals += 1
+        self.transactions.append([n, REFUSED if t1 is None else REFUSED_AFTER_PREPARE, t0, t1,
+                                  time.time()])
 
 
 class Driver:
@@ -96,51 +130,72 @@ class Driver:
             body["key"] = f"k{n % self.spec.keys}"
         return body
 
-    async def _post(self, path: str, body: Any, expect: int) -> None:
-        response = await self.pool.request("POST", path, orjson.dumps(body) if body else b"",
-                                           self.auth)
+    async def _post(self, n: int, step: str, path: str, body: Any, expect: int) -> None:
+        started = time.time()
+        try:
+            async with asyncio.timeout(self.spec.request_timeout or None):
+                response = await self.pool.request("POST", path,
+                                                   orjson.dumps(body) if body else b"", self.auth)
+        except TimeoutError:
+            self._record(n, step, TIMEOUT, started, False)
+            raise
+        except (HttpError, OSError):
+            self._record(n, step, OTHER, started, False)
+            raise
+        self._record(n, step, response.status, started, response.retry_after)
+        if response.status in REFUSAL_STATUSES:
+            raise Refused(step, response.status)
         repeated = response.retried and expect == 201 and response.status == 200
         if response.status != expect and not repeated:  # a repeated prepare answers 200
             raise HttpError(f"{path} -> {response.status} {response.body[:200]!r}")
+
+    def _record(self, n: int, step: str, status: int | str, started: float,
+                retry_after: bool) -> None:
+        if self.spec.record_requests:
+            self.out.requests.append([n, step, status, started, time.time(), retry_after])
 
     async def transaction(self, n: int, t0: float) -> None:
         try:
             async with asyncio.timeout(self.spec.timeout):
                 await self._run(n, t0)
+        except Refused as refused:
+            self.out.refused(n, t0, refused.prepared_at)
         except (HttpError, OSError) as exc:
             self.out.error(n, t0, str(exc))
         except TimeoutError:
-            self.out.error(n, t0, f"no answer within {self.spec.timeout:g}s")
+            limit = self.spec.request_timeout or self.spec.timeout
+            self.out.error(n, t0, f"no answer within {limit:g}s", timeout=True)
 
     async def _run(self, n: int, t0: float) -> None:
         kind, spec = self.spec.kind, self.spec
         ids = message_ids(kind, spec.id_prefix, n, spec.batch_size)
         cancel = is_cancelled(n, spec.cancel_every)
+        end = "cancel" if cancel else "confirm"
         if kind == "oneshot":
-            await self._post("/v1/messages/send", self._message(ids[0], n), 201)
+            await self._post(n, "send", "/v1/messages/send", self._message(ids[0], n), 201)
             self.out.transactions.append([n, CONFIRMED, t0, time.time(), None])
             return
         if kind == "transaction":
             transaction_id = f"{spec.id_prefix}-{n}"
             members = [{"message_id": i, "topic": spec.topic, "payload": {"n": n, "total": 9.5}}
                        for i in ids]
-            await self._post("/v1/transactions", {"transaction_id": transaction_id,
-                                                  "check_url": spec.check_url,
-                                                  "messages": members}, 201)
-            t1 = time.time()
-            await self._post(f"/v1/transactions/{transaction_id}/"
-                             f"{'cancel' if cancel else 'confirm'}", None, 200)
+            await self._post(n, "prepare", "/v1/transactions",
+                             {"transaction_id": transaction_id, "check_url": spec.check_url,
+                              "messages": members}, 201)
+            second: tuple[str, Any] = (f"/v1/transactions/{transaction_id}/{end}", None)
         elif kind == "bulk":
-            await self._post("/v1/messages/batch",
+            await self._post(n, "prepare", "/v1/messages/batch",
                              {"messages": [self._message(i, n) for i in ids]}, 201)
-            t1 = time.time()
-            await self._post(f"/v1/messages/batch/{'cancel' if cancel else 'confirm'}",
-                             {"message_ids": ids}, 200)
+            second = (f"/v1/messages/batch/{end}", {"message_ids": ids})
         else:
-            await self._post("/v1/messages", self._message(ids[0], n), 201)
-            t1 = time.time()
-            await self._post(f"/v1/messages/{ids[0]}/{'cancel' if cancel else 'confirm'}",
-                             None, 200)
+            await self._post(n, "prepare", "/v1/messages", self._message(ids[0], n), 201)
+            second = (f"/v1/messages/{ids[0]}/{end}", None)
+        t1 = time.time()
+        try:
+            await self._post(n, end, *second, 200)
+        except Refused as refused:
+            refused.prepared_at = t1
+            raise
         self.out.transactions.append([n, CANCELLED if cancel else CONFIRMED, t0, t1, time.time()])
 
 
@@ -161,15 +216,28 @@ async def closed_loop(driver: Driver) -> None:
     await asyncio.gather(*(client() for _ in range(spec.concurrency)))
 
 
+def schedule(spec: Spec) -> list[float]:
+    """The open loop's start times, in seconds from its start: ``n / rate``, or each phase's
+    ``[seconds, rate]`` after the one before."""
+    if not spec.phases:
+        total = spec.transactions or int(spec.rate * spec.duration)
+        return [n / spec.rate for n in range(total)]
+    times, offset = [], 0.0
+    for seconds, rate in spec.phases:
+        times += [offset + n / rate for n in range(int(seconds * rate))]
+        offset += seconds
+    return times
+
+
 async def open_loop(driver: Driver) -> None:
-    """Start transaction ``n`` at ``start + n / rate`` whatever the earlier ones are doing; one
+    """Start each transaction at its scheduled time whatever the earlier ones are doing; one
     that would exceed ``max_in_flight`` is dropped (counted as an error), so an overloaded
     server cannot make the generator queue without bound."""
     spec = driver.spec
-    total = spec.transactions or int(spec.rate * spec.duration)
     start, running = time.time(), set[asyncio.Task[None]]()
-    for n in range(total):
-        scheduled = start + n / spec.rate
+    driver.out.schedule_start = start
+    for n, offset in enumerate(schedule(spec)):
+        scheduled = start + offset
         delay = scheduled - time.time()
         if delay > 0:
             await asyncio.sleep(delay)
@@ -195,6 +263,8 @@ async def drive(spec: Spec) -> dict[str, Any]:
     return {"spec": asdict(spec), "started": started, "ended": ended,
             "cpu_seconds": usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime,
             "peak_rss_mb": usage.ru_maxrss / 1024, "errors": driver.out.errors,
+            "timeouts": driver.out.timeouts, "refusals": driver.out.refusals,
+            "schedule_start": driver.out.schedule_start, "requests": driver.out.requests,
             "dropped_connection_retries": driver.pool.dropped_retries,
             "error_samples": driver.out.error_samples,
             "transactions": driver.out.transactions}

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from bench import history
-from bench.loadgen import DROPPED, ERROR, Spec, message_ids
+from bench.loadgen import DROPPED, ERROR, REFUSED, REFUSED_AFTER_PREPARE, Spec, message_ids
 from bench.procs import Usage
 from bench.stack import TOPICS, Stack, receipts_file
 from bench.stages import load_stages
@@ -44,20 +44,26 @@ class Load:
     duration: float = 5.0
     batch_size: int = 500
     keys: int = 0  # the ordered path: distinct keys
+    phases: tuple[tuple[float, float], ...] = ()  # open loop: (seconds, rate) one after another
+    request_timeout: float = 0.0  # >0: a request not answered by then is a time-out
 
     @property
     def label(self) -> str:
+        if self.phases:
+            return "r=" + "/".join(f"{rate:.0f}" for _, rate in self.phases)
         load = f"c={self.concurrency}" if self.mode == "closed" else f"r={self.rate:g}/s"
         return f"{load} keys={self.keys}" if self.keys else load
 
 
 def _spec(stack: Stack, load: Load, base_url: str, run_id: str) -> Spec:
-    kind = "happy" if load.path in ("bare", "soak", "ordered") else load.path
+    kind = "happy" if load.path in ("bare", "soak", "ordered", "overload") else load.path
     return Spec(base_url=base_url, token=stack.api_key, kind=kind, mode=load.mode,
                 id_prefix=run_id, topic=TOPICS[load.path], check_url=stack.check_url,
                 concurrency=load.concurrency, rate=load.rate, transactions=load.transactions,
                 duration=load.duration, batch_size=load.batch_size,
-                cancel_every=0 if kind == "oneshot" else 20, keys=load.keys)
+                cancel_every=0 if kind == "oneshot" else 20, keys=load.keys,
+                phases=[list(phase) for phase in load.phases],
+                request_timeout=load.request_timeout, record_requests=bool(load.phases))
 
 
 def _drive(stack: Stack, spec: Spec, run_id: str) -> dict[str, Any]:
@@ -78,7 +84,7 @@ def _drive(stack: Stack, spec: Spec, run_id: str) -> dict[str, Any]:
 def _expected(spec: Spec, transactions: list[list[Any]]) -> dict[str, str]:
     expected = {}
     for n, outcome, *_ in transactions:
-        if outcome not in (ERROR, DROPPED):
+        if outcome not in (ERROR, DROPPED, REFUSED, REFUSED_AFTER_PREPARE):
             for message_id in message_ids(spec.kind, spec.id_prefix, n, spec.batch_size):
                 expected[message_id] = outcome
     return expected
@@ -88,6 +94,14 @@ SEQUENCER = "recovery-worker"
 
 
 def run_load(stack: Stack, load: Load, base_url: str, run_id: str) -> dict[str, Any]:
+    row, _ = run_load_recorded(stack, load, base_url, run_id)
+    return row
+
+
+def run_load_recorded(stack: Stack, load: Load, base_url: str, run_id: str
+                      ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One run: its report row, and what the load generator wrote (every transaction, and
+    every request when the load has phases)."""
     spec = _spec(stack, load, base_url, run_id)
     if load.keys:  # the ordered messages are published by a recovery worker's sequencer
         stack.spawn(f"{SEQUENCER}-{run_id}", ["-m", "rms.cli", SEQUENCER], stack.env(
@@ -117,6 +131,7 @@ def run_load(stack: Stack, load: Load, base_url: str, run_id: str) -> dict[str, 
         "keys": load.keys,
         "transactions": len(generated["transactions"]), "messages": len(expected),
         "errors": generated["errors"], "error_samples": generated["error_samples"],
+        "timeouts": generated["timeouts"], "refusals": generated["refusals"],
         "dropped_connection_retries": generated.get("dropped_connection_retries", 0),
         "seconds": round(generated["ended"] - generated["started"], 3),
         "throughput": rate(ok * per_tx, generated["ended"] - generated["started"]),
@@ -126,7 +141,7 @@ def run_load(stack: Stack, load: Load, base_url: str, run_id: str) -> dict[str, 
         "processes": usage_dict(usage),
         "machine": stack.sampler.machine.as_dict() if stack.sampler.machine else None,
         "verification": verdict.as_dict(),
-    }
+    }, generated
 
 
 def warm_up(stack: Stack, base_url: str, run_id: str, transactions: int = 200) -> None:

@@ -102,6 +102,38 @@ def _soak(soak: dict[str, Any] | None) -> list[str]:
                 f"({soak['samples']} samples)"]
 
 
+def _errors(runs: list[dict[str, Any]]) -> list[str]:
+    """Failures told apart, for the runs that had any."""
+    lines = []
+    for run in runs:
+        timeouts, refusals = run.get("timeouts", 0), run.get("refusals", 0)
+        if run["errors"] or refusals:
+            lines.append(f"  {run['path']:<10} {run['load']:<10} time-outs {timeouts}, "
+                         f"refusals (429/503) {refusals}, other errors "
+                         f"{run['errors'] - timeouts}")
+    return ["", "failures by kind:", *lines] if lines else []
+
+
+def _overload(runs: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for run in runs:
+        if (f := run.get("overload")) is None:
+            continue
+        lines += ["", f"overload ({run['load']} tx/s: calm, overload, calm): capacity "
+                      f"{f['capacity']:,.0f} tx/s, offered {f['offered']:,.0f}, goodput "
+                      f"{f['goodput']:,.0f} ({f['goodput_share']:.2f} of capacity)",
+                  f"  p99 of 2xx answers: prepare {f['p99_prepare_ms']} ms, confirm "
+                  f"{f['p99_confirm_ms']} ms; refusals {f['refusals']}, p99 "
+                  f"{f['refusal_p99_ms']} ms, max {f['refusal_max_ms']} ms, without Retry-After "
+                  f"{f['refusals_without_retry_after']}",
+                  f"  time-outs {f['timeouts']}, 5xx other than 503 {f['server_errors']}, other "
+                  f"errors {f['other_errors']}; p99 full transaction calm {f['calm_p99_ms']} ms,"
+                  f" from 5 s after the overload {f['recovered_p99_ms']} ms",
+                  "  targets: " + ("all met" if not f["failed_targets"]
+                                   else "NOT MET: " + "; ".join(f["failed_targets"]))]
+    return lines
+
+
 def render(result: dict[str, Any]) -> str:
     header = (f"{'path':<10} {'load':<10} {'throughput':>10} {'':<13} {'done/s':>9} "
               f"{'errors':>6} {'RMS/bare':>8} {'verified':>8}  stages p50/p95/p99 ms")
@@ -110,6 +142,8 @@ def render(result: dict[str, Any]) -> str:
     lines += _processes(result["runs"])
     lines += _machine(result["runs"])
     lines += _soak(result.get("soak"))
+    lines += _errors(result["runs"])
+    lines += _overload(result["runs"])
     lines += targets.render(result)
     for run in result["runs"]:
         if run.get("dropped_connection_retries"):

@@ -31,7 +31,7 @@ from rms.store.migrate import upgrade
 ADMIN_TOKEN = "bench-admin-token"
 TOPICS = {path: f"bench.{path}" for path in
           ("happy", "oneshot", "bulk", "transaction", "checkback", "redelivery", "delayed",
-           "bare", "soak", "ordered")}
+           "bare", "soak", "ordered", "overload")}
 BARE_ACK_TOPIC = "bench.bare-acks"
 STOP_SECONDS = 15
 

@@ -30,7 +30,8 @@ def test_tiny_bench_runs_every_path_and_verifies(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "rms.cli", "bench", "--transactions", "30", "--concurrency", "2",
          "--rate", "30", "--bulk-batch", "10", "--bulk-concurrency", "2",
-         "--checkback-messages", "30", "--redelivery-messages", "30", "--out", str(out)],
+         "--checkback-messages", "30", "--redelivery-messages", "30", "--out", str(out),
+         "--paths", *STAGES],
         capture_output=True, text=True, timeout=540, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(out.read_text())

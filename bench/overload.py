@@ -1,0 +1,180 @@
+"""The overload path: ``rms serve`` with its adaptive concurrency limit, driven in an open loop
+at twice its capacity, to show that it sheds what it cannot serve instead of slowing down for
+everyone.
+
+One run, on its own ``rms serve`` (``RMS_ADMISSION_ENABLED=true``, everything else as the
+happy path's server):
+
+1. capacity: the happy path, closed loop at the largest ``--concurrency``;
+2. an open loop in three phases: ``--overload-calm`` seconds at half the capacity (the normal
+   latency), ``--overload-seconds`` at ``--overload-factor`` times the capacity (the overload),
+   then ``--overload-calm`` seconds at half the capacity again (the recovery).
+
+The verification passes only when every confirmed message reached ``done``, no cancelled one
+was published, and each target holds:
+
+* goodput (transactions whose prepare and confirm or cancel both got 2xx, per second of the
+  overload) at least ``GOODPUT_SHARE`` of the capacity;
+* p99 of the prepares and confirms answered 2xx during the overload at most ``P99_MS``;
+* every other request refused with 503 or 429 carrying ``Retry-After``, p99 of the refusals
+  within ``REFUSAL_MS``; no time-out (``REQUEST_TIMEOUT`` seconds), no 5xx other than 503, no
+  other error;
+* from ``RECOVERY_SECONDS`` after the overload, p99 of the full transactions (prepare to
+  confirm) within ``NORMAL_FACTOR`` times the calm phase's before the overload, and nothing
+  refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from bench.loadgen import CANCELLED, CONFIRMED, OTHER, REFUSAL_STATUSES, TIMEOUT
+from bench.paths import Load, run_load, run_load_recorded
+from bench.stack import Stack, wait_http
+from bench.stats import percentile
+from rms.embedded import free_port
+
+GOODPUT_SHARE = 0.9
+P99_MS = 250.0
+REFUSAL_MS = 20.0
+RECOVERY_SECONDS = 5.0
+NORMAL_FACTOR = 1.5
+REQUEST_TIMEOUT = 10.0
+SERVER = "rms-serve-admission"
+
+
+@dataclass(frozen=True)
+class Window:
+    start: float
+    end: float
+
+    def holds(self, t: float) -> bool:
+        return self.start <= t < self.end
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What the overload run measured, and each target's verdict."""
+
+    capacity: float
+    offered: float
+    goodput: float
+    goodput_share: float
+    p99_prepare_ms: float | None
+    p99_confirm_ms: float | None
+    refusals: int
+    refusal_p99_ms: float | None
+    refusal_max_ms: float | None
+    refusals_without_retry_after: int
+    timeouts: int
+    server_errors: int
+    other_errors: int
+    calm_p99_ms: float | None
+    recovered_p99_ms: float | None
+    refused_after_recovery: int
+    failed_targets: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _ms(values: list[float]) -> float | None:
+    return round(percentile(sorted(values), 99) * 1000, 1) if values else None
+
+
+def _windows(start: float, phases: tuple[tuple[float, float], ...]) -> list[Window]:
+    windows, offset = [], start
+    for seconds, _ in phases:
+        windows.append(Window(offset, offset + seconds))
+        offset += seconds
+    return windows
+
+
+def judge(generated: dict[str, Any], phases: tuple[tuple[float, float], ...],
+          capacity: float) -> Figures:
+    """The figures of a three-phase run (calm, overload, calm) from the load generator's
+    transactions and requests; pure, so that each target is tested on made-up records."""
+    calm, overload, after = _windows(generated["schedule_start"], phases)
+    recovered = Window(after.start + RECOVERY_SECONDS, after.end)
+    ok = [t for t in generated["transactions"] if t[1] in (CONFIRMED, CANCELLED)]
+    during = [t for t in ok if overload.holds(t[2])]
+    requests = generated["requests"]
+    refused = [r for r in requests if r[2] in REFUSAL_STATUSES]
+    figures = Figures(
+        capacity=round(capacity, 1), offered=phases[1][1],
+        goodput=round(len(during) / (overload.end - overload.start), 1),
+        goodput_share=round(len(during) / (overload.end - overload.start) / capacity, 3),
+        p99_prepare_ms=_ms([t[3] - t[2] for t in during]),
+        p99_confirm_ms=_ms([t[4] - t[3] for t in during]),
+        refusals=len(refused),
+        refusal_p99_ms=_ms([r[4] - r[3] for r in refused]),
+        refusal_max_ms=round(max(r[4] - r[3] for r in refused) * 1000, 1) if refused else None,
+        refusals_without_retry_after=sum(1 for r in refused if not r[5]),
+        timeouts=sum(1 for r in requests if r[2] == TIMEOUT),
+        server_errors=sum(1 for r in requests if isinstance(r[2], int) and r[2] >= 500
+                          and r[2] not in REFUSAL_STATUSES),
+        other_errors=sum(1 for r in requests if r[2] == OTHER
+                         or (isinstance(r[2], int) and 400 <= r[2] < 500
+                             and r[2] not in REFUSAL_STATUSES)),
+        calm_p99_ms=_ms([t[4] - t[2] for t in ok if calm.holds(t[2])]),
+        recovered_p99_ms=_ms([t[4] - t[2] for t in ok if recovered.holds(t[2])]),
+        refused_after_recovery=sum(1 for r in refused if recovered.holds(r[3])),
+        failed_targets=())
+    return Figures(**(asdict(figures) | {"failed_targets": tuple(_failed(figures))}))
+
+
+def _failed(f: Figures) -> list[str]:
+    failed = []
+    if f.goodput_share < GOODPUT_SHARE:
+        failed.append(f"goodput {f.goodput_share:.2f} of capacity < {GOODPUT_SHARE}")
+    for name, value in (("prepare", f.p99_prepare_ms), ("confirm", f.p99_confirm_ms)):
+        if value is None or value > P99_MS:
+            failed.append(f"p99 {name} {value} ms > {P99_MS:g} ms")
+    if f.refusal_p99_ms is not None and f.refusal_p99_ms > REFUSAL_MS:
+        failed.append(f"p99 refusal {f.refusal_p99_ms} ms > {REFUSAL_MS:g} ms")
+    if f.refusals_without_retry_after:
+        failed.append(f"{f.refusals_without_retry_after} refusals without Retry-After")
+    for name, count in (("time-outs", f.timeouts), ("5xx other than 503", f.server_errors),
+                        ("other errors", f.other_errors)):
+        if count:
+            failed.append(f"{count} {name}")
+    normal = None if f.calm_p99_ms is None else f.calm_p99_ms * NORMAL_FACTOR
+    if normal is None or f.recovered_p99_ms is None or f.recovered_p99_ms > normal:
+        failed.append(f"p99 {RECOVERY_SECONDS:g} s after the overload {f.recovered_p99_ms} ms,"
+                      f" calm {f.calm_p99_ms} ms")
+    if f.refused_after_recovery:
+        failed.append(f"{f.refused_after_recovery} refused {RECOVERY_SECONDS:g} s after")
+    return failed
+
+
+def start_admission_server(stack: Stack, workers: int) -> str:
+    """A second ``rms serve`` of the stack, with its concurrency limit on."""
+    port = free_port()
+    stack.spawn(SERVER, ["-m", "rms.cli", "serve", "--port", str(port), "--workers",
+                         str(workers)], stack.env(RMS_ADMISSION_ENABLED="true"),
+                group=SERVER)
+    url = f"http://127.0.0.1:{port}"
+    wait_http(f"{url}/readyz", stack=stack)
+    return url
+
+
+def run_overload(stack: Stack, concurrency: int, seconds: float, calm: float, factor: float,
+                 duration: float, workers: int, run_id: str) -> list[dict[str, Any]]:
+    """The capacity run and the overload run, as two report rows."""
+    url = start_admission_server(stack, workers)
+    try:
+        measured = run_load(stack, Load("overload", "closed", concurrency=concurrency,
+                                        duration=duration), url, f"{run_id}-capacity")
+        capacity = measured["throughput"]
+        phases = ((calm, capacity / 2), (seconds, capacity * factor), (calm, capacity / 2))
+        row, generated = run_load_recorded(
+            stack, Load("overload", "open", phases=phases, request_timeout=REQUEST_TIMEOUT),
+            url, run_id)
+    finally:
+        stack.stop_process(SERVER, SERVER)
+    figures = judge(generated, phases, capacity)
+    row["overload"] = figures.as_dict()
+    row["verification"]["passed"] = row["verification"]["passed"] and not figures.failed_targets
+    row["verification"]["targets_failed"] = list(figures.failed_targets)
+    return [measured, row]
