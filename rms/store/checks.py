@@ -13,7 +13,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -37,6 +36,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.domain import transitions as table
+from rms.domain.checkback import Action
 from rms.domain.models import Actor, App, Message
 from rms.domain.states import DeadReason, Event
 from rms.store.apps import APP_COLUMNS
@@ -111,15 +111,6 @@ def _claim_statement() -> CompoundSelect[Any]:
 
 
 CLAIM = _claim_statement()
-
-
-class Action(StrEnum):
-    """What a check-back answer does to its claimed message."""
-
-    CONFIRM = "confirm"  # committed: the producer-confirm transition
-    CANCEL = "cancel"  # rolled_back: the producer-cancel transition
-    RETRY = "retry"  # unknown with attempts left: due again after a delay
-    EXHAUST = "exhaust"  # unknown on the last attempt: flagged dead
 
 
 @dataclass(frozen=True, slots=True)

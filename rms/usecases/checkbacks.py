@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from typing import Protocol
 
 import structlog
@@ -26,22 +25,14 @@ from rms import metrics, tracing
 from rms.batching import Coalescer
 from rms.config import WorkerSettings
 from rms.delivery import Dispatcher
+from rms.domain.checkback import Action, Asked, Outcome, decide
 from rms.domain.models import App, Message
-from rms.domain.policy import DeliveryPolicy, next_check_delay
 from rms.domain.states import DeadReason
 from rms.domain.trace import TraceContext
-from rms.store.checks import Action, Answer, CheckStore, Claim, Resolution, Resolved
+from rms.store.checks import Answer, CheckStore, Claim, Resolution, Resolved
 
 log = structlog.get_logger(__name__)
 DEAD = DeadReason.CHECK_EXHAUSTED.value
-
-
-class Outcome(StrEnum):
-    """A producer's answer (design section 5); anything else counts as ``unknown``."""
-
-    COMMITTED = "committed"
-    ROLLED_BACK = "rolled_back"
-    UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +157,8 @@ class ConfirmWorker:
 
     async def _apply(self, token: str, message: Message, result: CheckResult,
                      trace: TraceContext | None) -> None:
-        action, delay = self._action(message, result.outcome)
+        action, delay = decide(result.outcome, _asked(message),
+                               self._settings.check_backoff_cap_seconds)
         answer = Answer(message.check_count, result.outcome.value, result.error)
         resolved = await self._answers.submit(Resolution(
             message.message_id, token, self._actor, action, answer, delay))
@@ -182,21 +174,6 @@ class ConfirmWorker:
                                                      parent=trace)
         return None
 
-    def _action(self, message: Message, outcome: Outcome) -> tuple[Action, float]:
-        """What the answer does, and (for a retry) after how many seconds. ``check_count``
-        already counts this call, so the last allowed call that answers unknown exhausts."""
-        if outcome is Outcome.COMMITTED:
-            return Action.CONFIRM, 0.0
-        if outcome is Outcome.ROLLED_BACK:
-            return Action.CANCEL, 0.0
-        if message.check_count >= message.max_checks:
-            return Action.EXHAUST, 0.0
-        return Action.RETRY, next_check_delay(self._policy(message), message.check_count)
-
-    def _policy(self, message: Message) -> DeliveryPolicy:
-        return DeliveryPolicy(check_after_seconds=message.check_after_seconds,
-                              check_backoff_cap_seconds=self._settings.check_backoff_cap_seconds)
-
     def _count_dead(self, message: Message, *, attempt: int, at_claim: bool) -> None:
         metrics.DEAD_LETTERS.labels(DEAD).inc()
         log.warning("check.exhausted", message_id=message.message_id, app=message.app,
@@ -207,3 +184,7 @@ class ConfirmWorker:
         producer/operator resolved it meanwhile. Nothing was overwritten."""
         log.warning("check.claim_lost", message_id=message.message_id, app=message.app,
                         attempt=message.check_count)
+
+
+def _asked(message: Message) -> Asked:
+    return Asked(message.check_count, message.max_checks, message.check_after_seconds)

@@ -19,27 +19,21 @@ import structlog
 
 from rms import metrics, tracing
 from rms.delivery import Dispatcher
+from rms.domain.checkback import Action, Asked, decide
 from rms.domain.errors import Conflict, Invalid
 from rms.domain.ids import new_message_id
 from rms.domain.models import Actor, App
-from rms.domain.policy import DeliveryPolicy, next_check_delay
 from rms.domain.states import DeadReason
 from rms.domain.trace import TraceContext
-from rms.domain.transactions import (
-    CANCEL,
-    CONFIRM,
-    NewTransaction,
-    Transaction,
-    TransactionChange,
-    TransactionView,
-)
+from rms.domain.transaction_transitions import CANCEL, CONFIRM, TransactionTransition
+from rms.domain.transactions import NewTransaction, Transaction, TransactionView
 from rms.store.transactions import (
     ClaimLost,
     ListedTransaction,
     TransactionFilter,
     TransactionStore,
 )
-from rms.usecases.checkbacks import CheckResult, CheckSettings, Outcome, count_answer
+from rms.usecases.checkbacks import CheckResult, CheckSettings, count_answer
 from rms.usecases.drafts import CheckBackInput, ContentInput, Drafts, first_duplicate
 
 log = structlog.get_logger(__name__)
@@ -136,7 +130,7 @@ class Transactions:
 
     # ---- helpers -------------------------------------------------------------------------
 
-    async def _change(self, transaction_id: str, change: TransactionChange, *,
+    async def _change(self, transaction_id: str, change: TransactionTransition, *,
                       app: str | None, actor: str, by: Actor) -> TransactionView:
         view, changed = await self.store.change(transaction_id, change, app=app, actor=actor,
                                                 by=by)
@@ -170,7 +164,7 @@ class Transactions:
 
 
 async def after_change(dispatcher: Dispatcher, view: TransactionView,
-                       change: TransactionChange, actor: str) -> None:
+                       change: TransactionTransition, actor: str) -> None:
     """What follows a confirm or cancel that changed the transaction: the metrics, and for a
     confirm the publishes of its messages, in order."""
     metrics.TRANSITIONS.labels("confirmed" if change is CONFIRM else "cancelled").inc(
@@ -245,15 +239,16 @@ class TransactionChecks:
         if result.error:
             checked["error"] = result.error
         transaction_id = transaction.transaction_id
-        if result.outcome is Outcome.UNKNOWN:
-            if transaction.check_count >= transaction.max_checks:
-                if await self._store.exhaust(transaction_id, token, self._actor, checked):
-                    self._count_dead(transaction, at_claim=False)
-                return None
-            delay = next_check_delay(self._policy(transaction), transaction.check_count)
+        action, delay = decide(result.outcome, _asked(transaction),
+                               self._settings.check_backoff_cap_seconds)
+        if action is Action.EXHAUST:
+            if await self._store.exhaust(transaction_id, token, self._actor, checked):
+                self._count_dead(transaction, at_claim=False)
+            return None
+        if action is Action.RETRY:
             await self._store.retry(transaction_id, token, delay, self._actor, checked)
             return None
-        change = CONFIRM if result.outcome is Outcome.COMMITTED else CANCEL
+        change = CONFIRM if action is Action.CONFIRM else CANCEL
         try:
             view, changed = await self._store.change(
                 transaction_id, change, app=None, actor=self._actor, by=Actor.CHECK_BACK,
@@ -266,13 +261,14 @@ class TransactionChecks:
             await after_change(self._dispatcher, view, change, self._actor)
         return None
 
-    def _policy(self, transaction: Transaction) -> DeliveryPolicy:
-        return DeliveryPolicy(check_after_seconds=transaction.check_after_seconds,
-                              check_backoff_cap_seconds=self._settings.check_backoff_cap_seconds)
-
     def _count_dead(self, transaction: Transaction, *, at_claim: bool) -> None:
         reason = DeadReason.CHECK_EXHAUSTED.value
         metrics.DEAD_LETTERS.labels(reason).inc(len(transaction.message_ids))
         log.warning("check.exhausted", transaction_id=transaction.transaction_id,
                     app=transaction.app, attempt=transaction.check_count, reason=reason,
                     unanswered_last_attempt=at_claim)
+
+
+def _asked(transaction: Transaction) -> Asked:
+    return Asked(transaction.check_count, transaction.max_checks,
+                 transaction.check_after_seconds)

@@ -9,8 +9,9 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from rms.domain.checkback import Action
 from rms.domain.models import Message
-from rms.store.checks import Action, Answer, CheckStore, Resolution
+from rms.store.checks import Answer, CheckStore, Resolution
 from rms.store.messages import MessageStore
 from rms.usecases.checkbacks import ConfirmWorker
 from tests.support import Api, AppKeys

@@ -11,7 +11,8 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.config import Settings
-from rms.store.checks import Action, Answer, CheckStore, Claim, Resolution
+from rms.domain.checkback import Action
+from rms.store.checks import Answer, CheckStore, Claim, Resolution
 from rms.store.database import create_engine
 from tests.confirm.helpers import FAST, events, message
 from tests.confirm.servers import CallbackServer

@@ -13,7 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from confirm_service.runtime import confirm_worker
 from rms.config import Settings
-from rms.store.checks import Action, Answer, CheckStore
+from rms.domain.checkback import Action
+from rms.store.checks import Answer, CheckStore
 from rms.store.database import create_engine
 from tests.confirm.helpers import (
     FAST,
