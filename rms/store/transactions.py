@@ -103,7 +103,7 @@ class TransactionClaim:
     exhausted: list[TransactionView]
 
 
-_DUE = and_(transactions.c.state == ledger.CLAIM_CHECK.source.value, not_(transactions.c.dead),
+TRANSACTIONS_DUE = and_(transactions.c.state == ledger.CLAIM_CHECK.source.value, not_(transactions.c.dead),
             transactions.c.next_check_at <= func.now())
 # every message of an exhausted transaction is flagged dead with it
 _EXHAUSTED_MEMBER = ledger.CHECK_EXHAUSTED.member
@@ -134,7 +134,7 @@ def _claim_statement() -> CompoundSelect[Any]:
     due = (
         select(transactions.c.transaction_id,
                (transactions.c.check_count >= transactions.c.max_checks).label("spent"))
-        .where(_DUE).order_by(transactions.c.next_check_at).limit(bindparam("limit"))
+        .where(TRANSACTIONS_DUE).order_by(transactions.c.next_check_at).limit(bindparam("limit"))
         .with_for_update(skip_locked=True).cte("due").prefix_with("MATERIALIZED")
     )
     claimed = (
