@@ -31,18 +31,23 @@ _INPUT: tuple[tuple[str, str], ...] = (
     ("payload", "text"), ("headers", "text"), ("check_url", "text"),
     ("check_after_seconds", "float8"), ("max_checks", "int"), ("ack_timeout_seconds", "float8"),
     ("max_deliveries", "int"), ("traceparent", "text"), ("tracestate", "text"),
-    ("ordered", "bool"))
+    ("ordered", "bool"), ("transaction_id", "text"), ("transaction_position", "int"))
 # the delay as given (an absolute time or seconds from now), resolved on the database clock into
 # the stored ``deliver_after``
 _DELAY: tuple[tuple[str, str], ...] = (("deliver_at", "timestamptz"), ("delay_seconds", "float8"))
 _STORED = {"payload": "payload::jsonb", "headers": "headers::jsonb"}
 _DELIVER_AFTER = ("coalesce(deliver_at, now() + make_interval(secs => delay_seconds)) "
                   "AS deliver_after")
+# the first event of a transaction's message names its transaction
+_FIRST_DETAIL = ("CASE WHEN transaction_id IS NULL THEN '{}'::jsonb "
+                 "ELSE jsonb_build_object('transaction_id', transaction_id) END")
 
 
 def insert_sql(change: Transition) -> str:
     """Insert new messages in the state ``change`` creates (its effects computed from the input
-    row) with their first event; a taken id inserts nothing and returns nothing."""
+    row) with their first event; a taken id inserts nothing and returns nothing. The one
+    insert of messages: single prepares and sends, batches and the messages of a
+    transaction."""
     names = [name for name, _ in _INPUT] + ["deliver_after"]
     effects = [(column, sql_of(effect, row="")) for column, effect in change.effects.items()]
     inserted = ", ".join(names + [column for column, _ in effects])
@@ -59,7 +64,8 @@ WITH input AS (
     RETURNING *
 ), history AS (
     INSERT INTO message_events (message_id, event, actor, detail)
-    SELECT message_id, '{event_of(change).value}', 'app:' || app, '{{}}'::jsonb FROM inserted
+    SELECT message_id, '{event_of(change).value}', 'app:' || app, {_FIRST_DETAIL}
+    FROM inserted
 )
 SELECT * FROM inserted
 """
@@ -114,8 +120,13 @@ _INSERTS = {change.action: insert_sql(change) for change in (new_message(False),
 
 @dataclass(frozen=True, slots=True)
 class PrepareItem:
+    """A new message of ``app``; ``transaction_id`` and ``position``: its place in a
+    transaction (None for a message on its own)."""
+
     app: str
     draft: NewMessage
+    transaction_id: str | None = None
+    position: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +247,7 @@ def _insert_arrays(items: Sequence[PrepareItem]) -> list[list[Any]]:
         [d.trace.traceparent if d.trace else None for d in drafts],
         [d.trace.tracestate if d.trace else None for d in drafts],
         [d.ordered for d in drafts],
+        [i.transaction_id for i in items], [i.position for i in items],
         # _DELAY
         [d.deliver_after for d in drafts],
         [None if d.delay_seconds is None else float(d.delay_seconds) for d in drafts],

@@ -34,9 +34,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from rms.domain import transaction_transitions as ledger
-from rms.domain import transitions as table
 from rms.domain.errors import Conflict, NotFound
-from rms.domain.models import Actor, Message, NewMessage
+from rms.domain.models import Actor, Message
 from rms.domain.states import DeadReason, Event
 from rms.domain.transaction_transitions import TransactionTransition
 from rms.domain.transactions import (
@@ -47,11 +46,14 @@ from rms.domain.transactions import (
 )
 from rms.domain.transitions import Transition
 from rms.store.admin import decode_cursor, encode_key
+from rms.store.coalesced import PrepareItem, insert_messages, insert_sql
+from rms.store.raw import driver_of
 from rms.store.rows import to_message
 from rms.store.schema import message_events, messages, transactions
-from rms.store.transitions import core_values, event_of, jsonb, seconds, with_event
+from rms.store.transitions import core_values, event_of, jsonb, with_event
 
 _STATES = {state.value: state for state in TransactionState}
+_INSERT_MEMBERS = insert_sql(ledger.PREPARE_MEMBER)
 
 
 def to_transaction(row: Row[Any]) -> Transaction:
@@ -209,31 +211,17 @@ class TransactionStore:
 
     async def _insert_messages(self, conn: AsyncConnection, app: str, draft: NewTransaction
                                ) -> list[Message]:
-        values = [{
-            "message_id": m.message_id, "app": app, "topic": m.topic, "key": m.key,
-            "payload": m.payload, "headers": m.headers, "check_url": m.check_url,
-            "state": table.PREPARE.target.value, "check_after_seconds": m.check_after_seconds,
-            "max_checks": m.max_checks, "ack_timeout_seconds": m.ack_timeout_seconds,
-            "max_deliveries": m.max_deliveries, "transaction_id": draft.transaction_id,
-            "transaction_position": position, "ordered": m.ordered,
-            "deliver_after": _deliver_after(m),
-            "traceparent": m.trace.traceparent if m.trace else None,
-            "tracestate": m.trace.tracestate if m.trace else None,
-        } for position, m in enumerate(draft.messages)]
-        inserted = pg_insert(messages).values(values).on_conflict_do_nothing(
-            index_elements=["message_id"]).returning(*messages.c).cte("inserted")
-        history = message_events.insert().from_select(
-            ["message_id", "event", "actor", "detail"],
-            select(inserted.c.message_id, literal(event_of(table.PREPARE).value),
-                   literal(f"app:{app}"),
-                   jsonb({"transaction_id": draft.transaction_id}))).cte("history")
-        rows = (await conn.execute(select(inserted).add_cte(history))).all()
-        found = {row.message_id: to_message(row) for row in rows}
-        for index, m in enumerate(draft.messages):
-            if m.message_id not in found:
-                raise Conflict(f"messages[{index}]: message id {m.message_id!r} is already "
-                               "used; use a new message_id for a new message")
-        return [found[m.message_id] for m in draft.messages]
+        """The transaction's messages, by the one insert of messages (in the database
+        transaction of ``conn``); a message id already used raises 409."""
+        items = [PrepareItem(app, m, draft.transaction_id, position)
+                 for position, m in enumerate(draft.messages)]
+        written = await insert_messages(await driver_of(conn), items, _INSERT_MEMBERS)
+        for index, (stored, created) in enumerate(written):
+            if not created or stored is None:
+                raise Conflict(f"messages[{index}]: message id "
+                               f"{draft.messages[index].message_id!r} is already used; use a "
+                               "new message_id for a new message")
+        return [stored for stored, _ in written if stored is not None]
 
     async def get(self, transaction_id: str, *, app: str | None = None) -> TransactionView:
         async with self._engine.connect() as conn:
@@ -417,10 +405,3 @@ def _explain_miss(transaction_id: str, change: TransactionTransition,
         return current
     raise Conflict(f"cannot {change.action} transaction {transaction_id!r}: its current "
                    f"state is {state.value!r}")
-
-
-def _deliver_after(message: NewMessage) -> Any:
-    """A delayed member's time: as given, or its delay from now (database clock)."""
-    if message.delay_seconds is None:
-        return message.deliver_after
-    return func.now() + seconds(literal(float(message.delay_seconds)))

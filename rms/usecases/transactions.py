@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from rms import metrics, tracing
 from rms.delivery import Dispatcher
@@ -36,25 +35,6 @@ class TransactionInput(CheckBackInput, Protocol):
     def transaction_id(self) -> str | None: ...
     @property
     def messages(self) -> Sequence[ContentInput]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class _Member:
-    """A member as a prepare request (:class:`rms.usecases.drafts.PrepareInput`), carrying the
-    transaction's check-back fields, so it is validated exactly as a prepare is."""
-
-    message_id: str | None
-    topic: str
-    key: str | None
-    payload: Any
-    headers: dict[str, str]
-    check_url: str | None
-    check_after_seconds: float | None
-    max_checks: int | None
-    ack_timeout_seconds: float | None
-    max_deliveries: int | None
-    deliver_after: datetime | None
-    delay_seconds: float | None
 
 
 @dataclass
@@ -135,13 +115,8 @@ class Transactions:
         check_url = request.check_url or app.default_check_url
         if check_url is None:
             raise Invalid("check_url is required (the app has no default_check_url)")
-        members = [
-            await self.drafts.draft_item(app, index, _Member(
-                item.message_id or new_message_id(), item.topic, item.key, item.payload,
-                item.headers, check_url, request.check_after_seconds, request.max_checks,
-                item.ack_timeout_seconds, item.max_deliveries, item.deliver_after,
-                item.delay_seconds))
-            for index, item in enumerate(request.messages)]
+        members = [await self.drafts.draft_item(app, index, item, request)
+                   for index, item in enumerate(request.messages)]
         duplicate = first_duplicate([m.message_id for m in members])
         if duplicate is not None:
             raise Invalid(f"messages[{duplicate[1]}]: message_id {duplicate[0]!r} appears "
