@@ -3,7 +3,8 @@
 Prepare, one-shot send and the guarded confirm / cancel / ack transitions of concurrent requests
 are written by one ``INSERT ... SELECT FROM unnest(...)`` or ``UPDATE ... FROM unnest(...)``
 whose event rows are inserted by the same statement, then committed once. The statements are
-constant text run on the asyncpg connection, so PostgreSQL and asyncpg keep them prepared.
+constant text generated from the transition table (and the reads Core compiled once), run on
+the asyncpg connection, so PostgreSQL and asyncpg keep them prepared.
 The guarantees are those of :mod:`rms.store.messages`: every change is guarded by the expected
 state (and the app), and a transition and its history commit together.
 """
@@ -16,14 +17,18 @@ from datetime import datetime
 from typing import Any
 
 import orjson
+from sqlalchemy import ARRAY, Text, any_, bindparam, select
+from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.batching import Coalescer
 from rms.domain.models import Message, NewMessage
 from rms.domain.transitions import Transition, new_message
 from rms.store.batch import unnest_sql
-from rms.store.raw import driver_connection, item_specific
+from rms.store.raw import RawStatement, driver_connection, item_specific
 from rms.store.rows import message_from
+from rms.store.schema import messages
 from rms.store.transitions import event_of, set_sql, sql_of
 
 _INPUT: tuple[tuple[str, str], ...] = (
@@ -71,9 +76,12 @@ SELECT * FROM inserted
 """
 
 
-SELECT_SQL = "SELECT * FROM messages WHERE message_id = ANY($1::text[])"
-ACK_TARGETS_SQL = ("SELECT message_id, topic, created_at FROM messages "
-                   "WHERE message_id = ANY($1::text[])")
+# the rows of many ids (binds: ids), Core compiled once for the driver connection
+_DRIVER: Dialect = asyncpg_dialect()  # type: ignore[no-untyped-call]
+_IDS = messages.c.message_id == any_(bindparam("ids", type_=ARRAY(Text)))
+SELECT_MESSAGES = RawStatement(select(messages).where(_IDS), _DRIVER)
+ACK_TARGETS = RawStatement(
+    select(messages.c.message_id, messages.c.topic, messages.c.created_at).where(_IDS), _DRIVER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +218,7 @@ async def update_messages(driver: Any, sql: str, items: Sequence[TransitionItem]
 async def _select(driver: Any, ids: Sequence[str]) -> dict[str, Message]:
     if not ids:
         return {}
-    rows = await driver.fetch(SELECT_SQL, list(ids))
+    rows = await driver.fetch(SELECT_MESSAGES.sql, *SELECT_MESSAGES.args(ids=list(ids)))
     return {row["message_id"]: message_from(row) for row in rows}
 
 
