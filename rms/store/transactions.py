@@ -1,5 +1,5 @@
 """Transactions of several messages: storing one with its messages, confirming or cancelling
-all of them in one database transaction, and the confirm worker's claims and answers.
+all of them in one database transaction, and the check-back's claims and answers.
 
 Every change of a transaction row is a guarded ``UPDATE transactions ... WHERE state =
 'pending'`` (and, for a worker, ``AND claim_token = <its token>``); the change of its messages
@@ -306,7 +306,7 @@ class TransactionStore:
         assert view is not None
         return view, True
 
-    # ---- the confirm worker ------------------------------------------------------------
+    # ---- the check-back ----------------------------------------------------------------
 
     async def claim(self, limit: int, lease_seconds: float, actor: str) -> TransactionClaim:
         """Claim up to ``limit`` due transactions with one statement (:data:`CLAIM`), then
