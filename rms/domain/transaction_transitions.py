@@ -57,7 +57,8 @@ _RELEASED: dict[str, Effect] = {"next_check_at": None, "claim_token": None}
 _ALIVE: dict[str, Effect] = {**_RELEASED, "dead": False, "dead_reason": None}
 
 
-# a new transaction, first due for its check-back after its own delay (given when stored)
+# a new transaction (a new row, stored in its source state), first due for its check-back after
+# its own delay (given when stored)
 PREPARE = TransactionTransition(
     "prepare", PENDING, PENDING,
     _frozen({"state": PENDING.value, "next_check_at": Later(Given("check_after"))}))

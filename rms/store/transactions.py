@@ -16,9 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    CTE,
+    ColumnElement,
     CompoundSelect,
     Row,
     Select,
+    Update,
     and_,
     bindparam,
     func,
@@ -105,19 +108,20 @@ class TransactionClaim:
     exhausted: list[TransactionView]
 
 
-TRANSACTIONS_DUE = and_(transactions.c.state == ledger.CLAIM_CHECK.source.value, not_(transactions.c.dead),
-            transactions.c.next_check_at <= func.now())
+# a transaction whose check-back is due: what the claim takes, and what the lag measures
+TRANSACTIONS_DUE = and_(transactions.c.state == ledger.CLAIM_CHECK.source.value,
+                        not_(transactions.c.dead), transactions.c.next_check_at <= func.now())
 # every message of an exhausted transaction is flagged dead with it
 _EXHAUSTED_MEMBER = ledger.CHECK_EXHAUSTED.member
 
 
-def _dead_detail(flagged: Any) -> Any:
+def _dead_detail(flagged: CTE) -> ColumnElement[Any]:
     """``{"reason", "transaction_id"}`` of a flagged message's ``dead`` event."""
     return func.jsonb_build_object("reason", DeadReason.CHECK_EXHAUSTED.value,
                                    "transaction_id", flagged.c.transaction_id)
 
 
-def _flag_members(of: Any) -> Any:
+def _flag_members(of: ColumnElement[bool]) -> CTE:
     """The messages ``of`` (a condition on the messages) flagged dead with their
     transaction, as a CTE returning them."""
     return (update(messages)
@@ -168,7 +172,7 @@ CLAIM = _claim_statement()
 
 
 def _answer(change: TransactionTransition, transaction_id: str, token: str,
-            given: Mapping[str, Any] | None = None) -> Any:
+            given: Mapping[str, Any] | None = None) -> Update:
     """``change`` of a transaction the worker claimed, only while its claim holds (a late
     worker matches nothing); returns the id of the changed row."""
     return (update(transactions)
