@@ -16,6 +16,7 @@ import structlog
 
 from confirm_service.http11 import Http11Pool, HttpError, Request, TooLarge
 from rms.callback_urls import CallTarget, call_target
+from rms.domain.checkback import Outcome
 from rms.domain.errors import Invalid
 from rms.domain.models import App, Message
 from rms.domain.timestamps import format_rfc3339
@@ -23,7 +24,7 @@ from rms.domain.trace import TraceContext
 from rms.domain.transactions import Transaction
 from rms.kafka.records import rfc3339
 from rms.signing import signed_headers
-from rms.usecases.checkbacks import CheckResult, Outcome
+from rms.usecases.checkback import CheckResult
 
 log = structlog.get_logger(__name__)
 
@@ -87,7 +88,7 @@ class _Call:
     trace: TraceContext | None = None  # sent as traceparent / tracestate headers
 
 
-class CheckCaller:
+class CheckBackCaller:
     """Shared by every call of a worker process: one connection pool, one timeout policy."""
 
     def __init__(self, settings: CallerSettings) -> None:

@@ -32,8 +32,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(settings: WorkerSettings) -> None:
-    from confirm_service.runtime import confirm_worker
+    from confirm_service.runtime import checkback_worker
     from rms.worker import run_forever
 
-    async with confirm_worker(settings) as worker:
+    async with checkback_worker(settings) as worker:
         await run_forever(worker.tick, settings.worker_interval_seconds, NAME)

@@ -1,5 +1,5 @@
-"""Wiring of one confirm worker from Settings: the shared worker context (engine, Kafka
-publisher, dispatcher) plus the check-back HTTP client. Used by the command and by tests."""
+"""The check-back worker's runtime: one worker built from Settings, with its stores, the
+dispatcher and the check-back HTTP client passed in. Used by the command and by tests."""
 
 from __future__ import annotations
 
@@ -8,12 +8,16 @@ from collections.abc import AsyncIterator
 
 import structlog
 
-from confirm_service.caller import CallerSettings, CheckCaller
+from confirm_service.caller import CallerSettings, CheckBackCaller
 from rms.config import WorkerSettings
-from rms.store.checks import CheckStore
+from rms.store.checkback import CheckBackStore
 from rms.store.transactions import TransactionStore
-from rms.usecases.checkbacks import CheckSettings, ConfirmWorker
-from rms.usecases.transactions import TransactionChecks
+from rms.usecases.checkback import (
+    CheckBackWorker,
+    CheckSettings,
+    MessageCheckBacks,
+    TransactionCheckBacks,
+)
 from rms.worker import worker_context
 
 log = structlog.get_logger(__name__)
@@ -43,18 +47,20 @@ def warn_if_lease_too_short(settings: WorkerSettings) -> None:
 
 
 @contextlib.asynccontextmanager
-async def confirm_worker(settings: WorkerSettings) -> AsyncIterator[ConfirmWorker]:
+async def checkback_worker(settings: WorkerSettings) -> AsyncIterator[CheckBackWorker]:
     """A ready worker; everything it opened is closed on exit."""
     warn_if_lease_too_short(settings)
     async with worker_context(settings, KIND) as context:
-        caller = CheckCaller(caller_settings(settings))
+        caller = CheckBackCaller(caller_settings(settings))
         try:
-            checks = CheckSettings.from_settings(settings)
-            store = CheckStore(context.engine)
-            transactions = TransactionChecks(checks, TransactionStore(context.engine),
-                                             store.apps, caller, context.dispatcher,
-                                             context.worker_id)
-            yield ConfirmWorker(checks, store, caller, context.dispatcher, context.worker_id,
-                                transactions=transactions)
+            store = CheckBackStore(context.engine)
+            actor = context.worker_id
+            subjects = (
+                MessageCheckBacks(store, caller, context.dispatcher, actor),
+                TransactionCheckBacks(TransactionStore(context.engine), caller,
+                                      context.dispatcher, actor),
+            )
+            yield CheckBackWorker(CheckSettings.from_settings(settings), subjects, store.apps,
+                                  store.oldest_due_lag, actor)
         finally:
             await caller.aclose()

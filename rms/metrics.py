@@ -24,7 +24,8 @@ ACKS = Counter("rms_acks_total", "Messages acknowledged (sent -> done)", ["via"]
 ACKS_REJECTED = Counter("rms_acks_rejected_total", "Ack-topic records ignored", ["reason"])
 CHECKS = Counter("rms_checks_total", "Check-back calls by outcome", ["outcome"])
 CHECK_SECONDS = Histogram("rms_check_seconds", "Check-back call latency")
-CHECK_BATCH = Histogram("rms_check_batch_size", "Messages claimed per confirm-worker tick",
+CHECK_BATCH = Histogram("rms_check_batch_size",
+                        "Messages (or transactions) claimed per check-back batch",
                         buckets=(0, 1, 5, 10, 50, 100, 200, 500, 1000))
 SCHEDULED = Counter("rms_scheduled_total",
                     "Confirmed messages whose first publish waits for their deliver_after")
@@ -41,7 +42,7 @@ OLDEST_PENDING_SEND = Gauge("rms_oldest_pending_send_age_seconds",
 OLDEST_UNACKED = Gauge("rms_oldest_unacked_age_seconds",
                        "Age since confirm of the oldest non-dead unacknowledged sent message")
 OLDEST_DUE_CHECK_LAG = Gauge("rms_oldest_due_check_lag_seconds",
-                             "How far past its check time the oldest due pending-send is")
+                             "How far past its check time the oldest due check-back is")
 REDELIVERY_BATCH = Histogram("rms_redelivery_batch_size",
                              "Messages claimed per recovery-worker round",
                              buckets=(0, 1, 5, 10, 50, 100, 200, 500, 1000))

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from confirm_service.runtime import confirm_worker
+from confirm_service.runtime import checkback_worker
 from rms.config import Settings, WorkerSettings
 from rms.kafka_broker import EmbeddedKafka
 from rms.store.database import create_engine
@@ -79,7 +79,7 @@ async def test_the_workers_run_over_verify_full(tls_postgres: TlsPostgres, kafka
                                                 tmp_path: Path) -> None:
     settings = WorkerSettings(database_url=tls_postgres.url(DATABASE),
                               kafka_bootstrap_servers=kafka.bootstrap_servers)
-    async with confirm_worker(settings) as worker:
+    async with checkback_worker(settings) as worker:
         await worker.tick()
     env = {"RMS_DATABASE_URL": tls_postgres.url(DATABASE),
            "RMS_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers}

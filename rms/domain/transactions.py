@@ -1,5 +1,6 @@
 """Transactions of several messages (design section 4, "Transactions"): the states of a
-transaction and the changes a transaction row undergoes.
+transaction and its records. The changes a transaction row undergoes are the rows of
+:mod:`rms.domain.transaction_transitions`.
 
 A transaction's messages are stored ``pending-send`` like prepared ones, but they are never
 checked back on their own (their ``next_check_at`` stays NULL): the transaction is. Its confirm
@@ -14,7 +15,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from rms.domain import transitions as table
 from rms.domain.models import Message, NewMessage
 from rms.domain.states import DeadReason
 from rms.domain.trace import TraceContext
@@ -24,33 +24,6 @@ class TransactionState(StrEnum):
     PENDING = "pending"
     CONFIRMED = "confirmed"
     CANCELLED = "cancelled"
-
-
-@dataclass(frozen=True, slots=True)
-class TransactionChange:
-    """Confirm or cancel of a transaction: the row goes from ``pending`` to ``target`` (its
-    time column ``stamped`` set to now), and every message of it takes ``message``. A repeat
-    in ``target`` is answered with the transaction as it is. ``publishing``: the messages
-    leave the change claimed (``claim_token`` set) until the broker accepted their first
-    publish, so no other first publish of the transaction overtakes theirs (the recovery
-    claim waits for them, also after a crash of the publishing process)."""
-
-    action: str
-    target: TransactionState
-    stamped: str
-    message: table.Transition
-    publishing: bool = False
-
-    @property
-    def source(self) -> TransactionState:
-        return TransactionState.PENDING
-
-
-CONFIRM = TransactionChange("confirm", TransactionState.CONFIRMED, "confirmed_at", table.CONFIRM,
-                            publishing=True)
-CANCEL = TransactionChange("cancel", TransactionState.CANCELLED, "cancelled_at", table.CANCEL)
-# check-back exhausted: the transaction stays pending, flagged dead with all its messages
-CHECK_EXHAUSTED_REASON = DeadReason.CHECK_EXHAUSTED
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,8 @@
 Prepare, one-shot send and the guarded confirm / cancel / ack transitions of concurrent requests
 are written by one ``INSERT ... SELECT FROM unnest(...)`` or ``UPDATE ... FROM unnest(...)``
 whose event rows are inserted by the same statement, then committed once. The statements are
-constant text run on the asyncpg connection, so PostgreSQL and asyncpg keep them prepared.
+constant text generated from the transition table (and the reads Core compiled once), run on
+the asyncpg connection, so PostgreSQL and asyncpg keep them prepared.
 The guarantees are those of :mod:`rms.store.messages`: every change is guarded by the expected
 state (and the app), and a transition and its history commit together.
 """
@@ -16,14 +17,18 @@ from datetime import datetime
 from typing import Any
 
 import orjson
+from sqlalchemy import ARRAY, Text, any_, bindparam, select
+from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.batching import Coalescer
 from rms.domain.models import Message, NewMessage
 from rms.domain.transitions import Transition, new_message
 from rms.store.batch import unnest_sql
-from rms.store.raw import driver_connection, item_specific
+from rms.store.raw import RawStatement, driver_connection, item_specific
 from rms.store.rows import message_from
+from rms.store.schema import messages
 from rms.store.transitions import event_of, set_sql, sql_of
 
 _INPUT: tuple[tuple[str, str], ...] = (
@@ -31,18 +36,23 @@ _INPUT: tuple[tuple[str, str], ...] = (
     ("payload", "text"), ("headers", "text"), ("check_url", "text"),
     ("check_after_seconds", "float8"), ("max_checks", "int"), ("ack_timeout_seconds", "float8"),
     ("max_deliveries", "int"), ("traceparent", "text"), ("tracestate", "text"),
-    ("ordered", "bool"))
+    ("ordered", "bool"), ("transaction_id", "text"), ("transaction_position", "int"))
 # the delay as given (an absolute time or seconds from now), resolved on the database clock into
 # the stored ``deliver_after``
 _DELAY: tuple[tuple[str, str], ...] = (("deliver_at", "timestamptz"), ("delay_seconds", "float8"))
 _STORED = {"payload": "payload::jsonb", "headers": "headers::jsonb"}
 _DELIVER_AFTER = ("coalesce(deliver_at, now() + make_interval(secs => delay_seconds)) "
                   "AS deliver_after")
+# the first event of a transaction's message names its transaction
+_FIRST_DETAIL = ("CASE WHEN transaction_id IS NULL THEN '{}'::jsonb "
+                 "ELSE jsonb_build_object('transaction_id', transaction_id) END")
 
 
 def insert_sql(change: Transition) -> str:
     """Insert new messages in the state ``change`` creates (its effects computed from the input
-    row) with their first event; a taken id inserts nothing and returns nothing."""
+    row) with their first event; a taken id inserts nothing and returns nothing. The one
+    insert of messages: single prepares and sends, batches and the messages of a
+    transaction."""
     names = [name for name, _ in _INPUT] + ["deliver_after"]
     effects = [(column, sql_of(effect, row="")) for column, effect in change.effects.items()]
     inserted = ", ".join(names + [column for column, _ in effects])
@@ -59,15 +69,19 @@ WITH input AS (
     RETURNING *
 ), history AS (
     INSERT INTO message_events (message_id, event, actor, detail)
-    SELECT message_id, '{event_of(change).value}', 'app:' || app, '{{}}'::jsonb FROM inserted
+    SELECT message_id, '{event_of(change).value}', 'app:' || app, {_FIRST_DETAIL}
+    FROM inserted
 )
 SELECT * FROM inserted
 """
 
 
-SELECT_SQL = "SELECT * FROM messages WHERE message_id = ANY($1::text[])"
-ACK_TARGETS_SQL = ("SELECT message_id, topic, created_at FROM messages "
-                   "WHERE message_id = ANY($1::text[])")
+# the rows of many ids (binds: ids), Core compiled once for the driver connection
+_DRIVER: Dialect = asyncpg_dialect()  # type: ignore[no-untyped-call]
+_IDS = messages.c.message_id == any_(bindparam("ids", type_=ARRAY(Text)))
+SELECT_MESSAGES = RawStatement(select(messages).where(_IDS), _DRIVER)
+ACK_TARGETS = RawStatement(
+    select(messages.c.message_id, messages.c.topic, messages.c.created_at).where(_IDS), _DRIVER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +128,13 @@ _INSERTS = {change.action: insert_sql(change) for change in (new_message(False),
 
 @dataclass(frozen=True, slots=True)
 class PrepareItem:
+    """A new message of ``app``; ``transaction_id`` and ``position``: its place in a
+    transaction (None for a message on its own)."""
+
     app: str
     draft: NewMessage
+    transaction_id: str | None = None
+    position: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +218,7 @@ async def update_messages(driver: Any, sql: str, items: Sequence[TransitionItem]
 async def _select(driver: Any, ids: Sequence[str]) -> dict[str, Message]:
     if not ids:
         return {}
-    rows = await driver.fetch(SELECT_SQL, list(ids))
+    rows = await driver.fetch(SELECT_MESSAGES.sql, *SELECT_MESSAGES.args(ids=list(ids)))
     return {row["message_id"]: message_from(row) for row in rows}
 
 
@@ -236,6 +255,7 @@ def _insert_arrays(items: Sequence[PrepareItem]) -> list[list[Any]]:
         [d.trace.traceparent if d.trace else None for d in drafts],
         [d.trace.tracestate if d.trace else None for d in drafts],
         [d.ordered for d in drafts],
+        [i.transaction_id for i in items], [i.position for i in items],
         # _DELAY
         [d.deliver_after for d in drafts],
         [None if d.delay_seconds is None else float(d.delay_seconds) for d in drafts],

@@ -18,7 +18,7 @@ from rms.domain.errors import Conflict, IllegalTransition, NotFound, PartOfTrans
 from rms.domain.models import Actor, Message, MessageEvent, NewMessage
 from rms.domain.states import State
 from rms.store.coalesced import (
-    ACK_TARGETS_SQL,
+    ACK_TARGETS,
     AckTarget,
     CoalescedWrites,
     PrepareItem,
@@ -195,7 +195,7 @@ class MessageStore:
         if not message_ids:
             return {}
         async with driver_connection(self._engine) as driver:
-            rows = await driver.fetch(ACK_TARGETS_SQL, list(message_ids))
+            rows = await driver.fetch(ACK_TARGETS.sql, *ACK_TARGETS.args(ids=list(message_ids)))
         return {row["message_id"]: AckTarget(row["topic"], row["created_at"]) for row in rows}
 
     async def pending_count(self, app: str) -> int:

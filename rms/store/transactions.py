@@ -1,5 +1,5 @@
 """Transactions of several messages: storing one with its messages, confirming or cancelling
-all of them in one database transaction, and the confirm worker's claims and answers.
+all of them in one database transaction, and the check-back's claims and answers.
 
 Every change of a transaction row is a guarded ``UPDATE transactions ... WHERE state =
 'pending'`` (and, for a worker, ``AND claim_token = <its token>``); the change of its messages
@@ -15,27 +15,48 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Row, Select, and_, func, insert, literal, select, tuple_, update
+from sqlalchemy import (
+    CTE,
+    ColumnElement,
+    CompoundSelect,
+    Row,
+    Select,
+    Update,
+    and_,
+    bindparam,
+    func,
+    insert,
+    literal,
+    not_,
+    select,
+    tuple_,
+    union_all,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from rms.domain import transitions as table
+from rms.domain import transaction_transitions as ledger
 from rms.domain.errors import Conflict, NotFound
-from rms.domain.models import Actor, Message, NewMessage
+from rms.domain.models import Actor, Message
 from rms.domain.states import DeadReason, Event
+from rms.domain.transaction_transitions import TransactionTransition
 from rms.domain.transactions import (
     NewTransaction,
     Transaction,
-    TransactionChange,
     TransactionState,
     TransactionView,
 )
+from rms.domain.transitions import Transition
 from rms.store.admin import decode_cursor, encode_key
+from rms.store.coalesced import PrepareItem, insert_messages, insert_sql
+from rms.store.raw import driver_of
 from rms.store.rows import to_message
 from rms.store.schema import message_events, messages, transactions
-from rms.store.transitions import core_values, event_of, jsonb, seconds, with_event
+from rms.store.transitions import core_values, event_of, jsonb, with_event
 
 _STATES = {state.value: state for state in TransactionState}
+_INSERT_MEMBERS = insert_sql(ledger.PREPARE_MEMBER)
 
 
 def to_transaction(row: Row[Any]) -> Transaction:
@@ -87,6 +108,81 @@ class TransactionClaim:
     exhausted: list[TransactionView]
 
 
+# a transaction whose check-back is due: what the claim takes, and what the lag measures
+TRANSACTIONS_DUE = and_(transactions.c.state == ledger.CLAIM_CHECK.source.value,
+                        not_(transactions.c.dead), transactions.c.next_check_at <= func.now())
+# every message of an exhausted transaction is flagged dead with it
+_EXHAUSTED_MEMBER = ledger.CHECK_EXHAUSTED.member
+
+
+def _dead_detail(flagged: CTE) -> ColumnElement[Any]:
+    """``{"reason", "transaction_id"}`` of a flagged message's ``dead`` event."""
+    return func.jsonb_build_object("reason", DeadReason.CHECK_EXHAUSTED.value,
+                                   "transaction_id", flagged.c.transaction_id)
+
+
+def _flag_members(of: ColumnElement[bool]) -> CTE:
+    """The messages ``of`` (a condition on the messages) flagged dead with their
+    transaction, as a CTE returning them."""
+    return (update(messages)
+            .where(of, messages.c.state == _EXHAUSTED_MEMBER.source.value)
+            .values(**core_values(_EXHAUSTED_MEMBER))
+            .returning(*messages.c).cte("flagged"))
+
+
+def _claim_statement() -> CompoundSelect[Any]:
+    """The claim, built once. Lock a batch of due transactions, oldest due first, ``FOR
+    UPDATE SKIP LOCKED`` (workers never share one); count the call and push ``next_check_at``
+    to the end of a lease under a fresh token (:data:`ledger.CLAIM_CHECK`). A due transaction
+    with no call left (its last caller died before recording the answer) is flagged dead with
+    its messages instead (:data:`ledger.CHECK_EXHAUSTED`). Binds: limit, lease, token, actor.
+    Returns the transaction rows, with ``was_exhausted``."""
+    due = (
+        select(transactions.c.transaction_id,
+               (transactions.c.check_count >= transactions.c.max_checks).label("spent"))
+        .where(TRANSACTIONS_DUE).order_by(transactions.c.next_check_at).limit(bindparam("limit"))
+        .with_for_update(skip_locked=True).cte("due").prefix_with("MATERIALIZED")
+    )
+    claimed = (
+        update(transactions)
+        .where(transactions.c.transaction_id == due.c.transaction_id, not_(due.c.spent))
+        .values(**core_values(ledger.CLAIM_CHECK, {"lease": bindparam("lease"),
+                                                   "token": bindparam("token")}, transactions))
+        .returning(*transactions.c).cte("claimed")
+    )
+    exhausted = (
+        update(transactions)
+        .where(transactions.c.transaction_id == due.c.transaction_id, due.c.spent)
+        .values(**core_values(ledger.CHECK_EXHAUSTED, target=transactions))
+        .returning(*transactions.c).cte("exhausted")
+    )
+    flagged = _flag_members(messages.c.transaction_id == exhausted.c.transaction_id)
+    dead_history = message_events.insert().from_select(
+        ["message_id", "event", "actor", "detail"],
+        select(flagged.c.message_id, literal(event_of(_EXHAUSTED_MEMBER).value),
+               bindparam("actor"), _dead_detail(flagged)),
+    ).cte("dead_history")
+    return union_all(
+        select(claimed, literal(False).label("was_exhausted")).add_cte(dead_history),
+        select(exhausted, literal(True).label("was_exhausted")),
+    )
+
+
+CLAIM = _claim_statement()
+
+
+def _answer(change: TransactionTransition, transaction_id: str, token: str,
+            given: Mapping[str, Any] | None = None) -> Update:
+    """``change`` of a transaction the worker claimed, only while its claim holds (a late
+    worker matches nothing); returns the id of the changed row."""
+    return (update(transactions)
+            .where(transactions.c.transaction_id == transaction_id,
+                   transactions.c.state == change.source.value,
+                   transactions.c.claim_token == token)
+            .values(**core_values(change, given, transactions))
+            .returning(transactions.c.transaction_id))
+
+
 class TransactionStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
@@ -103,9 +199,9 @@ class TransactionStore:
                 pg_insert(transactions).values(
                     transaction_id=draft.transaction_id, app=app, check_url=draft.check_url,
                     message_ids=[m.message_id for m in draft.messages],
-                    state=TransactionState.PENDING.value,
                     check_after_seconds=draft.check_after_seconds, max_checks=draft.max_checks,
-                    next_check_at=func.now() + seconds(draft.check_after_seconds))
+                    **core_values(ledger.PREPARE, {"check_after": draft.check_after_seconds},
+                                  transactions))
                 .on_conflict_do_nothing(index_elements=["transaction_id"])
                 .returning(*transactions.c))).first()
             if row is None:
@@ -119,31 +215,17 @@ class TransactionStore:
 
     async def _insert_messages(self, conn: AsyncConnection, app: str, draft: NewTransaction
                                ) -> list[Message]:
-        values = [{
-            "message_id": m.message_id, "app": app, "topic": m.topic, "key": m.key,
-            "payload": m.payload, "headers": m.headers, "check_url": m.check_url,
-            "state": table.PREPARE.target.value, "check_after_seconds": m.check_after_seconds,
-            "max_checks": m.max_checks, "ack_timeout_seconds": m.ack_timeout_seconds,
-            "max_deliveries": m.max_deliveries, "transaction_id": draft.transaction_id,
-            "transaction_position": position, "ordered": m.ordered,
-            "deliver_after": _deliver_after(m),
-            "traceparent": m.trace.traceparent if m.trace else None,
-            "tracestate": m.trace.tracestate if m.trace else None,
-        } for position, m in enumerate(draft.messages)]
-        inserted = pg_insert(messages).values(values).on_conflict_do_nothing(
-            index_elements=["message_id"]).returning(*messages.c).cte("inserted")
-        history = message_events.insert().from_select(
-            ["message_id", "event", "actor", "detail"],
-            select(inserted.c.message_id, literal(event_of(table.PREPARE).value),
-                   literal(f"app:{app}"),
-                   jsonb({"transaction_id": draft.transaction_id}))).cte("history")
-        rows = (await conn.execute(select(inserted).add_cte(history))).all()
-        found = {row.message_id: to_message(row) for row in rows}
-        for index, m in enumerate(draft.messages):
-            if m.message_id not in found:
-                raise Conflict(f"messages[{index}]: message id {m.message_id!r} is already "
-                               "used; use a new message_id for a new message")
-        return [found[m.message_id] for m in draft.messages]
+        """The transaction's messages, by the one insert of messages (in the database
+        transaction of ``conn``); a message id already used raises 409."""
+        items = [PrepareItem(app, m, draft.transaction_id, position)
+                 for position, m in enumerate(draft.messages)]
+        written = await insert_messages(await driver_of(conn), items, _INSERT_MEMBERS)
+        for index, (stored, created) in enumerate(written):
+            if not created or stored is None:
+                raise Conflict(f"messages[{index}]: message id "
+                               f"{draft.messages[index].message_id!r} is already used; use a "
+                               "new message_id for a new message")
+        return [stored for stored, _ in written if stored is not None]
 
     async def get(self, transaction_id: str, *, app: str | None = None) -> TransactionView:
         async with self._engine.connect() as conn:
@@ -195,7 +277,7 @@ class TransactionStore:
 
     # ---- confirm and cancel ------------------------------------------------------------
 
-    async def change(self, transaction_id: str, change: TransactionChange, *,
+    async def change(self, transaction_id: str, change: TransactionTransition, *,
                      app: str | None, actor: str, by: Actor, claim_token: str | None = None,
                      checked: Mapping[str, Any] | None = None
                      ) -> tuple[TransactionView, bool]:
@@ -214,47 +296,31 @@ class TransactionStore:
         async with self._engine.begin() as conn:
             row = (await conn.execute(
                 update(transactions).where(and_(*guard))
-                .values({"state": change.target.value, change.stamped: func.now(),
-                         "next_check_at": None, "claim_token": None, "dead": False,
-                         "dead_reason": None})
+                .values(**core_values(change, target=transactions))
                 .returning(*transactions.c))).first()
             if row is None:
                 current = await self._view(conn, transaction_id)
                 return _explain_miss(transaction_id, change, current, app, claim_token), False
             if checked is not None:
                 await self._checked(conn, transaction_id, actor, checked)
-            moved = _move_members(transaction_id, change)
-            await conn.execute(with_event(moved, event_of(change.message), actor,
+            moved, member = _move_members(transaction_id, change)
+            await conn.execute(with_event(moved, event_of(member), actor,
                                           {"by": by.value, "transaction_id": transaction_id}))
             view = await self._view(conn, transaction_id)
         assert view is not None
         return view, True
 
-    # ---- the confirm worker ------------------------------------------------------------
+    # ---- the check-back ----------------------------------------------------------------
 
     async def claim(self, limit: int, lease_seconds: float, actor: str) -> TransactionClaim:
-        """Claim up to ``limit`` due transactions (oldest due first, ``FOR UPDATE SKIP
-        LOCKED``, so workers never share one): count the call and push ``next_check_at`` to
-        the end of a lease under a fresh token. A due transaction with no call left (its last
-        caller died before recording the answer) is flagged dead with its messages instead."""
+        """Claim up to ``limit`` due transactions with one statement (:data:`CLAIM`), then
+        read them with their messages."""
         token = f"{actor}:{uuid.uuid4().hex}"
-        due = (select(transactions.c.transaction_id,
-                      (transactions.c.check_count >= transactions.c.max_checks).label("spent"))
-               .where(transactions.c.state == TransactionState.PENDING.value,
-                      ~transactions.c.dead, transactions.c.next_check_at <= func.now())
-               .order_by(transactions.c.next_check_at).limit(limit)
-               .with_for_update(skip_locked=True))
+        params = {"limit": limit, "lease": lease_seconds, "token": token, "actor": actor}
         async with self._engine.begin() as conn:
-            chosen = (await conn.execute(due)).all()
-            spent = [r.transaction_id for r in chosen if r.spent]
-            fresh = [r.transaction_id for r in chosen if not r.spent]
-            if fresh:
-                await conn.execute(
-                    update(transactions).where(transactions.c.transaction_id.in_(fresh))
-                    .values(next_check_at=func.now() + seconds(lease_seconds),
-                            claim_token=token, check_count=transactions.c.check_count + 1))
-            for transaction_id in spent:
-                await self._exhaust(conn, transaction_id, actor)
+            rows = (await conn.execute(CLAIM, params)).all()
+            fresh = [r.transaction_id for r in rows if not r.was_exhausted]
+            spent = [r.transaction_id for r in rows if r.was_exhausted]
             views = await self._views(conn, fresh + spent)
         return TransactionClaim(token, [views[t] for t in fresh], [views[t] for t in spent])
 
@@ -264,9 +330,8 @@ class TransactionStore:
         when the claim was lost (only the ``checked`` events, marked stale, are written)."""
         async with self._engine.begin() as conn:
             row = (await conn.execute(
-                update(transactions).where(*self._claimed(transaction_id, token))
-                .values(claim_token=None, next_check_at=func.now() + seconds(delay_seconds))
-                .returning(transactions.c.transaction_id))).first()
+                _answer(ledger.RETRY_CHECK, transaction_id, token, {"delay": delay_seconds})
+            )).first()
             await self._checked(conn, transaction_id, actor,
                                 dict(checked) | ({} if row else {"stale": True}))
         return row is not None
@@ -276,50 +341,21 @@ class TransactionStore:
         """An ``unknown`` answer to the last call: the transaction and its messages are
         flagged dead (check-exhausted) for an operator. False when the claim was lost."""
         async with self._engine.begin() as conn:
-            held = (await conn.execute(
-                select(transactions.c.transaction_id)
-                .where(*self._claimed(transaction_id, token)).with_for_update())).first()
+            row = (await conn.execute(
+                _answer(ledger.CHECK_EXHAUSTED, transaction_id, token))).first()
             await self._checked(conn, transaction_id, actor,
-                                dict(checked) | ({} if held else {"stale": True}))
-            if held is not None:
-                await self._exhaust(conn, transaction_id, actor)
-        return held is not None
+                                dict(checked) | ({} if row else {"stale": True}))
+            if row is not None:
+                flagged = _flag_members(messages.c.transaction_id == transaction_id)
+                await conn.execute(with_event(flagged, event_of(_EXHAUSTED_MEMBER), actor,
+                                              _dead_detail))
+        return row is not None
 
     async def lost_claim(self, transaction_id: str, actor: str,
                          checked: Mapping[str, Any]) -> None:
         """A committed / rolled_back answer whose claim was lost: the call did happen."""
         async with self._engine.begin() as conn:
             await self._checked(conn, transaction_id, actor, dict(checked) | {"stale": True})
-
-    async def oldest_due_lag(self) -> float:
-        """Seconds the oldest due, unclaimed transaction check is overdue (0 when none is)."""
-        statement = select(func.extract(
-            "epoch", func.now() - func.min(transactions.c.next_check_at))).where(
-            transactions.c.state == TransactionState.PENDING.value, ~transactions.c.dead,
-            transactions.c.next_check_at <= func.now())
-        async with self._engine.connect() as conn:
-            lag = (await conn.execute(statement)).scalar()
-        return max(0.0, float(lag)) if lag is not None else 0.0
-
-    @staticmethod
-    def _claimed(transaction_id: str, token: str) -> list[Any]:
-        return [transactions.c.transaction_id == transaction_id,
-                transactions.c.state == TransactionState.PENDING.value,
-                transactions.c.claim_token == token]
-
-    async def _exhaust(self, conn: AsyncConnection, transaction_id: str, actor: str) -> None:
-        reason = DeadReason.CHECK_EXHAUSTED.value
-        await conn.execute(
-            update(transactions).where(transactions.c.transaction_id == transaction_id)
-            .values(dead=True, dead_reason=reason, next_check_at=None, claim_token=None))
-        flagged = (
-            update(messages)
-            .where(messages.c.transaction_id == transaction_id,
-                   messages.c.state == table.CHECK_EXHAUSTED.source.value)
-            .values(**core_values(table.CHECK_EXHAUSTED))
-            .returning(*messages.c).cte("flagged"))
-        await conn.execute(with_event(flagged, event_of(table.CHECK_EXHAUSTED), actor,
-                                      {"reason": reason, "transaction_id": transaction_id}))
 
     async def _checked(self, conn: AsyncConnection, transaction_id: str, actor: str,
                        detail: Mapping[str, Any]) -> None:
@@ -334,15 +370,17 @@ class TransactionStore:
             .order_by(messages.c.transaction_position)))
 
 
-def _move_members(transaction_id: str, change: TransactionChange) -> Any:
-    """The change of every message of the transaction, as a CTE returning the changed rows.
-    A confirm numbers its ordered messages (``confirm_seq``) in their listed order: the
-    numbers are drawn in a sub-select sorted by position (PostgreSQL evaluates a volatile
-    output column after the sort), never in the order the ``UPDATE`` happens to visit rows."""
-    values = core_values(change.message) | (
+def _move_members(transaction_id: str, change: TransactionTransition) -> tuple[Any, Transition]:
+    """The change of every message of the transaction, as a CTE returning the changed rows,
+    and the message transition it applies. A confirm numbers its ordered messages
+    (``confirm_seq``) in their listed order: the numbers are drawn in a sub-select sorted by
+    position (PostgreSQL evaluates a volatile output column after the sort), never in the
+    order the ``UPDATE`` happens to visit rows."""
+    member = change.member
+    values = core_values(member) | (
         {"claim_token": f"publishing:{transaction_id}"} if change.publishing else {})
     members = [messages.c.transaction_id == transaction_id,
-               messages.c.state == change.message.source.value]
+               messages.c.state == member.source.value]
     if "confirm_seq" in values:
         numbered = (
             select(messages.c.message_id, values["confirm_seq"].label("seq"))
@@ -350,7 +388,8 @@ def _move_members(transaction_id: str, change: TransactionChange) -> Any:
             .cte("numbered").prefix_with("MATERIALIZED"))
         values["confirm_seq"] = numbered.c.seq
         members.append(messages.c.message_id == numbered.c.message_id)
-    return update(messages).where(*members).values(values).returning(*messages.c).cte("moved")
+    moved = update(messages).where(*members).values(values).returning(*messages.c).cte("moved")
+    return moved, member
 
 
 class ClaimLost(Exception):
@@ -358,7 +397,7 @@ class ClaimLost(Exception):
     meanwhile: nothing was changed."""
 
 
-def _explain_miss(transaction_id: str, change: TransactionChange,
+def _explain_miss(transaction_id: str, change: TransactionTransition,
                   current: TransactionView | None, app: str | None,
                   claim_token: str | None) -> TransactionView:
     if current is None or (app is not None and current.transaction.app != app):
@@ -370,10 +409,3 @@ def _explain_miss(transaction_id: str, change: TransactionChange,
         return current
     raise Conflict(f"cannot {change.action} transaction {transaction_id!r}: its current "
                    f"state is {state.value!r}")
-
-
-def _deliver_after(message: NewMessage) -> Any:
-    """A delayed member's time: as given, or its delay from now (database clock)."""
-    if message.delay_seconds is None:
-        return message.deliver_after
-    return func.now() + seconds(literal(float(message.delay_seconds)))

@@ -1,15 +1,17 @@
-"""The transition table (:mod:`rms.domain.transitions`) rendered as SQL, in its two forms:
-SQLAlchemy values for the statements built with Core, and SQL text for the constant statements
-of the coalesced request path. Both come from the same effects, so they cannot drift apart.
+"""The transition tables rendered as SQL, in their two forms: SQLAlchemy values for the
+statements built with Core, and SQL text for the constant statements of the coalesced request
+path. Both come from the same effects, so they cannot drift apart. The renderer takes the table
+it writes as a parameter: the messages' table (:mod:`rms.domain.transitions`) and the
+transactions' (:mod:`rms.domain.transaction_transitions`) are rendered alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
-from sqlalchemy import CTE, ColumnElement, Select, case, cast, func, literal, select
+from sqlalchemy import CTE, ColumnElement, Select, Table, case, cast, func, literal, select
 from sqlalchemy.dialects.postgresql import JSONB
 
 from rms.domain.states import Event
@@ -35,36 +37,45 @@ def seconds(value: Any) -> ColumnElement[Any]:
     return func.make_interval(0, 0, 0, 0, 0, 0, value)
 
 
-def core_values(change: Transition, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The effects as ``UPDATE messages ... VALUES`` arguments; ``given`` supplies each
-    :class:`Given` value as a Core expression."""
+class Row(Protocol):
+    """A row of a transition table, as the renderer reads it: its column effects."""
+
+    @property
+    def effects(self) -> Mapping[str, Effect]: ...
+
+
+def core_values(change: Row, given: Mapping[str, Any] | None = None,
+                target: Table = messages) -> dict[str, Any]:
+    """The effects as ``UPDATE <target> ... VALUES`` arguments (``target``: the table the row
+    belongs to, messages unless told); ``given`` supplies each :class:`Given` value as a Core
+    expression."""
     supplied = given or {}
-    return {name: _core(effect, supplied) for name, effect in change.effects.items()}
+    return {name: _core(effect, supplied, target) for name, effect in change.effects.items()}
 
 
-def _core(effect: Effect, given: Mapping[str, Any]) -> Any:
+def _core(effect: Effect, given: Mapping[str, Any], target: Table) -> Any:
     if isinstance(effect, Scheduled):
-        return case((messages.c.deliver_after > func.now(), _core(effect.waiting, given)),
-                    else_=_core(effect.due, given))
+        return case((target.c.deliver_after > func.now(), _core(effect.waiting, given, target)),
+                    else_=_core(effect.due, given, target))
     if isinstance(effect, Now):
         return func.now()
     if isinstance(effect, Column):
-        return messages.c[effect.name]
+        return target.c[effect.name]
     if isinstance(effect, Given):
         return given[effect.name]
     if isinstance(effect, Plus):
-        return messages.c[effect.name] + effect.by
+        return target.c[effect.name] + effect.by
     if isinstance(effect, Later):
-        return func.now() + seconds(_core(effect.seconds, given))
+        return func.now() + seconds(_core(effect.seconds, given, target))
     if isinstance(effect, NextInSequence):
         return func.nextval(effect.name)
     if isinstance(effect, When):
-        return case((messages.c[effect.flag], _core(effect.then, given)),
-                    else_=_core(effect.otherwise, given))
+        return case((target.c[effect.flag], _core(effect.then, given, target)),
+                    else_=_core(effect.otherwise, given, target))
     return effect
 
 
-def set_sql(change: Transition, row: str = "m.") -> str:
+def set_sql(change: Row, row: str = "m.") -> str:
     """The effects as the SET clause of ``UPDATE messages m`` (``row`` prefixes the row's own
     columns)."""
     return ", ".join(f"{name} = {sql_of(effect, row)}" for name, effect in change.effects.items())

@@ -66,12 +66,18 @@ class Drafts:
 
     async def draft(self, app: App, request: PrepareInput) -> NewMessage:
         """Validate a prepare against the app's permissions and the limits."""
-        self._check_topic(app, request.topic)
-        self._check_payload(request)
-        _check_key(request.key)
-        self._check_headers(request.headers)
-        self._check_delay(request)
-        check_url = request.check_url or app.default_check_url
+        return await self.draft_content(app, request, request)
+
+    async def draft_content(self, app: App, content: ContentInput, checkback: CheckBackInput
+                            ) -> NewMessage:
+        """Validate a message's ``content`` with the ``checkback`` fields it is stored with
+        (its own for a prepare, its transaction's for a message of a transaction)."""
+        self._check_topic(app, content.topic)
+        self._check_payload(content, checkback)
+        _check_key(content.key)
+        self._check_headers(content.headers)
+        self._check_delay(content)
+        check_url = checkback.check_url or app.default_check_url
         if check_url is None:
             raise Invalid("check_url is required (the app has no default_check_url)")
         check_url = await validate_check_url(check_url, app.check_url_prefixes,
@@ -79,25 +85,27 @@ class Drafts:
                                              passed=self.passed_hosts)
         policy = self.settings.policy
         return NewMessage(
-            message_id=request.message_id or new_message_id(),
-            topic=request.topic,
-            key=request.key,
-            payload=request.payload,
-            headers=request.headers,
+            message_id=content.message_id or new_message_id(),
+            topic=content.topic,
+            key=content.key,
+            payload=content.payload,
+            headers=content.headers,
             check_url=check_url,
-            check_after_seconds=_pick(request.check_after_seconds, policy.check_after_seconds),
-            max_checks=_pick(request.max_checks, policy.max_checks),
-            ack_timeout_seconds=_pick(request.ack_timeout_seconds, policy.ack_timeout_seconds),
-            max_deliveries=_pick(request.max_deliveries, policy.max_deliveries),
-            deliver_after=request.deliver_after,
-            delay_seconds=request.delay_seconds,
-            ordered=is_ordered(app, request.topic, request.key),
+            check_after_seconds=_pick(checkback.check_after_seconds, policy.check_after_seconds),
+            max_checks=_pick(checkback.max_checks, policy.max_checks),
+            ack_timeout_seconds=_pick(content.ack_timeout_seconds, policy.ack_timeout_seconds),
+            max_deliveries=_pick(content.max_deliveries, policy.max_deliveries),
+            deliver_after=content.deliver_after,
+            delay_seconds=content.delay_seconds,
+            ordered=is_ordered(app, content.topic, content.key),
         )
 
-    async def draft_item(self, app: App, index: int, request: PrepareInput) -> NewMessage:
-        """:meth:`draft` for a batch item: a refusal names the item."""
+    async def draft_item(self, app: App, index: int, content: ContentInput,
+                         checkback: CheckBackInput) -> NewMessage:
+        """:meth:`draft_content` for an item of a batch or a transaction: a refusal names the
+        item."""
         try:
-            return await self.draft(app, request)
+            return await self.draft_content(app, content, checkback)
         except (Forbidden, Invalid, PayloadTooLarge) as exc:
             raise type(exc)(f"messages[{index}]: {exc.detail}") from exc
 
@@ -115,17 +123,17 @@ class Drafts:
             raise PayloadTooLarge(f"a batch holds at most {self.settings.max_batch_items} "
                                   f"items; this one has {count}")
 
-    def _check_payload(self, request: PrepareInput) -> None:
-        encoded = orjson.dumps(request.payload)  # encodable: the transport checked it
+    def _check_payload(self, content: ContentInput, checkback: CheckBackInput) -> None:
+        encoded = orjson.dumps(content.payload)  # encodable: the transport checked it
         if len(encoded) > self.settings.max_payload_bytes:
             raise PayloadTooLarge(f"payload is {len(encoded)} bytes; the limit is "
                                   f"{self.settings.max_payload_bytes} (RMS_MAX_PAYLOAD_BYTES)")
         if _ENCODED_NUL.search(encoded):
             raise Invalid(_NUL)
-        if any("\x00" in text for text in (request.key or "", request.check_url or "")):
+        if any("\x00" in text for text in (content.key or "", checkback.check_url or "")):
             raise Invalid(_NUL)
 
-    def _check_delay(self, request: PrepareInput) -> None:
+    def _check_delay(self, request: ContentInput) -> None:
         """At most one way to delay, and no further ahead than RMS_MAX_DELAY_SECONDS (a time in
         the past means no delay)."""
         limit = self.settings.max_delay_seconds

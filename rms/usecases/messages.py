@@ -56,7 +56,7 @@ class MessageService:
     async def _prepare_batch(self, app: App, requests: Sequence[PrepareInput],
                              trace: TraceContext | None) -> list[Message]:
         self.drafts.check_batch_size(len(requests))
-        drafts = [replace(await self.drafts.draft_item(app, index, req), trace=trace)
+        drafts = [replace(await self.drafts.draft_item(app, index, req, req), trace=trace)
                   for index, req in enumerate(requests)]
         duplicates = first_duplicate([d.message_id for d in drafts])
         if duplicates is not None:

@@ -1,6 +1,6 @@
-"""Transactions of several messages: the producer's create / confirm / cancel / read, the
-operator's confirm / cancel, and the confirm worker's check-back of a transaction (one call
-per transaction, never per message).
+"""Transactions of several messages: the producer's create / confirm / cancel / read and the
+operator's confirm / cancel. The check-back of a transaction (one call per transaction, never
+per message) is a subject of the one check-back loop (:mod:`rms.usecases.checkback`).
 
 A confirmed transaction's messages are published through the one publish path in their
 listed order (:meth:`rms.delivery.Dispatcher.deliver_in_order`).
@@ -8,41 +8,24 @@ listed order (:meth:`rms.delivery.Dispatcher.deliver_in_order`).
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
-from typing import Any, Protocol
-
-import structlog
+from typing import Protocol
 
 from rms import metrics, tracing
 from rms.delivery import Dispatcher
 from rms.domain.errors import Conflict, Invalid
 from rms.domain.ids import new_message_id
 from rms.domain.models import Actor, App
-from rms.domain.policy import DeliveryPolicy, next_check_delay
-from rms.domain.states import DeadReason
 from rms.domain.trace import TraceContext
-from rms.domain.transactions import (
-    CANCEL,
-    CONFIRM,
-    NewTransaction,
-    Transaction,
-    TransactionChange,
-    TransactionView,
-)
+from rms.domain.transaction_transitions import CANCEL, CONFIRM, TransactionTransition
+from rms.domain.transactions import NewTransaction, TransactionView
 from rms.store.transactions import (
-    ClaimLost,
     ListedTransaction,
     TransactionFilter,
     TransactionStore,
 )
-from rms.usecases.checkbacks import CheckResult, CheckSettings, Outcome, count_answer
 from rms.usecases.drafts import CheckBackInput, ContentInput, Drafts, first_duplicate
-
-log = structlog.get_logger(__name__)
 
 
 class TransactionInput(CheckBackInput, Protocol):
@@ -52,25 +35,6 @@ class TransactionInput(CheckBackInput, Protocol):
     def transaction_id(self) -> str | None: ...
     @property
     def messages(self) -> Sequence[ContentInput]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class _Member:
-    """A member as a prepare request (:class:`rms.usecases.drafts.PrepareInput`), carrying the
-    transaction's check-back fields, so it is validated exactly as a prepare is."""
-
-    message_id: str | None
-    topic: str
-    key: str | None
-    payload: Any
-    headers: dict[str, str]
-    check_url: str | None
-    check_after_seconds: float | None
-    max_checks: int | None
-    ack_timeout_seconds: float | None
-    max_deliveries: int | None
-    deliver_after: datetime | None
-    delay_seconds: float | None
 
 
 @dataclass
@@ -136,7 +100,7 @@ class Transactions:
 
     # ---- helpers -------------------------------------------------------------------------
 
-    async def _change(self, transaction_id: str, change: TransactionChange, *,
+    async def _change(self, transaction_id: str, change: TransactionTransition, *,
                       app: str | None, actor: str, by: Actor) -> TransactionView:
         view, changed = await self.store.change(transaction_id, change, app=app, actor=actor,
                                                 by=by)
@@ -151,13 +115,8 @@ class Transactions:
         check_url = request.check_url or app.default_check_url
         if check_url is None:
             raise Invalid("check_url is required (the app has no default_check_url)")
-        members = [
-            await self.drafts.draft_item(app, index, _Member(
-                item.message_id or new_message_id(), item.topic, item.key, item.payload,
-                item.headers, check_url, request.check_after_seconds, request.max_checks,
-                item.ack_timeout_seconds, item.max_deliveries, item.deliver_after,
-                item.delay_seconds))
-            for index, item in enumerate(request.messages)]
+        members = [await self.drafts.draft_item(app, index, item, request)
+                   for index, item in enumerate(request.messages)]
         duplicate = first_duplicate([m.message_id for m in members])
         if duplicate is not None:
             raise Invalid(f"messages[{duplicate[1]}]: message_id {duplicate[0]!r} appears "
@@ -170,109 +129,10 @@ class Transactions:
 
 
 async def after_change(dispatcher: Dispatcher, view: TransactionView,
-                       change: TransactionChange, actor: str) -> None:
+                       change: TransactionTransition, actor: str) -> None:
     """What follows a confirm or cancel that changed the transaction: the metrics, and for a
     confirm the publishes of its messages, in order."""
     metrics.TRANSITIONS.labels("confirmed" if change is CONFIRM else "cancelled").inc(
         len(view.messages))
     if change is CONFIRM:
         await dispatcher.deliver_in_order(list(view.messages), actor=actor)
-
-
-class TransactionCaller(Protocol):
-    """Asks a transaction's producer about it; never raises for what the producer does."""
-
-    async def check_transaction(self, transaction: Transaction, app: App,
-                                trace: TraceContext | None = None) -> CheckResult: ...
-
-
-AppsOf = Callable[[Sequence[str]], Awaitable[dict[str, App]]]
-
-
-class TransactionChecks:
-    """The confirm worker's check-back of transactions: claim due ones, ask each producer once
-    per transaction, and confirm, cancel, retry or flag dead all its messages together."""
-
-    def __init__(self, settings: CheckSettings, store: TransactionStore, apps: AppsOf,
-                 caller: TransactionCaller, dispatcher: Dispatcher, actor: str) -> None:
-        self._settings = settings
-        self._store = store
-        self._apps = apps
-        self._caller = caller
-        self._dispatcher = dispatcher
-        self._actor = actor
-        self._slots = asyncio.Semaphore(settings.concurrency)
-
-    async def tick(self) -> int:
-        """Check every due transaction; returns how many were claimed."""
-        total = 0
-        while True:
-            claim = await self._store.claim(self._settings.batch_size,
-                                            self._settings.lease_seconds, self._actor)
-            for view in claim.exhausted:
-                self._count_dead(view.transaction, at_claim=True)
-            if claim.claimed:
-                apps = await self._apps([v.transaction.app for v in claim.claimed])
-                await asyncio.gather(*(self._check(claim.token, view, apps[view.transaction.app])
-                                       for view in claim.claimed))
-            claimed = len(claim.claimed) + len(claim.exhausted)
-            total += claimed
-            if claimed < self._settings.batch_size:
-                return total
-
-    async def _check(self, token: str, view: TransactionView, app: App) -> None:
-        transaction = view.transaction
-        async with self._slots:
-            started = time.perf_counter()
-            with tracing.start("rms.check-back", view.trace, kind="client", attributes={
-                    "rms.app": transaction.app, "rms.transaction_id": transaction.transaction_id,
-                    "rms.check_count": transaction.check_count}) as span:
-                result = await self._caller.check_transaction(transaction, app, span.context)
-                span.set("rms.outcome", result.outcome.value)
-                if result.error is not None:
-                    span.fail(result.error)
-        count_answer(result, time.perf_counter() - started, attempt=transaction.check_count,
-                     transaction_id=transaction.transaction_id, app=app.name)
-        try:
-            await self._apply(token, transaction, result)
-        except Exception:  # the claim expires and the transaction is checked again
-            log.exception("check.apply_failed", transaction_id=transaction.transaction_id,
-                          app=app.name, attempt=transaction.check_count)
-
-    async def _apply(self, token: str, transaction: Transaction, result: CheckResult) -> None:
-        checked: dict[str, Any] = {"attempt": transaction.check_count,
-                                   "outcome": result.outcome.value}
-        if result.error:
-            checked["error"] = result.error
-        transaction_id = transaction.transaction_id
-        if result.outcome is Outcome.UNKNOWN:
-            if transaction.check_count >= transaction.max_checks:
-                if await self._store.exhaust(transaction_id, token, self._actor, checked):
-                    self._count_dead(transaction, at_claim=False)
-                return None
-            delay = next_check_delay(self._policy(transaction), transaction.check_count)
-            await self._store.retry(transaction_id, token, delay, self._actor, checked)
-            return None
-        change = CONFIRM if result.outcome is Outcome.COMMITTED else CANCEL
-        try:
-            view, changed = await self._store.change(
-                transaction_id, change, app=None, actor=self._actor, by=Actor.CHECK_BACK,
-                claim_token=token, checked=checked)
-        except ClaimLost:
-            log.warning("check.claim_lost", transaction_id=transaction_id,
-                        app=transaction.app, attempt=transaction.check_count)
-            return await self._store.lost_claim(transaction_id, self._actor, checked)
-        if changed:
-            await after_change(self._dispatcher, view, change, self._actor)
-        return None
-
-    def _policy(self, transaction: Transaction) -> DeliveryPolicy:
-        return DeliveryPolicy(check_after_seconds=transaction.check_after_seconds,
-                              check_backoff_cap_seconds=self._settings.check_backoff_cap_seconds)
-
-    def _count_dead(self, transaction: Transaction, *, at_claim: bool) -> None:
-        reason = DeadReason.CHECK_EXHAUSTED.value
-        metrics.DEAD_LETTERS.labels(reason).inc(len(transaction.message_ids))
-        log.warning("check.exhausted", transaction_id=transaction.transaction_id,
-                    app=transaction.app, attempt=transaction.check_count, reason=reason,
-                    unanswered_last_attempt=at_claim)

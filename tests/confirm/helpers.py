@@ -9,16 +9,17 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from rms.domain.checkback import Action
 from rms.domain.models import Message
-from rms.store.checks import Action, Answer, CheckStore, Resolution
+from rms.store.checkback import Answer, CheckBackStore, Resolution
 from rms.store.messages import MessageStore
-from rms.usecases.checkbacks import ConfirmWorker
+from rms.usecases.checkback import CheckBackWorker
 from tests.support import Api, AppKeys
 
 FAST = {"check_after_seconds": 0.05}
 
 
-async def drive(worker: ConfirmWorker, until: Callable[[], Awaitable[bool]],
+async def drive(worker: CheckBackWorker, until: Callable[[], Awaitable[bool]],
                 timeout: float = 20.0, interval: float = 0.05) -> None:
     """Tick ``worker`` (as its scheduler would) until ``until()`` holds."""
     deadline = time.monotonic() + timeout
@@ -70,7 +71,7 @@ async def record_answer(engine: AsyncEngine, message: Message, token: str, actor
                         action: Action, answer: Answer) -> Message | None:
     """Record one answer for a message claimed under ``token``; the stored message after the
     change, or None when the claim was lost."""
-    [resolved] = await CheckStore(engine).resolve_many(
+    [resolved] = await CheckBackStore(engine).resolve_many(
         [Resolution(message.message_id, token, actor, action, answer)])
     if not resolved.applied:
         return None

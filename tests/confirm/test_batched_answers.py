@@ -1,4 +1,4 @@
-"""Answers recorded many at a time (CheckStore.resolve_many, the worker's coalesced path):
+"""Answers recorded many at a time (CheckBackStore.resolve_many, the worker's coalesced path):
 each answer is still guarded by its own claim token, a stale worker's batch changes nothing,
 and check counts stay exact."""
 
@@ -11,7 +11,8 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.config import Settings
-from rms.store.checks import Action, Answer, CheckStore, Claim, Resolution
+from rms.domain.checkback import Action
+from rms.store.checkback import Answer, CheckBackStore, Claim, Resolution
 from rms.store.database import create_engine
 from tests.confirm.helpers import FAST, events, message
 from tests.confirm.servers import CallbackServer
@@ -47,7 +48,7 @@ async def test_a_stale_workers_batch_changes_nothing(
         api: Api, producer: AppKeys, server: CallbackServer, engine: AsyncEngine,
         topic: str) -> None:
     ids = await prepared(api, producer, server, topic, 4)
-    store = CheckStore(engine)
+    store = CheckBackStore(engine)
     stale = await store.claim(10, 0.3, "killed")
     await asyncio.sleep(0.4)  # its lease runs out; another worker claims the messages
     fresh = await store.claim(10, 30, "survivor")
@@ -88,7 +89,7 @@ async def test_one_batch_mixes_live_and_lost_claims(
     """Each answer is guarded by its own token: a lost one in the same statement as live ones
     neither fails nor changes them."""
     lost_id, live_id = await prepared(api, producer, server, topic, 2)
-    store = CheckStore(engine)
+    store = CheckBackStore(engine)
     first = await store.claim(10, 30, "w")
     lost = next(m for m in first.messages if m.message_id == lost_id)
     live = next(m for m in first.messages if m.message_id == live_id)
@@ -108,7 +109,7 @@ async def test_retries_count_every_call_and_exhaust_exactly_at_max_checks(
     message_id = await api.prepared_id(producer, topic, check_url=server.url + "check",
                                        max_checks=3, **FAST)
     await asyncio.sleep(0.1)
-    store = CheckStore(engine)
+    store = CheckBackStore(engine)
     for attempt in (1, 2, 3):
         claim = await store.claim(10, 30, "w")
         [claimed] = claim.messages

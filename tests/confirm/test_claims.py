@@ -11,9 +11,10 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from confirm_service.runtime import confirm_worker
+from confirm_service.runtime import checkback_worker
 from rms.config import Settings
-from rms.store.checks import Action, Answer, CheckStore
+from rms.domain.checkback import Action
+from rms.store.checkback import Answer, CheckBackStore
 from rms.store.database import create_engine
 from tests.confirm.helpers import (
     FAST,
@@ -42,7 +43,7 @@ async def test_concurrent_claims_never_overlap(api: Api, producer: AppKeys, serv
     claimed: Counter[str] = Counter()
 
     async def claimer(name: str) -> None:
-        store = CheckStore(engine)
+        store = CheckBackStore(engine)
         while batch := (await store.claim(25, 60, name)).messages:
             claimed.update(m.message_id for m in batch)
             assert {m.check_count for m in batch} == {1}
@@ -56,7 +57,7 @@ async def test_abandoned_claim_returns_and_a_late_worker_changes_nothing(
         topic: str) -> None:
     message_id = await api.prepared_id(producer, topic, check_url=server.url + "check", **FAST)
     await asyncio.sleep(0.1)
-    store = CheckStore(engine)
+    store = CheckBackStore(engine)
     first = await store.claim(10, 1.0, "killed")  # this worker "dies" mid-batch
     assert [m.message_id for m in first.messages] == [message_id]
     assert (await store.claim(10, 1.0, "other")).messages == []  # leased: not due
@@ -90,10 +91,10 @@ async def test_due_with_no_attempt_left_is_dead_without_a_call(
     message_id = await api.prepared_id(producer, topic, check_url=server.url + "check",
                                        max_checks=1, **FAST)
     await asyncio.sleep(0.1)
-    abandoned = await CheckStore(engine).claim(10, 0.2, "killed")
+    abandoned = await CheckBackStore(engine).claim(10, 0.2, "killed")
     assert len(abandoned.messages) == 1
     await asyncio.sleep(0.3)
-    async with confirm_worker(worker_settings) as worker:
+    async with checkback_worker(worker_settings) as worker:
         await drive(worker, lambda: all_settled(api, producer, [message_id]))
     assert server.calls == []
     found = await message(api, producer, message_id)
@@ -116,7 +117,7 @@ async def test_claim_scan_uses_the_due_index(engine: AsyncEngine) -> None:
 
 async def test_oldest_due_lag(api: Api, producer: AppKeys, server: CallbackServer,
                               engine: AsyncEngine, topic: str) -> None:
-    store = CheckStore(engine)
+    store = CheckBackStore(engine)
     assert await store.oldest_due_lag() == 0.0
     await api.prepared_id(producer, topic, check_url=server.url + "check", check_after_seconds=0)
     await asyncio.sleep(0.3)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from confirm_service.runtime import confirm_worker
+from confirm_service.runtime import checkback_worker
 from rms.config import Settings
 from rms.kafka.records import header
 from tests.confirm.helpers import FAST, drive, events, message
@@ -28,7 +28,7 @@ async def test_commit_found_after_the_delivery_time_publishes_at_once(
     server.behaviour = _committed
     message_id = await api.prepared_id(producer, topic, check_url=server.url + "check",
                                        delay_seconds=0.3, check_after_seconds=1.0)
-    async with confirm_worker(worker_settings) as worker:
+    async with checkback_worker(worker_settings) as worker:
         async def is_sent() -> bool:
             return bool((await message(api, producer, message_id))["state"] == "sent")
 
@@ -49,7 +49,7 @@ async def test_commit_found_before_the_delivery_time_waits_for_it(
     server.behaviour = _committed
     message_id = await api.prepared_id(producer, topic, check_url=server.url + "check",
                                        delay_seconds=120, **FAST)
-    async with confirm_worker(worker_settings) as worker:
+    async with checkback_worker(worker_settings) as worker:
         async def is_sent() -> bool:
             return bool((await message(api, producer, message_id))["state"] == "sent")
 

@@ -11,7 +11,7 @@ from datetime import datetime
 import orjson
 import pytest
 
-from confirm_service.runtime import confirm_worker
+from confirm_service.runtime import checkback_worker
 from rms.config import Settings
 from rms.embedded import free_port
 from tests.confirm.helpers import FAST, all_settled, drive, events, message
@@ -60,7 +60,7 @@ async def test_every_fault_is_unknown_and_bounded(
                                            max_checks=MAX_CHECKS, **FAST)
     server.behaviour = by_path
 
-    async with confirm_worker(worker_settings) as worker:
+    async with checkback_worker(worker_settings) as worker:
         await drive(worker, lambda: all_settled(api, producer, list(ids.values())))
 
     for path, message_id in ids.items():
@@ -91,7 +91,7 @@ async def test_unknown_retries_back_off(api: Api, producer: AppKeys, server: Cal
     message_id = await api.prepared_id(producer, topic, check_url=server.url + "check",
                                        max_checks=4, check_after_seconds=0.1)
     settings = worker_settings.model_copy(update={"check_backoff_cap_seconds": 0.6})
-    async with confirm_worker(settings) as worker:
+    async with checkback_worker(settings) as worker:
         await drive(worker, lambda: all_settled(api, producer, [message_id]))
     history = await events(api, producer, message_id)
     checked = [e["at"] for e in history if e["event"] == "checked"]
@@ -141,7 +141,7 @@ async def test_a_connection_dropped_after_the_request_is_one_unknown_call(
     producer = await api.create_app(f"drop-{unique}", prefixes=[f"http://127.0.0.1:{port}/"])
     message_id = await api.prepared_id(producer, topic, check_url=f"http://127.0.0.1:{port}/c",
                                        max_checks=2, **FAST)
-    async with server, confirm_worker(worker_settings) as worker:
+    async with server, checkback_worker(worker_settings) as worker:
         await drive(worker, lambda: all_settled(api, producer, [message_id]))
     found = await message(api, producer, message_id)
     assert (found["state"], dropping.requests) == (state, requests)

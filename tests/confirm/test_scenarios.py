@@ -8,7 +8,7 @@ from collections import Counter
 
 from prometheus_client import REGISTRY
 
-from confirm_service.runtime import confirm_worker
+from confirm_service.runtime import checkback_worker
 from rms.config import Settings
 from rms.kafka.records import header
 from rms.sdk.signing import Verifier
@@ -52,7 +52,7 @@ async def test_five_messages(api: Api, producer: AppKeys, server: CallbackServer
     checks_before = {o: metric("rms_checks_total", outcome=o)
                      for o in ("committed", "rolled_back", "unknown")}
 
-    async with confirm_worker(worker_settings) as worker:
+    async with checkback_worker(worker_settings) as worker:
         await drive(worker, lambda: all_settled(api, producer, list(ids.values())))
         for _ in range(5):  # nothing more happens to settled messages
             await worker.tick()
@@ -94,7 +94,7 @@ async def test_history_records_every_call(api: Api, producer: AppKeys, server: C
         return Reply.answer("committed" if call.path == "/c" else "unknown")
 
     server.behaviour = behaviour
-    async with confirm_worker(worker_settings) as worker:
+    async with checkback_worker(worker_settings) as worker:
         await drive(worker, lambda: all_settled(api, producer, [committed, exhausted]))
 
     history = [(e["event"], e["detail"]) for e in await events(api, producer, committed)]
@@ -120,7 +120,7 @@ async def test_calls_carry_the_contract_body_and_a_valid_signature(
         return Reply.answer("rolled_back")
 
     server.behaviour = behaviour
-    async with confirm_worker(worker_settings) as worker:
+    async with checkback_worker(worker_settings) as worker:
         await drive(worker, lambda: all_settled(api, producer, [message_id]))
 
     [call] = server.calls
@@ -148,7 +148,7 @@ async def test_rotated_secret_signs_with_both(api: Api, producer: AppKeys, serve
     async def called() -> bool:
         return bool(server.calls)
 
-    async with confirm_worker(worker_settings) as worker:
+    async with checkback_worker(worker_settings) as worker:
         await drive(worker, called)
     call = server.calls[0]
     assert len(call.headers["webhook-signature"].split()) == 2

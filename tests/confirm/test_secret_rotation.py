@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from confirm_service.runtime import confirm_worker
+from confirm_service.runtime import checkback_worker
 from rms.config import Settings
 from rms.sdk.signing import SignatureError, Verifier
 from rms.store.database import create_engine
@@ -36,7 +36,7 @@ async def _one_call(api: Api, app: AppKeys, server: CallbackServer, settings: Se
     async def called() -> bool:
         return any(call.message_id == message_id for call in server.calls)
 
-    async with confirm_worker(settings) as worker:
+    async with checkback_worker(settings) as worker:
         await drive(worker, called)
     return next(call for call in server.calls if call.message_id == message_id)
 

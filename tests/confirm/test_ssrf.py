@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from confirm_service.http11 import ConnectError, Http11Pool, RemoteProtocolError, Request
-from confirm_service.runtime import confirm_worker
+from confirm_service.runtime import checkback_worker
 from rms import callback_urls
 from rms.callback_urls import CallTarget, IPAddress, is_public
 from rms.config import Settings
@@ -138,7 +138,7 @@ async def test_refused_again_at_call_time(api: Api, server: CallbackServer,
     app = await api.create_app(f"late-{unique}", prefixes=origins(urls))
     ids = await _prepare_all(api, app, topic, urls)
     strict = worker_settings.model_copy(update={"allow_private_callbacks": False})
-    async with confirm_worker(strict) as worker:
+    async with checkback_worker(strict) as worker:
         await drive(worker, lambda: all_settled(api, app, ids))
     assert server.calls == []
     for message_id, url in zip(ids, urls, strict=True):
@@ -155,7 +155,7 @@ async def test_prefix_removed_after_prepare_is_refused_at_call_time(
     message_id = await api.prepared_id(producer, topic, check_url=server.url + "check",
                                        max_checks=1, **FAST)
     await _set_prefixes(api, producer.name, ["http://127.0.0.1:9/"])
-    async with confirm_worker(worker_settings) as worker:
+    async with checkback_worker(worker_settings) as worker:
         await drive(worker, lambda: all_settled(api, producer, [message_id]))
     assert server.calls == []
     [checked] = [e["detail"] for e in await events(api, producer, message_id)
@@ -190,7 +190,7 @@ async def test_private_targets_are_called_when_allowed(api: Api, worker_settings
                 f"http://[::1]:{v6.port}/e"]
         app = await api.create_app(f"allowed-{unique}", prefixes=origins(urls))
         ids = await _prepare_all(api, app, topic, urls)
-        async with confirm_worker(worker_settings) as worker:
+        async with checkback_worker(worker_settings) as worker:
             await drive(worker, lambda: all_settled(api, app, ids))
     assert sorted(c.path for c in v4.calls + v6.calls) == ["/a", "/b", "/c", "/d", "/e"]
     assert [(await message(api, app, m))["state"] for m in ids] == ["sent"] * len(ids)
@@ -248,7 +248,7 @@ async def test_dns_rebinding_cannot_redirect_the_call(
 
     server.behaviour = committed
     strict = worker_settings.model_copy(update={"allow_private_callbacks": False})
-    async with confirm_worker(strict) as worker:
+    async with checkback_worker(strict) as worker:
         await drive(worker, lambda: all_settled(api, app, [first]))
         answers.append([ipaddress.ip_address("10.0.0.7")])  # the name now "rebinds"
         second = await api.prepared_id(app, topic, check_url=origin + "second", max_checks=1,

@@ -4,7 +4,7 @@ message's trace and the publish that follows a committed answer is its child."""
 
 from __future__ import annotations
 
-from confirm_service.runtime import confirm_worker
+from confirm_service.runtime import checkback_worker
 from rms.config import Settings
 from rms.kafka.records import header
 from tests.confirm.helpers import FAST, all_settled, drive
@@ -43,7 +43,7 @@ async def test_the_check_back_call_carries_traceparent(
                              tracestate="rojo=1")
     plain = await _prepared(api, producer, server, topic)
     server.behaviour = _committed
-    async with confirm_worker(worker_settings) as worker:
+    async with checkback_worker(worker_settings) as worker:
         await drive(worker, lambda: all_settled(api, producer, [traced, plain]))
     calls = {call.message_id: call.headers for call in server.calls}
     assert calls[traced]["traceparent"] == PRODUCER_PARENT
@@ -59,7 +59,7 @@ async def test_the_check_back_is_a_span_and_parents_the_publish(
     with recorded_spans() as exporter:
         message_id = await _prepared(api, producer, server, topic,
                                      traceparent=PRODUCER_PARENT)
-        async with confirm_worker(worker_settings) as worker:
+        async with checkback_worker(worker_settings) as worker:
             await drive(worker, lambda: all_settled(api, producer, [message_id]))
         spans = exporter.get_finished_spans()
     prepare, check, publish = (only(spans, n) for n in ("rms.prepare", "rms.check-back",
@@ -83,7 +83,7 @@ async def test_an_unanswered_check_back_span_is_failed(
     server.behaviour = broken
     with recorded_spans() as exporter:
         message_id = await _prepared(api, producer, server, topic, traceparent=PRODUCER_PARENT)
-        async with confirm_worker(worker_settings) as worker:
+        async with checkback_worker(worker_settings) as worker:
             await drive(worker, lambda: _called(server))
         spans = exporter.get_finished_spans()
     check = named(spans, "rms.check-back")[0]
@@ -117,7 +117,7 @@ async def test_a_transactions_check_back_carries_its_traceparent(
                    ).json()["state"] for t in ("traced-tx", "plain-tx")]
         return states == ["confirmed", "confirmed"]
 
-    async with confirm_worker(worker_settings) as worker:
+    async with checkback_worker(worker_settings) as worker:
         await drive(worker, both_confirmed)
     calls = {call.json["transaction_id"]: call.headers for call in server.calls}
     assert calls["traced-tx"]["traceparent"] == PRODUCER_PARENT

@@ -14,7 +14,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from confirm_service.runtime import confirm_worker
+from confirm_service.runtime import checkback_worker
 from rms.config import Settings
 from rms.kafka.records import header
 from rms.sdk.barrier import Barrier, BarrierClosed
@@ -100,7 +100,7 @@ async def test_crash_after_local_commit_is_confirmed_by_check_back_in_order(
         unique: str) -> None:
     topics = [f"orders.{unique}", f"billing.{unique}", f"orders.{unique}"]
     async with shop(api, endpoint, unique) as (keys, rms), \
-            confirm_worker(worker_settings) as worker:
+            checkback_worker(worker_settings) as worker:
         tx = await rms.prepare_transaction(drafts(unique, topics),
                                            transaction_id=f"tx-{unique}",
                                            check_after_seconds=0.05)
@@ -139,7 +139,7 @@ async def test_crash_before_local_commit_is_rolled_back_and_nothing_published(
         unique: str) -> None:
     topic = f"orders.{unique}"
     async with shop(api, endpoint, unique) as (keys, rms), \
-            confirm_worker(worker_settings) as worker:
+            checkback_worker(worker_settings) as worker:
         tx = await rms.prepare_transaction(drafts(unique, [topic, topic]),
                                            check_after_seconds=0.05)
         # the producer dies before its local transaction ran
@@ -173,7 +173,7 @@ async def test_unknown_until_exhausted_flags_all_dead_then_admin_confirms(
         return Reply.answer("unknown")
     server.behaviour = unknown
 
-    async with confirm_worker(worker_settings) as worker:
+    async with checkback_worker(worker_settings) as worker:
         async def dead() -> bool:
             return bool((await view(api, keys, f"tx-{unique}"))["dead"])
         await drive(worker, dead)
@@ -225,7 +225,7 @@ async def test_a_producer_confirm_after_the_claim_wins_and_the_answer_is_stale(
         return Reply.answer("committed")
     server.behaviour = cancel_meanwhile
 
-    async with confirm_worker(worker_settings) as worker:
+    async with checkback_worker(worker_settings) as worker:
         async def asked() -> bool:
             return len(server.calls) >= 1
         await drive(worker, asked)
@@ -259,7 +259,7 @@ async def test_two_workers_never_ask_about_one_transaction_in_the_same_round(
     patient = worker_settings.model_copy(update={"callback_timeout_seconds": 10.0,
                                                  "worker_batch_size": 4})
 
-    async with confirm_worker(patient) as first, confirm_worker(patient) as second:
+    async with checkback_worker(patient) as first, checkback_worker(patient) as second:
         async def all_confirmed() -> bool:
             views = [await view(api, keys, t) for t in ids]
             return all(v["state"] == "confirmed" for v in views)

@@ -103,7 +103,7 @@ async def test_a_crash_between_confirm_and_publish_keeps_the_first_deliveries_in
     recovery worker publishes the messages once their ack deadline passed, one claim round
     each, in their order."""
     from rms.domain.models import Actor
-    from rms.domain.transactions import CONFIRM
+    from rms.domain.transaction_transitions import CONFIRM
     from rms.store.database import create_engine
     from rms.store.transactions import TransactionStore
 

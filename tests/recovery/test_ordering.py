@@ -326,7 +326,7 @@ async def test_a_dead_letter_blocks_its_key_until_resolved_while_other_keys_flow
 @pytest.mark.timeout(180)
 async def test_every_confirm_path_leaves_the_publish_to_the_sequencer(
         api: Api, worker: RecoveryWorker, settings: Settings, topic: str) -> None:
-    from confirm_service.runtime import confirm_worker
+    from confirm_service.runtime import checkback_worker
     from tests.confirm.servers import Call, Reply, callback_server
 
     await _create_topic(api, topic)
@@ -352,7 +352,7 @@ async def test_every_confirm_path_leaves_the_publish_to_the_sequencer(
         checked = await api.prepared_id(orders, topic, key="a", check_after_seconds=0.1,
                                         check_url=server.url + "check")
         await asyncio.sleep(0.3)
-        async with confirm_worker(settings) as checker:
+        async with checkback_worker(settings) as checker:
             await tick_until_checked(checker, api, checked)
         ids = [sent.json()["message_id"], *batch, by_admin, checked]
         for message_id in ids:

@@ -89,7 +89,7 @@ async def test_a_transactions_ordered_members_are_numbered_in_listed_order(
     from sqlalchemy import text
 
     from rms.domain.models import Actor
-    from rms.domain.transactions import CONFIRM
+    from rms.domain.transaction_transitions import CONFIRM
     from rms.store.database import open_engine
     from rms.store.transactions import TransactionStore
 

@@ -20,14 +20,14 @@ from fastapi import FastAPI
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from confirm_service.runtime import confirm_worker
+from confirm_service.runtime import checkback_worker
 from rms.config import Settings
 from rms.demo.orders import Config, barrier_rows, create_app, orders
 from rms.embedded import EmbeddedPostgres, free_port
 from rms.sdk.barrier import Barrier, BarrierClosed
 from rms.sdk.producer import RmsProducer
 from rms.store.database import open_engine
-from rms.usecases.checkbacks import ConfirmWorker
+from rms.usecases.checkback import CheckBackWorker
 from tests.confirm.servers import serving
 from tests.support import Api, read_topic
 
@@ -79,7 +79,7 @@ async def order_rows(engine: AsyncEngine) -> int:
         return int((await conn.execute(select(func.count()).select_from(orders))).scalar_one())
 
 
-async def resolve(worker: ConfirmWorker, demo: Demo, message_id: str, timeout: float = 15
+async def resolve(worker: CheckBackWorker, demo: Demo, message_id: str, timeout: float = 15
                   ) -> str:
     """Tick until check-back resolved ``message_id``; returns its state."""
     deadline = asyncio.get_running_loop().time() + timeout
@@ -121,7 +121,7 @@ async def test_crash_before_confirm_is_repaired_by_check_back(
                                                      "simulate": "crash"})
     placed = response.json()
     assert placed["message_state"] == "pending-send"
-    async with confirm_worker(settings) as worker:
+    async with checkback_worker(settings) as worker:
         assert await resolve(worker, demo, placed["message_id"]) == "sent"
     records = await read_topic(api.settings.kafka_bootstrap_servers, demo.config.topic,
                                expect=1, settle=0.5)
@@ -133,7 +133,7 @@ async def test_crash_before_the_local_transaction_rolls_back(demo: Demo,
     message = await demo.rms.prepare(demo.config.topic, {"order_id": "never"},
                                      message_id="order-never-paid",
                                      check_url=demo.config.check_url, check_after_seconds=0.1)
-    async with confirm_worker(settings) as worker:
+    async with checkback_worker(settings) as worker:
         assert await resolve(worker, demo, message.message_id) == "deleted"
     barrier = Barrier(demo.engine, table=barrier_rows)
     with pytest.raises(BarrierClosed):  # the late local transaction cannot commit any more
@@ -147,7 +147,7 @@ async def test_check_back_during_an_open_transaction_waits_for_it(
                                      message_id="order-slow-paid",
                                      check_url=demo.config.check_url, check_after_seconds=0.1)
     barrier = Barrier(demo.engine, table=barrier_rows)
-    async with confirm_worker(settings) as worker, demo.engine.connect() as conn:
+    async with checkback_worker(settings) as worker, demo.engine.connect() as conn:
         local = await conn.begin()
         await barrier.mark_committed(conn, message.message_id)
         await asyncio.sleep(0.2)
@@ -182,7 +182,7 @@ async def test_runs_as_a_process(rms_app: FastAPI, api: Api, orders_db: str, set
                 assert placed.json()["message_state"] == "sent", placed.text
                 crashed = (await http.post("/orders", json={"customer": "eve", "total": 8,
                                                             "simulate": "crash"})).json()
-                async with confirm_worker(settings) as worker:
+                async with checkback_worker(settings) as worker:
                     for _ in range(100):
                         await worker.tick()
                         found = await http.get(f"/orders/{crashed['order_id']}")

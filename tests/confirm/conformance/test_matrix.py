@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from confirm_service.runtime import confirm_worker
+from confirm_service.runtime import checkback_worker
 from rms.config import Settings
 from rms.embedded import free_port
 from tests.confirm.conformance.stacks import ToolMissing, every_stack
@@ -61,7 +61,7 @@ async def test_every_stack_and_framing_confirms_with_one_call(
                      producer, topic, check_url=f"http://127.0.0.1:{ports[stack.name]}/{mode}",
                      max_checks=1, **FAST)
                  for stack in stacks for mode in sorted(stack.modes)}
-        async with confirm_worker(worker_settings) as worker:
+        async with checkback_worker(worker_settings) as worker:
             await drive(worker, lambda: all_settled(api, producer, list(cases.values())),
                         timeout=60)
 

@@ -1,4 +1,5 @@
-"""The confirm service's SQL: claiming due check-backs and applying their answers.
+"""The check-back's SQL for messages prepared on their own: claiming due check-backs and
+applying their answers (a transaction's are in :mod:`rms.store.transactions`).
 
 A claim is one statement: lock a batch of due messages with ``FOR UPDATE SKIP LOCKED`` (so any
 number of workers share the work without checking a message twice in a round), push their
@@ -13,7 +14,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -37,13 +37,15 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.domain import transitions as table
+from rms.domain.checkback import Action
 from rms.domain.models import Actor, App, Message
 from rms.domain.states import DeadReason, Event
 from rms.store.apps import APP_COLUMNS
 from rms.store.batch import batch_params, unnest_cte
 from rms.store.raw import RawStatement
 from rms.store.rows import message_from, to_app, to_message
-from rms.store.schema import apps, message_events, messages
+from rms.store.schema import apps, message_events, messages, transactions
+from rms.store.transactions import TRANSACTIONS_DUE
 from rms.store.transitions import core_values, event_of, jsonb
 
 DEAD_DETAIL = {"reason": DeadReason.CHECK_EXHAUSTED.value}
@@ -113,13 +115,16 @@ def _claim_statement() -> CompoundSelect[Any]:
 CLAIM = _claim_statement()
 
 
-class Action(StrEnum):
-    """What a check-back answer does to its claimed message."""
+def _oldest_due_lag() -> Select[Any]:
+    """Seconds since the oldest due check-back time, of messages and transactions alike."""
+    oldest = union_all(
+        select(func.min(messages.c.next_check_at).label("due")).where(_DUE),
+        select(func.min(transactions.c.next_check_at).label("due")).where(TRANSACTIONS_DUE),
+    ).subquery("oldest")
+    return select(func.extract("epoch", func.now() - func.min(oldest.c.due)))
 
-    CONFIRM = "confirm"  # committed: the producer-confirm transition
-    CANCEL = "cancel"  # rolled_back: the producer-cancel transition
-    RETRY = "retry"  # unknown with attempts left: due again after a delay
-    EXHAUST = "exhaust"  # unknown on the last attempt: flagged dead
+
+OLDEST_DUE_LAG = _oldest_due_lag()
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +247,7 @@ def _answer_params(items: Sequence[Resolution]) -> dict[str, list[Any]]:
          i.answer.error or None, i.delay_seconds) for i in items])
 
 
-class CheckStore:
+class CheckBackStore:
     """Every method runs one statement (a claim or a result is atomic on its own), so it runs
     in autocommit: one round trip instead of BEGIN, statement, COMMIT."""
 
@@ -279,11 +284,10 @@ class CheckStore:
         return [_resolved(item, applied.get(item.message_id)) for item in items]
 
     async def oldest_due_lag(self) -> float:
-        """Seconds the oldest due, unclaimed check is overdue (0 when none is)."""
-        statement = select(func.extract("epoch", func.now() - func.min(messages.c.next_check_at))
-                           ).where(_DUE)
+        """Seconds the oldest due, unclaimed check-back (of a message or of a transaction) is
+        overdue (0 when none is)."""
         async with self._engine.connect() as conn:
-            lag = (await conn.execute(statement)).scalar()
+            lag = (await conn.execute(OLDEST_DUE_LAG)).scalar()
         return max(0.0, float(lag)) if lag is not None else 0.0
 
 
