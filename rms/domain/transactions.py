@@ -30,24 +30,21 @@ class TransactionState(StrEnum):
 class TransactionChange:
     """Confirm or cancel of a transaction: the row goes from ``pending`` to ``target`` (its
     time column ``stamped`` set to now), and every message of it takes ``message``. A repeat
-    in ``target`` is answered with the transaction as it is. ``publishing``: the messages
-    leave the change claimed (``claim_token`` set) until the broker accepted their first
-    publish, so no other first publish of the transaction overtakes theirs (the recovery
-    claim waits for them, also after a crash of the publishing process)."""
+    in ``target`` is answered with the transaction as it is (a confirm's messages leave it
+    claimed for their first publish, :data:`rms.domain.transitions.CONFIRM_CLAIMED`)."""
 
     action: str
     target: TransactionState
     stamped: str
     message: table.Transition
-    publishing: bool = False
 
     @property
     def source(self) -> TransactionState:
         return TransactionState.PENDING
 
 
-CONFIRM = TransactionChange("confirm", TransactionState.CONFIRMED, "confirmed_at", table.CONFIRM,
-                            publishing=True)
+CONFIRM = TransactionChange("confirm", TransactionState.CONFIRMED, "confirmed_at",
+                            table.CONFIRM_CLAIMED)
 CANCEL = TransactionChange("cancel", TransactionState.CANCELLED, "cancelled_at", table.CANCEL)
 # check-back exhausted: the transaction stays pending, flagged dead with all its messages
 CHECK_EXHAUSTED_REASON = DeadReason.CHECK_EXHAUSTED

@@ -339,8 +339,7 @@ def _move_members(transaction_id: str, change: TransactionChange) -> Any:
     A confirm numbers its ordered messages (``confirm_seq``) in their listed order: the
     numbers are drawn in a sub-select sorted by position (PostgreSQL evaluates a volatile
     output column after the sort), never in the order the ``UPDATE`` happens to visit rows."""
-    values = core_values(change.message) | (
-        {"claim_token": f"publishing:{transaction_id}"} if change.publishing else {})
+    values = core_values(change.message, {"token": literal(f"confirm:{transaction_id}")})
     members = [messages.c.transaction_id == transaction_id,
                messages.c.state == change.message.source.value]
     if "confirm_seq" in values:
