@@ -110,6 +110,10 @@ ORDERED = Flag("ordered")
 # it (a refused publish gives its number back). A confirm, a one-shot send and the claims
 # reserve one; a delayed message before its time and an ordered one get none at confirm.
 RESERVED = Exceeds("delivery_count", "delivery_base")
+# the delivery reserved is the message's first (counted across budgets)
+FIRST_DELIVERY = Equals("delivery_count", 1)
+# a delayed message (published at its ``deliver_after`` at the earliest)
+DELAYED = Present("deliver_after")
 # a claim holds the reserved delivery: a worker's round, the sequencer or the confirm of its
 # transaction is publishing it and has not recorded the broker's answer yet (when the claim's
 # lease, ``next_delivery_at``, runs out, the message is due again)

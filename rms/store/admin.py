@@ -166,7 +166,7 @@ class AdminStore:
 
     async def stats(self) -> list[GroupCounts]:
         pending = and_(messages.c.state == State.PENDING_SEND.value, ~messages.c.dead)
-        unacked = and_(messages.c.state == State.SENT.value, ~messages.c.dead)
+        unacked = and_(messages.c.state == State.SENT.value, condition(phase.Not(phase.DEAD)))
         statement = (
             select(
                 messages.c.app, messages.c.topic, messages.c.state,
@@ -217,7 +217,8 @@ class AdminStore:
             .where(messages.c.state == State.PENDING_SEND.value, ~messages.c.dead)
             .scalar_subquery(),
             select(_age(func.min(_unacked_since())))
-            .where(messages.c.state == State.SENT.value, ~messages.c.dead, ~_waiting())
+            .where(messages.c.state == State.SENT.value,
+                   condition(phase.Not(phase.DEAD)), ~_waiting())
             .scalar_subquery(),
         )
         async with self._engine.connect() as conn:

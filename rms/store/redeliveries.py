@@ -153,8 +153,8 @@ class RedeliveryStore:
         """Seconds until the next delivery falls due, if one does within ``within_seconds``
         (database clock; one probe of the ``messages_due_deliveries`` index)."""
         soon = (select(func.extract("epoch", func.min(messages.c.next_delivery_at) - func.now()))
-                .where(messages.c.state == CLAIM_DELIVERY.source.value, ~messages.c.dead,
-                       messages.c.next_delivery_at > func.now(),
+                .where(messages.c.state == CLAIM_DELIVERY.source.value,
+                       condition(phase.Not(phase.DEAD)), condition(phase.Not(phase.DUE)),
                        messages.c.next_delivery_at <= func.now() + _seconds(within_seconds)))
         async with self._engine.connect() as conn:
             wait = (await conn.execute(soon)).scalar_one()

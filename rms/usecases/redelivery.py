@@ -39,6 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from rms import metrics
 from rms.config import WorkerSettings
 from rms.delivery import Dispatcher, dispatcher_for
+from rms.domain import phase
 from rms.domain.models import Message, PublishOutcome
 from rms.kafka.publisher import Publisher
 from rms.store.admin import AdminStore
@@ -47,6 +48,8 @@ from rms.store.sequencing import SequencingStore
 from rms.usecases.sequencer import Sequencer, SequenceReport
 
 log = structlog.get_logger(__name__)
+# a delayed message's first publish: it was due at its time, not redelivered
+_FIRST_DELAYED = phase.All((phase.FIRST_DELIVERY, phase.DELAYED))
 
 
 class Context(Protocol):
@@ -236,7 +239,7 @@ def _count_scheduled(claimed: list[Message], outcomes: list[PublishOutcome]) -> 
     now = time.time()
     count = 0
     for message, outcome in zip(claimed, outcomes, strict=True):
-        if outcome.ok and outcome.delivery == 1 and message.deliver_after is not None:
+        if outcome.ok and phase.holds(_FIRST_DELAYED, message) and message.deliver_after:
             count += 1
             metrics.SCHEDULED_LATENESS.observe(max(0.0, now - message.deliver_after.timestamp()))
     metrics.SCHEDULED_PUBLISHES.inc(count)

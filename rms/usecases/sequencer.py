@@ -28,6 +28,7 @@ import structlog
 from rms import metrics
 from rms.config import WorkerSettings
 from rms.delivery import Dispatcher
+from rms.domain import phase
 from rms.domain.models import Message, PublishOutcome
 from rms.domain.ordering import run_of
 from rms.store.sequencing import Key, SequencingStore
@@ -154,7 +155,7 @@ class Sequencer:
                 report.failed += 1
                 continue
             report.published += 1
-            if message.delivery_count > 1:  # not its first delivery
+            if not phase.holds(phase.FIRST_DELIVERY, message):
                 metrics.REDELIVERIES.inc()
 
     def _report_dead(self, message: Message, report: KeyReport) -> None:
