@@ -26,7 +26,7 @@ from rms.domain.trace import TraceContext
 from rms.kafka.failures import PublishFailure
 from rms.kafka.publisher import Publisher, PublishError
 from rms.kafka.records import build_record
-from rms.store.deliveries import DeliveryStore, Recorded
+from rms.store.dispatch import DispatchStore, Recorded
 
 log = structlog.get_logger(__name__)
 # the failure reason of a transaction's message held back behind an earlier unpublished one
@@ -50,12 +50,12 @@ def reserved(message: Message) -> bool:
 def dispatcher_for(publisher: Publisher, engine: AsyncEngine, settings: WorkerSettings
                    ) -> Dispatcher:
     """The dispatcher of one process: its publisher, its engine, the deployment's policy."""
-    return Dispatcher(publisher, DeliveryStore(engine), settings.publish_retry_seconds,
+    return Dispatcher(publisher, DispatchStore(engine), settings.publish_retry_seconds,
                       settings.delivery_backoff_cap_seconds)
 
 
 class Dispatcher:
-    def __init__(self, publisher: Publisher, store: DeliveryStore, retry_seconds: float,
+    def __init__(self, publisher: Publisher, store: DispatchStore, retry_seconds: float,
                  backoff_cap_seconds: float) -> None:
         self._publisher = publisher
         self._store = store
@@ -72,7 +72,7 @@ class Dispatcher:
         """Publish delivery number ``message.delivery_count`` and record the broker's answer;
         returns once that answer is durably recorded.
 
-        ``reschedule``: set the ack deadline after an accepted publish (recovery, resend); the
+        ``reschedule``: set the ack deadline after an accepted publish (redelivery, resend); the
         confirm path set it already in the confirming statement. The publish is the span
         ``span`` under ``parent`` (default: the message's stored trace context); the record
         carries that span's context.
@@ -89,9 +89,9 @@ class Dispatcher:
         (each message stays claimed until its accepted publish is recorded, which sets its
         ack deadline). When one fails, the later ones are not published now: they are
         recorded as held back (reason ``held-for-order``; their reserved numbers given back
-        like a failed publish's), and the recovery worker publishes the rest in order
+        like a failed publish's), and the redelivery worker publishes the rest in order
         (:data:`rms.domain.phase.HELD_FOR_ORDER`). A message with no delivery reserved (a delayed one
-        before its time, an ordered one) is published later by the recovery worker; the
+        before its time, an ordered one) is published later by the redelivery worker; the
         messages after it are held back the same way, so first publishes keep their order."""
         taken = [m for m in batch if reserved(m)]
         outcomes: list[PublishOutcome] = []
@@ -127,7 +127,7 @@ class Dispatcher:
                                 parent: TraceContext | None = None) -> PublishOutcome | None:
         """The first publish of a message that a confirm (or a one-shot send) just made
         ``sent``: at once, unless the message is delayed or ordered. Those have no delivery
-        reserved: the recovery worker publishes a delayed one when its ``deliver_after`` comes,
+        reserved: the redelivery worker publishes a delayed one when its ``deliver_after`` comes,
         and its sequencer publishes an ordered one in confirm order."""
         if not reserved(message):
             if not sequenced(message):  # an ordered message waits for the sequencer instead

@@ -1,5 +1,5 @@
-"""The recovery service's SQL: claim due messages, flag spent ones dead and resend dead letters in
-bulk (publish outcomes are written by :mod:`rms.store.deliveries`).
+"""The redelivery worker's SQL: claim due messages, flag spent ones dead and resend dead letters in
+bulk (publish outcomes are written by :mod:`rms.store.dispatch`).
 
 Each statement is guarded the same way as :mod:`rms.store.messages` (``state = 'sent'``, and for
 outcomes ``delivery_count = <the number published>``), so an ack, an admin resend or another
@@ -63,7 +63,7 @@ class Round:
 
 def _due() -> list[ColumnElement[bool]]:
     """Due for a publish (:data:`rms.domain.phase.READY`). Ordered messages are the ordering
-    sequencer's (:mod:`rms.store.sequencing`): the claim round leaves them alone."""
+    sequencer's (:mod:`rms.store.ordering`): the claim round leaves them alone."""
     return [messages.c.state == CLAIM_DELIVERY.source.value, condition(phase.READY),
             condition(phase.Not(phase.ORDERED))]
 

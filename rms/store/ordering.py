@@ -1,4 +1,4 @@
-"""The sequencer's SQL (per-key ordering): key leases, a key's queue in confirm order, the
+"""Per-key ordering's SQL (the ordering sequencer's): key leases, a key's queue in confirm order, the
 claim of one message under the key's lease, and the holding back of the messages behind a
 blocked one.
 
@@ -41,7 +41,7 @@ from rms.domain.states import State
 from rms.domain.transitions import HOLD_IN_LINE, RELEASE_DELIVERY
 from rms.store.phase import condition
 from rms.store.raw import RawStatement
-from rms.store.redeliveries import Round, claim_statement, spent_budget
+from rms.store.redelivery import Round, claim_statement, spent_budget
 from rms.store.rows import message_from, to_message
 from rms.store.schema import messages, ordering_keys
 from rms.store.transitions import core_values, seconds
@@ -133,7 +133,7 @@ def _claim_run(token: str, lease_seconds: float, actor: str) -> Any:
     """Claim (or flag dead, when its budget is spent) the ordered messages ``run_ids`` (the
     runs of a round's keys), each only while its key's lease ``key_token`` is held and, for a
     message of a transaction, only once every earlier message of its transaction had a
-    publish accepted (as the recovery claim)."""
+    publish accepted (as the redelivery claim)."""
     leased = exists().where(
         _of_key(ordering_keys), ordering_keys.c.lease_token == bindparam("key_token"),
         ordering_keys.c.lease_until > func.now())
@@ -147,7 +147,7 @@ def _claim_run(token: str, lease_seconds: float, actor: str) -> Any:
     return claim_statement(chosen, token, lease_seconds, actor)
 
 
-class SequencingStore:
+class OrderingStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
         self._claims: dict[tuple[float, str], RawStatement] = {}
