@@ -16,6 +16,7 @@ from rms.store.rows import to_message
 from rms.store.schema import messages
 from tests.support import Api
 
+
 def _local(term: phase.Term) -> bool:
     """Whether ``term`` reads only the row's own columns (it has a Python form)."""
     if isinstance(term, phase.EarlierMember | phase.LastEvent):
