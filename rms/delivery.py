@@ -90,9 +90,10 @@ class Dispatcher:
         ack deadline). When one fails, the later ones are not published now: they are
         recorded as held back (reason ``held-for-order``; their reserved numbers given back
         like a failed publish's), and the redelivery worker publishes the rest in order
-        (:data:`rms.domain.phase.HELD_FOR_ORDER`). A message with no delivery reserved (a delayed one
-        before its time, an ordered one) is published later by the redelivery worker; the
-        messages after it are held back the same way, so first publishes keep their order."""
+        (:data:`rms.domain.phase.HELD_FOR_ORDER`). A message with no delivery reserved (a
+        delayed one before its time, an ordered one) is published later by the redelivery
+        worker; the messages after it are held back the same way, so first publishes keep
+        their order."""
         taken = [m for m in batch if reserved(m)]
         outcomes: list[PublishOutcome] = []
         blocker: str | None = None

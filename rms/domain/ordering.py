@@ -37,6 +37,7 @@ STEPS: tuple[tuple[phase.Term, Step], ...] = (
     (phase.IN_FLIGHT, Step.HOLD),
 )
 
+
 class Blocked(StrEnum):
     """Why a key is held back by its head (the operator's blocked-keys view)."""
 

@@ -1,5 +1,5 @@
-"""The redelivery worker's SQL: claim due messages, flag spent ones dead and resend dead letters in
-bulk (publish outcomes are written by :mod:`rms.store.dispatch`).
+"""The redelivery worker's SQL: claim due messages, flag spent ones dead and resend dead letters
+in bulk (publish outcomes are written by :mod:`rms.store.dispatch`).
 
 Each statement is guarded the same way as :mod:`rms.store.messages` (``state = 'sent'``, and for
 outcomes ``delivery_count = <the number published>``), so an ack, an admin resend or another
