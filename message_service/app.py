@@ -25,7 +25,7 @@ from rms.store.admin import AdminStore
 from rms.store.apps import AppStore
 from rms.store.database import connect_failure, create_engine
 from rms.store.messages import MessageStore
-from rms.store.redeliveries import RedeliveryStore
+from rms.store.redelivery import RedeliveryStore
 from rms.store.transactions import TransactionStore
 from rms.usecases.acks import Acks
 from rms.usecases.authentication import Authentication

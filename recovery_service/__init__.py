@@ -1,7 +1,9 @@
-"""The recovery service (design sections 2.6, 3 and 7): re-delivery until acknowledged, dead
-letters and the operator tools around them.
+"""The redelivery worker's process (design sections 2.6, 3 and 7) and the dead-letter CLI: it
+holds no service logic of its own.
 
-``rms recovery-worker`` runs :class:`rms.usecases.redelivery.RecoveryWorker` every
-``RMS_WORKER_INTERVAL_SECONDS`` (the rules of counting deliveries are there). Any number of
-workers may share one database. ``rms dead`` lists and resends dead letters through the API.
+``rms recovery-worker`` (:mod:`recovery_service.cli`) runs
+:class:`rms.usecases.redelivery.RedeliveryWorker`, built in :mod:`recovery_service.runtime`,
+every ``RMS_WORKER_INTERVAL_SECONDS`` (the rules of counting deliveries are there; the worker
+also runs the ordering sequencer). Any number of workers may share one database. ``rms dead``
+(:mod:`recovery_service.dead_cli`) lists and resends dead letters through the API.
 """

@@ -1,4 +1,5 @@
-"""``rms recovery-worker``: re-publish unacknowledged messages until acked, then dead-letter."""
+"""``rms recovery-worker``: the redelivery worker's process (re-publish unacknowledged messages
+until acked, then dead-letter; publish ordered messages in key order)."""
 
 from __future__ import annotations
 
@@ -35,11 +36,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _main(settings: WorkerSettings, *, once: bool) -> None:
-    from rms.usecases.redelivery import RecoveryWorker
-    from rms.worker import run_forever, worker_context
+    from recovery_service.runtime import redelivery_worker
+    from rms.worker import run_forever
 
-    async with worker_context(settings, NAME) as context:
-        worker = RecoveryWorker.from_context(context)
+    async with redelivery_worker(settings) as worker:
         if once:
             await worker.tick()
             return

@@ -18,35 +18,44 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from rms import metrics, tracing
 from rms.batching import Coalescer
 from rms.config import WorkerSettings
+from rms.domain import phase
 from rms.domain.models import Message, PublishOutcome
+from rms.domain.ordering import Blocked
 from rms.domain.policy import DeliveryPolicy, ack_deadline
 from rms.domain.trace import TraceContext
 from rms.kafka.failures import PublishFailure
 from rms.kafka.publisher import Publisher, PublishError
 from rms.kafka.records import build_record
-from rms.store.deliveries import DeliveryStore, Recorded
+from rms.store.dispatch import DispatchStore, Recorded
 
 log = structlog.get_logger(__name__)
 # the failure reason of a transaction's message held back behind an earlier unpublished one
-HELD_FOR_ORDER = "held-for-order"
+HELD_FOR_ORDER = Blocked.HELD_FOR_ORDER.value
 
 
 def sequenced(message: Message) -> bool:
-    """Whether ``message`` is left to the recovery workers' sequencer: an ordered message is
-    published only there, in confirm order per key (its confirm, one-shot send or resend
-    reserves no delivery and makes it due at once), never by the request that confirmed it."""
-    return message.ordered
+    """Whether ``message`` is left to the ordering sequencer (in the redelivery worker): an
+    ordered message is published only there, in confirm order per key (its confirm, one-shot
+    send or resend reserves no delivery and makes it due at once), never by the request that
+    confirmed it."""
+    return phase.holds(phase.ORDERED, message)
+
+
+def reserved(message: Message) -> bool:
+    """Whether the statement that made ``message`` due reserved its delivery (not for a delayed
+    message before its time, nor an ordered one): this publish path makes it now."""
+    return phase.holds(phase.RESERVED, message)
 
 
 def dispatcher_for(publisher: Publisher, engine: AsyncEngine, settings: WorkerSettings
                    ) -> Dispatcher:
     """The dispatcher of one process: its publisher, its engine, the deployment's policy."""
-    return Dispatcher(publisher, DeliveryStore(engine), settings.publish_retry_seconds,
+    return Dispatcher(publisher, DispatchStore(engine), settings.publish_retry_seconds,
                       settings.delivery_backoff_cap_seconds)
 
 
 class Dispatcher:
-    def __init__(self, publisher: Publisher, store: DeliveryStore, retry_seconds: float,
+    def __init__(self, publisher: Publisher, store: DispatchStore, retry_seconds: float,
                  backoff_cap_seconds: float) -> None:
         self._publisher = publisher
         self._store = store
@@ -63,7 +72,7 @@ class Dispatcher:
         """Publish delivery number ``message.delivery_count`` and record the broker's answer;
         returns once that answer is durably recorded.
 
-        ``reschedule``: set the ack deadline after an accepted publish (recovery, resend); the
+        ``reschedule``: set the ack deadline after an accepted publish (redelivery, resend); the
         confirm path set it already in the confirming statement. The publish is the span
         ``span`` under ``parent`` (default: the message's stored trace context); the record
         carries that span's context.
@@ -80,15 +89,16 @@ class Dispatcher:
         (each message stays claimed until its accepted publish is recorded, which sets its
         ack deadline). When one fails, the later ones are not published now: they are
         recorded as held back (reason ``held-for-order``; their reserved numbers given back
-        like a failed publish's), and the recovery worker publishes the rest in order
-        (:mod:`rms.store.redeliveries`). A message with no delivery reserved (a delayed one
-        before its time, an ordered one) is published later by the recovery worker; the
-        messages after it are held back the same way, so first publishes keep their order."""
-        reserved = [m for m in batch if m.delivery_reserved]
+        like a failed publish's), and the redelivery worker publishes the rest in order
+        (:data:`rms.domain.phase.HELD_FOR_ORDER`). A message with no delivery reserved (a
+        delayed one before its time, an ordered one) is published later by the redelivery
+        worker; the messages after it are held back the same way, so first publishes keep
+        their order."""
+        taken = [m for m in batch if reserved(m)]
         outcomes: list[PublishOutcome] = []
         blocker: str | None = None
         for message in batch:
-            if not message.delivery_reserved:  # delayed or ordered: published later, in turn
+            if not reserved(message):  # delayed or ordered: published later, in turn
                 blocker = blocker or message.message_id
             elif blocker is not None:
                 outcomes.append(_held(message, blocker))
@@ -96,7 +106,7 @@ class Dispatcher:
                 outcomes.append(await self._publish(message))
                 if not outcomes[-1].ok:
                     blocker = message.message_id
-        await self.record(reserved, outcomes, actor=actor, reschedule=True)
+        await self.record(taken, outcomes, actor=actor, reschedule=True)
         return outcomes
 
     async def _publish(self, message: Message, *, parent: TraceContext | None = None,
@@ -118,9 +128,9 @@ class Dispatcher:
                                 parent: TraceContext | None = None) -> PublishOutcome | None:
         """The first publish of a message that a confirm (or a one-shot send) just made
         ``sent``: at once, unless the message is delayed or ordered. Those have no delivery
-        reserved: the recovery worker publishes a delayed one when its ``deliver_after`` comes,
+        reserved: the redelivery worker publishes a delayed one when its ``deliver_after`` comes,
         and its sequencer publishes an ordered one in confirm order."""
-        if not message.delivery_reserved:
+        if not reserved(message):
             if not sequenced(message):  # an ordered message waits for the sequencer instead
                 metrics.SCHEDULED.inc()
             return None

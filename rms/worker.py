@@ -1,7 +1,7 @@
-"""The shared skeleton of the confirm and recovery workers: build the engine, publisher and
-dispatcher from the worker settings (:func:`worker_context`), run ``tick`` on APScheduler every
-``RMS_WORKER_INTERVAL_SECONDS`` (never two ticks of one worker at once), stop cleanly on
-SIGINT/SIGTERM (:func:`run_forever`). Start-up is :mod:`rms.startup`.
+"""The shared skeleton of the check-back (confirm) and redelivery workers: build the engine,
+publisher and dispatcher from the worker settings (:func:`worker_context`), run ``tick`` on
+APScheduler every ``RMS_WORKER_INTERVAL_SECONDS`` (never two ticks of one worker at once), stop
+cleanly on SIGINT/SIGTERM (:func:`run_forever`). Start-up is :mod:`rms.startup`.
 
 A tick is a plain async function tests call directly; the scheduler only calls it.
 """

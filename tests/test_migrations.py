@@ -92,7 +92,7 @@ def test_transactions_migration_carries_existing_messages_over(postgres: Embedde
     from rms.domain.models import Actor
     from rms.store.database import open_engine
     from rms.store.messages import CONFIRM, MessageStore
-    from rms.store.redeliveries import RedeliveryStore
+    from rms.store.redelivery import RedeliveryStore
 
     name = f"m_{uuid.uuid4().hex[:12]}"
     postgres.create_database(name)
@@ -130,7 +130,7 @@ def test_ordering_per_app_migration_ends_leases_and_keys_each_apps_messages(
     flight are gone, and the queued ordered messages of two apps sharing a topic and key are
     two keys, each in its confirm order."""
     from rms.store.database import open_engine
-    from rms.store.sequencing import Key, SequencingStore
+    from rms.store.ordering import Key, OrderingStore
 
     name = f"m_{uuid.uuid4().hex[:12]}"
     postgres.create_database(name)
@@ -154,7 +154,7 @@ def test_ordering_per_app_migration_ends_leases_and_keys_each_apps_messages(
     async def run() -> tuple[list[Key], dict[Key, list[str]]]:
         engine = open_engine(postgres.url(name))
         try:
-            store = SequencingStore(engine)
+            store = OrderingStore(engine)
             keys = await store.lease_keys(limit=10, token="t", lease_seconds=30)
             queues = await store.queues("t", 10)
             return sorted(keys, key=lambda k: k.app), {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from rms.domain.models import Message
 from rms.domain.ordering import Queued, run_of
@@ -24,46 +24,53 @@ def _message(n: int, *, deliveries: int = 0, dead: bool = False, claimed: bool =
         claim_token="t" if claimed else None, ordered=True, confirm_seq=n)
 
 
+def _queued(message: Message, due: bool, *, scheduled: bool = False) -> Queued:
+    """``message`` read at NOW: due or not yet, delayed past NOW or not."""
+    second = timedelta(seconds=1)
+    return Queued(replace(message, next_delivery_at=NOW - second if due else NOW + second,
+                          deliver_after=NOW + second if scheduled else None), NOW)
+
+
 def _ids(found: tuple[list[Message], Message | None]) -> tuple[list[str], str | None]:
     run, blocking = found
     return [m.message_id for m in run], None if blocking is None else blocking.message_id
 
 
 def test_due_messages_go_in_order_past_published_ones() -> None:
-    queue = [Queued(_message(1, deliveries=1), False), Queued(_message(2), True),
-             Queued(_message(3), True)]
+    queue = [_queued(_message(1, deliveries=1), False), _queued(_message(2), True),
+             _queued(_message(3), True)]
     assert _ids(run_of(queue)) == (["m2", "m3"], None)
 
 
 def test_a_failed_publish_waiting_for_its_retry_holds_the_key() -> None:
-    queue = [Queued(_message(1), False), Queued(_message(2), True)]
+    queue = [_queued(_message(1), False), _queued(_message(2), True)]
     assert _ids(run_of(queue)) == ([], "m1")
 
 
 def test_an_overdue_message_is_redelivered_before_later_ones() -> None:
-    queue = [Queued(_message(1, deliveries=1), True), Queued(_message(2), True)]
+    queue = [_queued(_message(1, deliveries=1), True), _queued(_message(2), True)]
     assert _ids(run_of(queue)) == (["m1", "m2"], None)
 
 
 def test_a_dead_message_holds_the_key_and_a_claim_in_flight_too() -> None:
-    dead = [Queued(_message(1, deliveries=6, dead=True), False), Queued(_message(2), True)]
+    dead = [_queued(_message(1, deliveries=6, dead=True), False), _queued(_message(2), True)]
     assert _ids(run_of(dead)) == ([], "m1")
-    in_flight = [Queued(_message(1, deliveries=1, claimed=True), False),
-                 Queued(_message(2), True)]
+    in_flight = [_queued(_message(1, deliveries=1, claimed=True), False),
+                 _queued(_message(2), True)]
     assert _ids(run_of(in_flight)) == ([], "m1")
-    expired = [Queued(_message(1, deliveries=1, claimed=True), True), Queued(_message(2), True)]
+    expired = [_queued(_message(1, deliveries=1, claimed=True), True), _queued(_message(2), True)]
     assert _ids(run_of(expired)) == (["m1", "m2"], None)
 
 
 def test_messages_held_back_go_right_after_the_one_before_them() -> None:
     resent = replace(_message(1, deliveries=6), delivery_base=6)
-    queue = [Queued(resent, True), Queued(_message(2), False), Queued(_message(3), False)]
+    queue = [_queued(resent, True), _queued(_message(2), False), _queued(_message(3), False)]
     assert _ids(run_of(queue)) == (["m1", "m2", "m3"], None)
 
 
 def test_a_delayed_message_holds_its_key_until_its_time_even_right_after_a_publish() -> None:
-    head = [Queued(_message(1), False, scheduled=True), Queued(_message(2), True)]
+    head = [_queued(_message(1), False, scheduled=True), _queued(_message(2), True)]
     assert _ids(run_of(head)) == ([], "m1")
-    behind = [Queued(_message(1), True), Queued(_message(2), False, scheduled=True),
-              Queued(_message(3), False)]
+    behind = [_queued(_message(1), True), _queued(_message(2), False, scheduled=True),
+              _queued(_message(3), False)]
     assert _ids(run_of(behind)) == (["m1"], "m2")

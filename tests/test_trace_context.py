@@ -23,7 +23,7 @@ from rms.domain.trace import TraceContext, parse_traceparent, parse_tracestate, 
 from rms.kafka.failures import PublishFailure
 from rms.kafka.publisher import PublishError
 from rms.kafka.records import OutgoingRecord, build_record, header
-from rms.store.deliveries import Recorded
+from rms.store.dispatch import Recorded
 from tests.support import Api, read_topic
 from tests.tracing_support import (
     PRODUCER_PARENT,

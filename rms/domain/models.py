@@ -95,13 +95,6 @@ class Message:
         """Deliveries made since the budget last (re)started (an admin resend restarts it)."""
         return self.delivery_count - self.delivery_base
 
-    @property
-    def delivery_reserved(self) -> bool:
-        """Whether a delivery number is reserved and not yet published: after a confirm or a
-        one-shot send, False for a delayed message (the recovery worker publishes it when its
-        time comes)."""
-        return self.delivery_count > self.delivery_base
-
     def same_content(self, draft: NewMessage) -> bool:
         """Whether a repeated prepare with this id carries the same message (safe retry)."""
         return (

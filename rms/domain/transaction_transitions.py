@@ -27,10 +27,10 @@ PENDING = TransactionState.PENDING
 class TransactionTransition:
     """One guarded change of a transaction row. ``source``: the state it applies to;
     ``dead``: the ``dead`` flag it requires (None: either); ``message``: the transition each
-    of its messages takes (None: they stay as they are); ``publishing``: the messages leave
-    the change claimed (``claim_token`` set) until the broker accepted their first publish,
-    so no other first publish of the transaction overtakes theirs (the recovery claim waits
-    for them, also after a crash of the publishing process)."""
+    of its messages takes (None: they stay as they are). A confirm's messages take
+    :data:`rms.domain.transitions.CONFIRM_CLAIMED`: they stay claimed by the confirm until the
+    broker's answers are recorded, so no other first publish of the transaction overtakes
+    theirs."""
 
     action: str
     source: TransactionState
@@ -38,7 +38,6 @@ class TransactionTransition:
     effects: Mapping[str, Effect]
     message: Transition | None = None
     dead: bool | None = None
-    publishing: bool = False
 
     @property
     def member(self) -> Transition:
@@ -78,7 +77,7 @@ CHECK_EXHAUSTED = TransactionTransition(
 CONFIRM = TransactionTransition(
     "confirm", PENDING, TransactionState.CONFIRMED,
     _frozen({**_ALIVE, "state": TransactionState.CONFIRMED.value, "confirmed_at": Now()}),
-    message=message.CONFIRM, publishing=True)
+    message=message.CONFIRM_CLAIMED)
 CANCEL = TransactionTransition(
     "cancel", PENDING, TransactionState.CANCELLED,
     _frozen({**_ALIVE, "state": TransactionState.CANCELLED.value, "cancelled_at": Now()}),

@@ -114,8 +114,9 @@ _ALIVE: dict[str, Effect] = {"dead": False, "dead_reason": None, "claim_token": 
 
 
 # Per-key ordering: an ordered message is not published by the statement that confirms (or
-# resends) it. It gets no delivery reserved and is due at once; the recovery workers' sequencer
-# reserves its delivery and publishes it in confirm order (``confirm_seq``) per key.
+# resends) it. It gets no delivery reserved and is due at once; the ordering sequencer (in the
+# redelivery worker) reserves its delivery and publishes it in confirm order (``confirm_seq``)
+# per key. The phase a row is in after these effects is read through :mod:`rms.domain.phase`.
 CONFIRM_SEQUENCE = "messages_confirm_seq"
 _ORDERED = "ordered"
 _CONFIRM_ORDER: dict[str, Effect] = {
@@ -154,6 +155,14 @@ CONFIRM = Transition(
     _frozen(_into(State.SENT, confirmed_at=Now(), next_check_at=None, **_FIRST_DELIVERY,
                   **_CONFIRM_ORDER)),
     already=frozenset({State.SENT, State.DONE}), alone=True)
+# a transaction's confirm of its messages: the confirm, and the first publishes it reserves
+# claimed (``claim_token``, the confirm's own token) until the broker's answers are recorded, so
+# no other first publish of the transaction overtakes them, also after a crash of the
+# confirming process (:data:`rms.domain.phase.HELD_FOR_ORDER`)
+CONFIRM_CLAIMED = Transition(
+    "confirm-claimed", frozenset({State.PENDING_SEND}), State.SENT, Event.CONFIRMED,
+    _frozen({**CONFIRM.effects, "claim_token": Given("token")}),
+    already=frozenset({State.SENT, State.DONE}))
 CANCEL = Transition(
     "cancel", frozenset({State.PENDING_SEND}), State.DELETED, Event.CANCELLED,
     _frozen(_into(State.DELETED, deleted_at=Now(), next_check_at=None)),
@@ -205,10 +214,16 @@ RELEASE_DELIVERY = Transition(
     _frozen({"delivery_count": Plus("delivery_count", -1), "claim_token": None,
              "next_delivery_at": Now()}))
 
+# the ordering sequencer found a key held back: the due messages queued behind the message
+# holding it (:data:`rms.domain.phase.QUEUED`) are looked at again after ``delay`` seconds
+HOLD_IN_LINE = Transition(
+    "hold-in-line", frozenset({State.SENT}), State.SENT, None,
+    _frozen({"next_delivery_at": Later(Given("delay"))}))
+
 TABLE: tuple[Transition, ...] = (
-    PREPARE, SEND, CONFIRM, CANCEL, ACK, RESEND, RETRY_CHECK, CHECK_EXHAUSTED,
+    PREPARE, SEND, CONFIRM, CONFIRM_CLAIMED, CANCEL, ACK, RESEND, RETRY_CHECK, CHECK_EXHAUSTED,
     DELIVERY_EXHAUSTED, CLAIM_CHECK, CLAIM_DELIVERY, PUBLISH_ACCEPTED, PUBLISH_REFUSED,
-    RELEASE_DELIVERY)
+    RELEASE_DELIVERY, HOLD_IN_LINE)
 
 
 def new_message(one_shot: bool) -> Transition:

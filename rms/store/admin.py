@@ -8,13 +8,29 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Select, and_, func, select, text, true, tuple_
+from sqlalchemy import (
+    Select,
+    and_,
+    bindparam,
+    case,
+    func,
+    literal,
+    null,
+    or_,
+    select,
+    true,
+    tuple_,
+)
+from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from rms.domain import phase
 from rms.domain.errors import Invalid
 from rms.domain.models import Message
+from rms.domain.ordering import BLOCKED_BY, Blocked
 from rms.domain.states import Event, State
 from rms.metrics import RetentionFigures
+from rms.store.phase import condition
 from rms.store.rows import to_message
 from rms.store.schema import message_events, messages, retention_status
 
@@ -76,53 +92,39 @@ class BlockedKey:
     waiting: int
 
 
-# Per key, the first ordered unacknowledged message that is not "published and inside its ack
-# deadline" (index messages_ordered_keys); a key is blocked when that message is dead, or
-# failed its last publish, waits for its redelivery, for its delivery time or for an earlier
-# message of its transaction while later messages wait behind it.
-_BLOCKED_KEYS = text("""
-WITH heads AS (
-    SELECT DISTINCT ON (app, topic, key) topic, key, app, message_id, confirm_seq, dead,
-           delivery_count > delivery_base AS published, claim_token,
-           next_delivery_at <= now() AS due, coalesce(deliver_after > now(), false) AS scheduled,
-           transaction_id, transaction_position
-    FROM messages
-    WHERE ordered AND state = 'sent'
-      AND (dead OR delivery_count = delivery_base OR claim_token IS NOT NULL
-           OR next_delivery_at <= now())
-    ORDER BY app, topic, key, confirm_seq
-), classified AS (
-    SELECT h.*, CASE
-        WHEN h.dead THEN 'dead'
-        WHEN h.claim_token IS NOT NULL AND NOT h.due THEN NULL
-        WHEN h.published AND h.due THEN 'awaiting-redelivery'
-        WHEN NOT h.published AND h.scheduled THEN 'scheduled'
-        WHEN NOT h.published AND EXISTS (
-            SELECT 1 FROM messages e
-            WHERE h.transaction_id IS NOT NULL AND e.transaction_id = h.transaction_id
-              AND e.transaction_position < h.transaction_position AND e.state = 'sent'
-              AND (e.delivery_count = 0 OR e.claim_token IS NOT NULL)) THEN 'held-for-order'
-        WHEN NOT h.published AND (SELECT e.event FROM message_events e
-                                  WHERE e.message_id = h.message_id
-                                  ORDER BY e.id DESC LIMIT 1) = 'publish-failed'
-            THEN 'publish-failed'
-        END AS reason
-    FROM heads h
-)
-SELECT * FROM (
-    SELECT c.topic, c.key, c.app, c.message_id, c.reason,
-           (SELECT count(*) FROM messages w
-            WHERE w.ordered AND w.state = 'sent' AND w.app = c.app AND w.topic = c.topic
-              AND w.key = c.key
-              AND w.confirm_seq > c.confirm_seq AND w.delivery_count = w.delivery_base
-           ) AS waiting
-    FROM classified c
-    WHERE c.reason IS NOT NULL
-) AS blocked
-WHERE reason = 'dead' OR waiting > 0
-ORDER BY app, topic, key
-LIMIT :limit
-""")
+def _blocked_keys() -> Select[Any]:
+    """Per key, its head: the first ordered unacknowledged message that holds the line (the
+    head-of-line rule, :data:`rms.domain.phase.HOLDS_LINE`; index messages_ordered_keys); a
+    key is blocked when its head is dead, or holds back later messages for a reason of
+    :data:`rms.domain.ordering.BLOCKED_BY`. Binds ``limit``."""
+    ordered_sent = (condition(phase.ORDERED), messages.c.state == State.SENT.value)
+    columns = {*phase.COLUMNS, "app", "topic", "key", "confirm_seq"}
+    heads = (select(*(c for c in messages.c if c.name in columns))
+             .where(*ordered_sent, condition(phase.HOLDS_LINE))
+             .ext(distinct_on(messages.c.app, messages.c.topic, messages.c.key))
+             .order_by(messages.c.app, messages.c.topic, messages.c.key,
+                       messages.c.confirm_seq)
+             .cte("heads"))
+    reason = case(*((condition(term, heads), literal(why.value) if why else null())
+                    for term, why in BLOCKED_BY), else_=null())
+    classified = select(heads, reason.label("reason")).cte("classified")
+    later = messages.alias("later")
+    waiting = (select(func.count())
+               .where(condition(phase.ORDERED, later), later.c.state == State.SENT.value,
+                      *(later.c[name] == classified.c[name] for name in ("app", "topic", "key")),
+                      later.c.confirm_seq > classified.c.confirm_seq,
+                      condition(phase.Not(phase.RESERVED), later))
+               .scalar_subquery())
+    blocked = (select(classified.c.topic, classified.c.key, classified.c.app,
+                      classified.c.message_id, classified.c.reason, waiting.label("waiting"))
+               .where(classified.c.reason.is_not(None)).subquery("blocked"))
+    return (select(blocked)
+            .where(or_(blocked.c.reason == Blocked.DEAD.value, blocked.c.waiting > 0))
+            .order_by(blocked.c.app, blocked.c.topic, blocked.c.key)
+            .limit(bindparam("limit")))
+
+
+_BLOCKED_KEYS = _blocked_keys()
 
 
 def encode_cursor(message: Message) -> str:
@@ -164,7 +166,7 @@ class AdminStore:
 
     async def stats(self) -> list[GroupCounts]:
         pending = and_(messages.c.state == State.PENDING_SEND.value, ~messages.c.dead)
-        unacked = and_(messages.c.state == State.SENT.value, ~messages.c.dead)
+        unacked = and_(messages.c.state == State.SENT.value, condition(phase.Not(phase.DEAD)))
         statement = (
             select(
                 messages.c.app, messages.c.topic, messages.c.state,
@@ -215,7 +217,8 @@ class AdminStore:
             .where(messages.c.state == State.PENDING_SEND.value, ~messages.c.dead)
             .scalar_subquery(),
             select(_age(func.min(_unacked_since())))
-            .where(messages.c.state == State.SENT.value, ~messages.c.dead, ~_waiting())
+            .where(messages.c.state == State.SENT.value,
+                   condition(phase.Not(phase.DEAD)), ~_waiting())
             .scalar_subquery(),
         )
         async with self._engine.connect() as conn:
@@ -258,7 +261,7 @@ class AdminStore:
 
 def _waiting() -> Any:
     """A delayed message whose time has not come: scheduled, not (yet) unacknowledged."""
-    return func.coalesce(messages.c.deliver_after > func.now(), False)
+    return condition(phase.SCHEDULED)
 
 
 def _unacked_since() -> Any:

@@ -372,13 +372,13 @@ class TransactionStore:
 
 def _move_members(transaction_id: str, change: TransactionTransition) -> tuple[Any, Transition]:
     """The change of every message of the transaction, as a CTE returning the changed rows,
-    and the message transition it applies. A confirm numbers its ordered messages
-    (``confirm_seq``) in their listed order: the numbers are drawn in a sub-select sorted by
-    position (PostgreSQL evaluates a volatile output column after the sort), never in the
-    order the ``UPDATE`` happens to visit rows."""
+    and the message transition it applies (a confirm's claims its messages' first publishes
+    with the confirm's own token). A confirm numbers its ordered messages (``confirm_seq``) in
+    their listed order: the numbers are drawn in a sub-select sorted by position (PostgreSQL
+    evaluates a volatile output column after the sort), never in the order the ``UPDATE``
+    happens to visit rows."""
     member = change.member
-    values = core_values(member) | (
-        {"claim_token": f"publishing:{transaction_id}"} if change.publishing else {})
+    values = core_values(member, {"token": literal(f"confirm:{transaction_id}")})
     members = [messages.c.transaction_id == transaction_id,
                messages.c.state == member.source.value]
     if "confirm_seq" in values:

@@ -1,10 +1,12 @@
-"""Redelivery, the recovery worker's use case: each tick flags spent messages dead and
-re-publishes due ones, in rounds of ``RMS_WORKER_BATCH_SIZE`` until nothing is due.
+"""Redelivery, the redelivery worker's use case (its process: ``rms recovery-worker``,
+:mod:`recovery_service`): each tick flags spent messages dead and re-publishes due ones, in
+rounds of ``RMS_WORKER_BATCH_SIZE`` until nothing is due, then runs the ordering sequencer
+(:mod:`rms.usecases.ordering`).
 
-How deliveries are counted (see also :mod:`rms.store.deliveries`):
+How deliveries are counted (see also :mod:`rms.store.dispatch`):
 
 * A delivery number is reserved (``delivery_count + 1``) by the statement that makes a message
-  due for publishing: confirm, one-shot send, the recovery claim, an admin resend.
+  due for publishing: confirm, one-shot send, the redelivery claim, an admin resend.
 * Only publishes the broker **accepted** count toward ``max_deliveries``. A refused or timed-out
   publish gives its number back and makes the message due again after
   ``RMS_PUBLISH_RETRY_SECONDS``, so a broker outage never dead-letters anything early: it only
@@ -30,38 +32,24 @@ import asyncio
 import contextlib
 import time
 import uuid
-from dataclasses import InitVar, astuple, dataclass, field
-from typing import Any, Protocol
+from dataclasses import astuple, dataclass, field
+from typing import Any
 
 import structlog
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms import metrics
 from rms.config import WorkerSettings
-from rms.delivery import Dispatcher, dispatcher_for
+from rms.delivery import Dispatcher
+from rms.domain import phase
 from rms.domain.models import Message, PublishOutcome
 from rms.kafka.publisher import Publisher
 from rms.store.admin import AdminStore
-from rms.store.redeliveries import RedeliveryStore, Round
-from rms.store.sequencing import SequencingStore
-from rms.usecases.sequencer import Sequencer, SequenceReport
+from rms.store.redelivery import RedeliveryStore, Round
+from rms.usecases.ordering import Sequencer, SequenceReport
 
 log = structlog.get_logger(__name__)
-
-
-class Context(Protocol):
-    """What a worker process built for its worker (:class:`rms.worker.WorkerContext`)."""
-
-    @property
-    def settings(self) -> WorkerSettings: ...
-    @property
-    def engine(self) -> AsyncEngine: ...
-    @property
-    def publisher(self) -> Publisher: ...
-    @property
-    def dispatcher(self) -> Dispatcher: ...
-    @property
-    def worker_id(self) -> str: ...
+# a delayed message's first publish: it was due at its time, not redelivered
+_FIRST_DELAYED = phase.All((phase.FIRST_DELIVERY, phase.DELAYED))
 
 
 @dataclass
@@ -91,37 +79,20 @@ class TickReport:
 
 
 @dataclass
-class RecoveryWorker:
-    """Built from a worker process's context (:meth:`from_context`), it publishes
-    through the context's dispatcher; built alone, through one of its own publisher."""
+class RedeliveryWorker:
+    """The redelivery worker: its stores, its dispatcher (the one publish path) and its
+    ordering sequencer are passed in (the process builds them in
+    :mod:`recovery_service.runtime`). ``publisher``: whether the broker is reachable."""
 
     settings: WorkerSettings
-    engine: AsyncEngine
+    store: RedeliveryStore
+    ages: AdminStore
     publisher: Publisher
+    dispatcher: Dispatcher
+    sequencer: Sequencer
     worker_id: str
-    given_dispatcher: InitVar[Dispatcher | None] = None
-    dispatcher: Dispatcher = field(init=False)
-    store: RedeliveryStore = field(init=False)
-    sequencer: Sequencer = field(init=False)
     probing: bool = field(default=False, init=False)
     _gauge_refreshed: float = field(default=0.0, init=False)
-
-    def __post_init__(self, given_dispatcher: Dispatcher | None) -> None:
-        if self.settings.worker_lease_seconds <= 2 * self.settings.kafka_publish_timeout_seconds:
-            log.warning("recovery.short_lease", lease_seconds=self.settings.worker_lease_seconds,
-                        publish_timeout_seconds=self.settings.kafka_publish_timeout_seconds,
-                        hint="a claim may expire while its publish is still in flight; set "
-                             "RMS_WORKER_LEASE_SECONDS well above RMS_KAFKA_PUBLISH_TIMEOUT_SECONDS")
-        self.dispatcher = given_dispatcher or dispatcher_for(self.publisher, self.engine,
-                                                             self.settings)
-        self.store = RedeliveryStore(self.engine)
-        self.sequencer = Sequencer(self.settings, SequencingStore(self.engine), self.dispatcher,
-                                   self.worker_id)
-
-    @classmethod
-    def from_context(cls, context: Context) -> RecoveryWorker:
-        return cls(context.settings, context.engine, context.publisher, context.worker_id,
-                   context.dispatcher)
 
     async def tick(self) -> TickReport:
         """Drain what is due (:meth:`drain`); then, if a delivery falls due before the next
@@ -139,7 +110,7 @@ class RecoveryWorker:
 
     async def drain(self) -> TickReport:
         """Rounds until one claims less than a full batch (the backlog is drained) or a publish
-        fails, then the sequencer's rounds (ordered messages, :mod:`rms.usecases.sequencer`).
+        fails, then the sequencer's rounds (ordered messages, :mod:`rms.usecases.ordering`).
 
         The rounds are pipelined for throughput: while a batch is being published the next one
         is already being claimed (only after a full batch), and a batch's outcomes are written
@@ -222,7 +193,7 @@ class RecoveryWorker:
         if now - self._gauge_refreshed < self.settings.worker_interval_seconds:
             return
         self._gauge_refreshed = now
-        _, oldest_unacked = await AdminStore(self.engine).oldest_ages()
+        _, oldest_unacked = await self.ages.oldest_ages()
         metrics.OLDEST_UNACKED.set(oldest_unacked or 0.0)
 
     def _token(self) -> str:
@@ -236,7 +207,7 @@ def _count_scheduled(claimed: list[Message], outcomes: list[PublishOutcome]) -> 
     now = time.time()
     count = 0
     for message, outcome in zip(claimed, outcomes, strict=True):
-        if outcome.ok and outcome.delivery == 1 and message.deliver_after is not None:
+        if outcome.ok and phase.holds(_FIRST_DELAYED, message) and message.deliver_after:
             count += 1
             metrics.SCHEDULED_LATENESS.observe(max(0.0, now - message.deliver_after.timestamp()))
     metrics.SCHEDULED_PUBLISHES.inc(count)

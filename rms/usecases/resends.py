@@ -21,7 +21,7 @@ from rms.delivery import Dispatcher, sequenced
 from rms.domain.models import Message
 from rms.store.admin import AdminStore, MessageFilter
 from rms.store.messages import RESEND, MessageStore
-from rms.store.redeliveries import RedeliveryStore
+from rms.store.redelivery import RedeliveryStore
 from rms.store.transitions import delivery_detail
 
 log = structlog.get_logger(__name__)

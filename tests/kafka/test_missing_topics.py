@@ -16,9 +16,9 @@ import httpx
 import pytest
 from prometheus_client import REGISTRY
 
+from recovery_service.runtime import from_context
 from rms.config import Settings
 from rms.kafka_broker import EmbeddedKafka
-from rms.usecases.redelivery import RecoveryWorker
 from rms.worker import worker_context
 from tests.conftest import ADMIN_TOKEN
 from tests.recovery.helpers import events, message, tick_until
@@ -65,7 +65,7 @@ async def test_missing_topic_is_visible_retried_and_published_once_created(
         "oldest_confirmed_age_seconds": stats["publish_blocked"][0]["oldest_confirmed_age_seconds"]}]
 
     async with worker_context(api.settings, "recovery-worker") as context:
-        worker = RecoveryWorker.from_context(context)
+        worker = from_context(context)
         await worker.tick()  # still missing: retried, fails fast, still nothing spent
         assert (await message(api, message_id))["delivery_count"] == 0
 

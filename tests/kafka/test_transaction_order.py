@@ -11,9 +11,9 @@ import pytest
 from aiokafka import ConsumerRecord
 from prometheus_client import REGISTRY
 
+from recovery_service.runtime import from_context
 from rms.kafka.records import header
 from rms.kafka.topics import create_topics
-from rms.usecases.redelivery import RecoveryWorker
 from rms.worker import worker_context
 from tests.recovery.helpers import events, message, tick_until
 from tests.support import CHECK_PREFIX, Api, read_topic
@@ -71,7 +71,7 @@ async def test_a_failed_publish_in_the_middle_holds_the_rest_in_order(
     assert len(await read_topic(servers, first, expect=1, settle=0.3)) == 1
 
     async with worker_context(api.settings, "recovery-worker") as context:
-        worker = RecoveryWorker.from_context(context)
+        worker = from_context(context)
         for _ in range(3):  # still missing: the second is retried, the third never overtakes
             await asyncio.sleep(0.6)  # past publish_retry_seconds: both are due
             await worker.tick()
@@ -124,7 +124,7 @@ async def test_a_crash_between_confirm_and_publish_keeps_the_first_deliveries_in
     assert changed
 
     async with worker_context(api.settings, "recovery-worker") as context:
-        worker = RecoveryWorker.from_context(context)
+        worker = from_context(context)
 
         async def all_published() -> bool:
             return all([any(e["event"] == "published" for e in await events(api, i))
@@ -165,7 +165,7 @@ async def test_an_ordered_member_waits_for_an_earlier_member_whose_publish_faile
     assert confirmed.status_code == 200, confirmed.text
 
     async with worker_context(api.settings, "recovery-worker") as context:
-        worker = RecoveryWorker.from_context(context)
+        worker = from_context(context)
         for _ in range(3):  # the first member's topic is still missing
             await asyncio.sleep(0.6)
             await worker.tick()

@@ -9,9 +9,10 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from recovery_service.runtime import from_context
 from rms.config import Settings
-from rms.usecases.redelivery import RecoveryWorker
-from rms.worker import worker_context
+from rms.usecases.redelivery import RedeliveryWorker
+from rms.worker import WorkerContext, worker_context
 from tests.recovery.helpers import SqlHelper
 
 
@@ -23,14 +24,19 @@ def settings(settings: Settings) -> Settings:
 
 
 @pytest.fixture
-async def worker(settings: Settings) -> AsyncIterator[RecoveryWorker]:
-    async with worker_context(settings, "recovery-worker") as context:
-        yield RecoveryWorker.from_context(context)
+async def context(settings: Settings) -> AsyncIterator[WorkerContext]:
+    async with worker_context(settings, "recovery-worker") as built:
+        yield built
 
 
 @pytest.fixture
-def engine(worker: RecoveryWorker) -> AsyncEngine:
-    return worker.engine
+def worker(context: WorkerContext) -> RedeliveryWorker:
+    return from_context(context)
+
+
+@pytest.fixture
+def engine(context: WorkerContext) -> AsyncEngine:
+    return context.engine
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.kafka.records import header
-from rms.usecases.redelivery import RecoveryWorker, TickReport
+from rms.usecases.redelivery import RedeliveryWorker, TickReport
 from tests.support import Api
 
 
@@ -59,7 +59,7 @@ class SqlHelper:
         return [f"{prefix}-{n}" for n in range(1, count + 1)]
 
 
-async def tick_until(worker: RecoveryWorker, done: Any, timeout: float = 20.0,
+async def tick_until(worker: RedeliveryWorker, done: Any, timeout: float = 20.0,
                      interval: float = 0.05) -> list[TickReport]:
     """Tick the worker (as the scheduler would) until the async ``done()`` is truthy."""
     reports: list[TickReport] = []

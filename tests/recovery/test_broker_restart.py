@@ -15,11 +15,11 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from recovery_service.runtime import from_context
 from rms.config import Settings
 from rms.embedded import EmbeddedPostgres
 from rms.kafka_broker import EmbeddedKafka
 from rms.sdk.consumer import HttpAcker, RmsConsumer, RmsRecord, ensure_inbox
-from rms.usecases.redelivery import RecoveryWorker
 from rms.worker import worker_context
 from tests.conftest import ADMIN_TOKEN
 from tests.recovery.helpers import events, read_until_all
@@ -69,7 +69,7 @@ async def test_outage_then_empty_broker_everything_delivered_once_and_done(
                                   base_url="http://rms.test") as client,
                 worker_context(local, "recovery-worker") as context):
         api = Api(client, ADMIN_TOKEN, local)
-        worker = RecoveryWorker.from_context(context)
+        worker = from_context(context)
         orders = await api.create_app("orders")
         points = await api.create_app("points", produce=["none"], consume=["orders.*"])
         policy = {"ack_timeout_seconds": 1.0, "max_deliveries": 5}

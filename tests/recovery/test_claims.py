@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from rms.store.redeliveries import RedeliveryStore
+from rms.store.redelivery import RedeliveryStore
 from tests.recovery.helpers import SqlHelper
 from tests.support import Api
 

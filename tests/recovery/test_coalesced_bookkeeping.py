@@ -9,14 +9,14 @@ import pytest
 
 from rms.domain.models import PublishOutcome
 from rms.store.messages import MessageStore
-from rms.store.redeliveries import RedeliveryStore
-from rms.usecases.redelivery import RecoveryWorker
+from rms.store.redelivery import RedeliveryStore
+from rms.usecases.redelivery import RedeliveryWorker
 from tests.recovery.helpers import SqlHelper
 from tests.support import Api
 
 
 async def test_one_flush_records_accepted_and_failed_exactly(
-        api: Api, worker: RecoveryWorker, sql: SqlHelper, topic: str) -> None:
+        api: Api, worker: RedeliveryWorker, sql: SqlHelper, topic: str) -> None:
     await api.create_app("orders")
     ids = await sql.seed_sent("orders", topic, 6)
     found = await RedeliveryStore(sql.engine).claim_round(limit=10, token="t", lease_seconds=30,
@@ -38,7 +38,7 @@ async def test_one_flush_records_accepted_and_failed_exactly(
 
 
 async def test_a_bad_item_in_a_coalesced_flush_fails_only_its_caller(
-        api: Api, worker: RecoveryWorker, sql: SqlHelper, topic: str) -> None:
+        api: Api, worker: RedeliveryWorker, sql: SqlHelper, topic: str) -> None:
     await api.create_app("orders")
     ids = await sql.seed_sent("orders", topic, 3, due=False)
     messages = await MessageStore(sql.engine).get_many(ids)

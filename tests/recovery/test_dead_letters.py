@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from rms.usecases.redelivery import RecoveryWorker
+from rms.usecases.redelivery import RedeliveryWorker
 from tests.recovery.helpers import SqlHelper, deliveries, events, message
 from tests.support import Api, read_topic
 
@@ -155,7 +155,7 @@ async def test_single_resend_records_the_delivery_and_the_operator(
 
 
 async def test_stats_per_app_and_topic_and_the_unacked_gauge(
-        api: Api, worker: RecoveryWorker, dead_letters: dict[str, list[str]]) -> None:
+        api: Api, worker: RedeliveryWorker, dead_letters: dict[str, list[str]]) -> None:
     alpha, beta = dead_letters["topics"]
     response = await api.client.get("/v1/admin/stats", headers=api.admin)
     assert response.status_code == 200

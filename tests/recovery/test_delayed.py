@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from recovery_service.runtime import from_context
 from rms.config import Settings
 from rms.kafka.records import header
-from rms.usecases.redelivery import RecoveryWorker
+from rms.usecases.redelivery import RedeliveryWorker
 from rms.worker import worker_context
 from tests.recovery.helpers import SqlHelper, events, message, tick_until
 from tests.support import CHECK_PREFIX, Api, AppKeys, read_topic
@@ -36,7 +37,7 @@ async def _published_at(api: Api, message_id: str) -> list[datetime]:
 
 
 async def test_confirmed_delayed_message_is_published_at_its_time_not_before(
-        api: Api, worker: RecoveryWorker, topic: str) -> None:
+        api: Api, worker: RedeliveryWorker, topic: str) -> None:
     producer = await _producer(api)
     consumer = await api.create_app("points", produce=["none"], consume=["orders.*"])
     message_id = await api.prepared_id(producer, topic, delay_seconds=2.0)
@@ -77,7 +78,7 @@ async def test_a_tick_waits_for_a_delivery_due_before_the_next_one(
     await api.post(producer, f"/v1/messages/{message_id}/confirm")
     slow = settings.model_copy(update={"worker_interval_seconds": 2.0})
     async with worker_context(slow, "recovery-worker") as context:
-        report = await RecoveryWorker.from_context(context).tick()
+        report = await from_context(context).tick()
     assert (report.claimed, report.published) == (1, 1)
     (at,) = await _published_at(api, message_id)
     deliver_after = _at((await message(api, message_id))["deliver_after"])
@@ -85,7 +86,7 @@ async def test_a_tick_waits_for_a_delivery_due_before_the_next_one(
 
 
 async def test_one_shot_send_with_an_absolute_time(
-        api: Api, worker: RecoveryWorker, topic: str) -> None:
+        api: Api, worker: RedeliveryWorker, topic: str) -> None:
     producer = await _producer(api)
     when = (datetime.now(UTC) + timedelta(seconds=1.5)).isoformat()
     response = await api.post(producer, "/v1/messages/send",
@@ -115,7 +116,7 @@ async def test_a_time_already_past_publishes_at_confirm(api: Api, topic: str) ->
     assert len(await read_topic(api.settings.kafka_bootstrap_servers, topic, expect=1)) == 1
 
 
-async def test_cancel_before_confirm_and_409_after(api: Api, worker: RecoveryWorker,
+async def test_cancel_before_confirm_and_409_after(api: Api, worker: RedeliveryWorker,
                                                    topic: str) -> None:
     producer = await _producer(api)
     cancelled = await api.prepared_id(producer, topic, delay_seconds=0.5)
@@ -206,7 +207,7 @@ async def test_bad_delays_are_refused_with_422(api: Api, topic: str, fields: dic
 
 
 async def test_a_delayed_member_of_a_transaction_holds_the_later_ones_in_order(
-        api: Api, worker: RecoveryWorker, topic: str, unique: str) -> None:
+        api: Api, worker: RedeliveryWorker, topic: str, unique: str) -> None:
     """A transaction of three whose second message is delayed: the confirm publishes the
     first, the third waits behind the second, and at its time both follow in order."""
     producer = await _producer(api)
@@ -235,7 +236,7 @@ async def test_a_delayed_member_of_a_transaction_holds_the_later_ones_in_order(
 
 
 async def test_an_ordered_member_waits_for_the_delayed_member_before_it(
-        api: Api, worker: RecoveryWorker, topic: str, unique: str) -> None:
+        api: Api, worker: RedeliveryWorker, topic: str, unique: str) -> None:
     """A transaction whose first message is delayed and whose second is ordered (keyed, on an
     ordered topic): the sequencer does not publish the second before the first."""
     name = f"ledger-{unique}"
@@ -263,7 +264,7 @@ async def test_an_ordered_member_waits_for_the_delayed_member_before_it(
 
 
 async def test_a_delayed_ordered_message_behind_a_published_one_waits_for_its_time(
-        api: Api, worker: RecoveryWorker, topic: str, unique: str) -> None:
+        api: Api, worker: RedeliveryWorker, topic: str, unique: str) -> None:
     """Two ordered messages of one key, the second delayed: the sequencer publishes the first
     and stops at the second until its deliver_after, although nothing holds it back."""
     name = f"ledger2-{unique}"

@@ -17,11 +17,13 @@ import orjson
 import pytest
 from aiokafka import ConsumerRecord
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from recovery_service.runtime import from_context
 from rms.config import Settings
 from rms.kafka.records import header
 from rms.kafka_broker import EmbeddedKafka
-from rms.usecases.redelivery import RecoveryWorker
+from rms.usecases.redelivery import RedeliveryWorker
 from rms.worker import worker_context
 from tests.recovery.helpers import SqlHelper, events, message, tick_until
 from tests.support import CHECK_PREFIX, Api, AppKeys, read_topic
@@ -116,11 +118,11 @@ async def _blocked_keys(api: Api) -> list[dict[str, Any]]:
 
 
 @contextlib.asynccontextmanager
-async def _running(workers: Sequence[RecoveryWorker]) -> AsyncIterator[None]:
+async def _running(workers: Sequence[RedeliveryWorker]) -> AsyncIterator[None]:
     """The workers tick in the background, as their schedulers would."""
     stop = asyncio.Event()
 
-    async def loop(worker: RecoveryWorker) -> None:
+    async def loop(worker: RedeliveryWorker) -> None:
         while not stop.is_set():
             await worker.tick()
             await asyncio.sleep(0.02)
@@ -164,7 +166,7 @@ async def test_ordered_topics_are_set_at_creation_and_changed_by_admin(api: Api,
 
 @pytest.mark.timeout(180)
 async def test_concurrent_confirms_are_published_in_confirm_order_per_key(
-        api: Api, worker: RecoveryWorker, settings: Settings, topic: str,
+        api: Api, worker: RedeliveryWorker, settings: Settings, topic: str,
         sql: SqlHelper) -> None:
     await _create_topic(api, topic)
     orders = await _ordered_app(api, "orders", topic)
@@ -183,7 +185,7 @@ async def test_concurrent_confirms_are_published_in_confirm_order_per_key(
             key_of[message_id] = key
 
     async with (worker_context(settings, "recovery-worker") as second_context,
-                _running([worker, RecoveryWorker.from_context(second_context)])):
+                _running([worker, from_context(second_context)])):
         await asyncio.gather(*(producer(p) for p in range(8)))
 
         async def all_published() -> bool:
@@ -208,7 +210,7 @@ async def test_concurrent_confirms_are_published_in_confirm_order_per_key(
 
 @pytest.mark.timeout(180)
 async def test_a_failed_first_publish_holds_back_its_key_until_the_topic_exists(
-        api: Api, worker: RecoveryWorker, topic: str, sql: SqlHelper) -> None:
+        api: Api, worker: RedeliveryWorker, topic: str, sql: SqlHelper) -> None:
     orders = await _ordered_app(api, "orders", topic)
     first = await _confirmed(api, orders, topic, "a")
     await worker.tick()  # the topic is missing: the first publish fails
@@ -240,7 +242,7 @@ async def test_a_failed_first_publish_holds_back_its_key_until_the_topic_exists(
 
 @pytest.mark.timeout(180)
 async def test_a_message_waiting_for_redelivery_holds_back_later_ones(
-        api: Api, worker: RecoveryWorker, topic: str, sql: SqlHelper) -> None:
+        api: Api, worker: RedeliveryWorker, topic: str, sql: SqlHelper) -> None:
     await _create_topic(api, topic)
     orders = await _ordered_app(api, "orders", topic)
     first = await _confirmed(api, orders, topic, "a", ack_timeout_seconds=60)
@@ -271,7 +273,7 @@ async def test_a_message_waiting_for_redelivery_holds_back_later_ones(
 
 @pytest.mark.timeout(180)
 async def test_a_dead_letter_blocks_its_key_until_resolved_while_other_keys_flow(
-        api: Api, worker: RecoveryWorker, topic: str, sql: SqlHelper) -> None:
+        api: Api, worker: RedeliveryWorker, topic: str, sql: SqlHelper) -> None:
     await _create_topic(api, topic)
     orders = await _ordered_app(api, "orders", topic)
     consumer = await api.create_app("points", produce=["none"], consume=[topic])
@@ -325,7 +327,7 @@ async def test_a_dead_letter_blocks_its_key_until_resolved_while_other_keys_flow
 
 @pytest.mark.timeout(180)
 async def test_every_confirm_path_leaves_the_publish_to_the_sequencer(
-        api: Api, worker: RecoveryWorker, settings: Settings, topic: str) -> None:
+        api: Api, worker: RedeliveryWorker, settings: Settings, topic: str) -> None:
     from confirm_service.runtime import checkback_worker
     from tests.confirm.servers import Call, Reply, callback_server
 
@@ -377,12 +379,12 @@ async def tick_until_checked(checker: Any, api: Api, message_id: str) -> None:
 
 
 async def test_a_key_is_leased_to_one_worker_until_released_or_expired(
-        api: Api, worker: RecoveryWorker, topic: str, sql: SqlHelper) -> None:
-    from rms.store.sequencing import Key, SequencingStore
+        api: Api, engine: AsyncEngine, topic: str, sql: SqlHelper) -> None:
+    from rms.store.ordering import Key, OrderingStore
 
     orders = await _ordered_app(api, "orders", topic)
     first = await _confirmed(api, orders, topic, "a")
-    store = SequencingStore(worker.engine)
+    store = OrderingStore(engine)
 
     held = await store.lease_keys(limit=10, token="worker-a", lease_seconds=30)
     assert held == [Key("orders", topic, "a")]

@@ -12,7 +12,7 @@ from typing import Any
 from aiokafka import ConsumerRecord
 
 from rms.kafka.records import header
-from rms.usecases.redelivery import RecoveryWorker
+from rms.usecases.redelivery import RedeliveryWorker
 from tests.recovery.helpers import SqlHelper, events, message, tick_until
 from tests.support import CHECK_PREFIX, Api, AppKeys, read_topic
 
@@ -41,7 +41,7 @@ def _ids(records: list[ConsumerRecord[bytes, bytes]]) -> list[str | None]:
 
 
 async def test_an_ordered_member_waits_for_a_delayed_earlier_member(
-        api: Api, worker: RecoveryWorker, sql: SqlHelper, unique: str) -> None:
+        api: Api, worker: RedeliveryWorker, sql: SqlHelper, unique: str) -> None:
     plain, ordered = f"plain.{unique}", f"ordered.{unique}"
     orders = await api.create_app("orders", ordered=[ordered])
     ids = [f"{n}-{unique}" for n in ("a", "b", "c")]
@@ -123,7 +123,7 @@ async def test_a_transactions_ordered_members_are_numbered_in_listed_order(
 
 
 async def test_a_key_belongs_to_its_app_and_a_delayed_head_holds_it_as_scheduled(
-        api: Api, worker: RecoveryWorker, sql: SqlHelper, unique: str) -> None:
+        api: Api, worker: RedeliveryWorker, sql: SqlHelper, unique: str) -> None:
     ordered = f"ordered.{unique}"
     billing = await api.create_app("billing", ordered=[ordered])
     orders = await api.create_app("orders", ordered=[ordered])

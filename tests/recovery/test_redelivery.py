@@ -7,7 +7,10 @@ from datetime import datetime
 
 from prometheus_client import REGISTRY
 
-from rms.usecases.redelivery import RecoveryWorker
+from recovery_service.runtime import build
+from rms.delivery import dispatcher_for
+from rms.usecases.redelivery import RedeliveryWorker
+from rms.worker import WorkerContext
 from tests.recovery.helpers import SqlHelper, deliveries, events, message, tick_until
 from tests.support import Api, read_topic
 
@@ -25,7 +28,7 @@ async def _confirmed(api: Api, topic: str, **policy: object) -> str:
 
 
 async def test_never_acked_is_published_max_deliveries_times_then_dead_then_resent(
-        api: Api, worker: RecoveryWorker, topic: str) -> None:
+        api: Api, worker: RedeliveryWorker, topic: str) -> None:
     consumer = await api.create_app("points", produce=["none"], consume=["orders.*"])
     message_id = await _confirmed(api, topic, ack_timeout_seconds=0.2, max_deliveries=3)
     dead_before = _dead_letters("delivery-exhausted")
@@ -63,7 +66,7 @@ async def test_never_acked_is_published_max_deliveries_times_then_dead_then_rese
 
 
 async def test_ack_after_the_last_delivery_but_in_time_wins(
-        api: Api, worker: RecoveryWorker, topic: str) -> None:
+        api: Api, worker: RedeliveryWorker, topic: str) -> None:
     consumer = await api.create_app("points", produce=["none"], consume=["orders.*"])
     message_id = await _confirmed(api, topic, ack_timeout_seconds=1.5, max_deliveries=1)
     report = await worker.tick()  # the only delivery's ack deadline has not passed yet
@@ -74,7 +77,7 @@ async def test_ack_after_the_last_delivery_but_in_time_wins(
 
 
 async def test_late_ack_of_a_dead_message_marks_it_done(
-        api: Api, worker: RecoveryWorker, sql: SqlHelper, topic: str) -> None:
+        api: Api, worker: RedeliveryWorker, sql: SqlHelper, topic: str) -> None:
     consumer = await api.create_app("points", produce=["none"], consume=["orders.*"])
     message_id = await _confirmed(api, topic, ack_timeout_seconds=60, max_deliveries=1)
     await sql.make_due([message_id])
@@ -85,9 +88,11 @@ async def test_late_ack_of_a_dead_message_marks_it_done(
 
 
 async def test_ack_deadlines_double_up_to_the_cap(
-        api: Api, worker: RecoveryWorker, sql: SqlHelper, topic: str) -> None:
-    capped = worker.settings.model_copy(update={"delivery_backoff_cap_seconds": 35.0})
-    worker = RecoveryWorker(capped, worker.engine, worker.publisher, "recovery-worker:capped")
+        api: Api, context: WorkerContext, sql: SqlHelper, topic: str) -> None:
+    capped = context.settings.model_copy(update={"delivery_backoff_cap_seconds": 35.0})
+    worker = build(capped, context.engine, context.publisher,
+                   dispatcher_for(context.publisher, context.engine, capped),
+                   "recovery-worker:capped")
     message_id = await _confirmed(api, topic, ack_timeout_seconds=10, max_deliveries=6)
     waits = []
     for _ in range(3):
@@ -101,7 +106,8 @@ async def test_ack_deadlines_double_up_to_the_cap(
 
 
 async def test_failed_publishes_do_not_use_up_the_budget(
-        api: Api, worker: RecoveryWorker, sql: SqlHelper, topic: str) -> None:
+        api: Api, worker: RedeliveryWorker, context: WorkerContext, sql: SqlHelper, topic: str
+) -> None:
     """The rule: only a publish the broker accepted is a delivery attempt."""
     from rms.kafka.publisher import KafkaPublisher
 
@@ -109,7 +115,8 @@ async def test_failed_publishes_do_not_use_up_the_budget(
     nowhere = worker.settings.model_copy(update={"kafka_bootstrap_servers": "127.0.0.1:1"})
     down = KafkaPublisher(nowhere)
     down.state = down.state.CONNECTED  # as if connected to a broker that then went away
-    cut_off = RecoveryWorker(worker.settings, worker.engine, down, "recovery-worker:cut-off")
+    cut_off = build(worker.settings, context.engine, down,
+                    dispatcher_for(down, context.engine, worker.settings), "recovery-worker:cut-off")
     for _ in range(8):
         await sql.make_due([message_id])
         await cut_off.tick()
@@ -128,13 +135,15 @@ async def test_failed_publishes_do_not_use_up_the_budget(
 
 
 async def test_unconnected_publisher_claims_nothing(
-        api: Api, worker: RecoveryWorker, sql: SqlHelper, topic: str) -> None:
+        api: Api, context: WorkerContext, sql: SqlHelper, topic: str) -> None:
     from rms.kafka.publisher import KafkaPublisher
 
     message_id = await _confirmed(api, topic)
     await sql.make_due([message_id])
-    idle = RecoveryWorker(worker.settings, worker.engine,
-                          KafkaPublisher(worker.settings), "recovery-worker:idle")
+    unconnected = KafkaPublisher(context.settings)
+    idle = build(context.settings, context.engine, unconnected,
+                 dispatcher_for(unconnected, context.engine, context.settings),
+                 "recovery-worker:idle")
     assert (await idle.tick()).claimed == 0
     stored = await message(api, message_id)
     assert stored["delivery_count"] == 1
@@ -144,7 +153,7 @@ async def test_unconnected_publisher_claims_nothing(
 async def test_claim_uses_the_due_deliveries_index(sql: SqlHelper) -> None:
     from sqlalchemy.dialects import postgresql
 
-    from rms.store.redeliveries import round_statement
+    from rms.store.redelivery import round_statement
 
     compiled = round_statement(10, "token", 30.0, "test").compile(
         dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True})  # type: ignore[no-untyped-call]

@@ -4,7 +4,7 @@ with a tracer provider each is a span of the message's trace."""
 from __future__ import annotations
 
 from rms.kafka.records import header
-from rms.usecases.redelivery import RecoveryWorker
+from rms.usecases.redelivery import RedeliveryWorker
 from tests.recovery.helpers import message, tick_until
 from tests.support import Api, read_topic
 from tests.tracing_support import (
@@ -33,7 +33,7 @@ async def _confirmed(api: Api, topic: str) -> str:
     return message_id
 
 
-async def _delivered(api: Api, worker: RecoveryWorker, message_id: str, count: int) -> None:
+async def _delivered(api: Api, worker: RedeliveryWorker, message_id: str, count: int) -> None:
     async def published() -> bool:
         return int((await message(api, message_id))["delivery_count"]) >= count
 
@@ -41,7 +41,7 @@ async def _delivered(api: Api, worker: RecoveryWorker, message_id: str, count: i
 
 
 async def test_a_redelivery_record_carries_the_stored_context(
-        api: Api, worker: RecoveryWorker, topic: str) -> None:
+        api: Api, worker: RedeliveryWorker, topic: str) -> None:
     message_id = await _confirmed(api, topic)
     await _delivered(api, worker, message_id, 2)
     resent = await api.client.post(f"/v1/admin/messages/{message_id}/resend", headers=api.admin)
@@ -54,7 +54,7 @@ async def test_a_redelivery_record_carries_the_stored_context(
 
 
 async def test_redelivery_and_resend_are_spans_of_the_messages_trace(
-        api: Api, worker: RecoveryWorker, topic: str) -> None:
+        api: Api, worker: RedeliveryWorker, topic: str) -> None:
     with recorded_spans() as exporter:
         message_id = await _confirmed(api, topic)
         await _delivered(api, worker, message_id, 2)

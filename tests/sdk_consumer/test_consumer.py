@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from recovery_service.runtime import from_context
 from rms.config import Settings
 from rms.sdk.consumer import AckResult, BatchReport, HttpAcker, Outcome, RmsConsumer, RmsRecord
-from rms.usecases.redelivery import RecoveryWorker
 from rms.worker import worker_context
 from tests.sdk_consumer.helpers import (
     CountingAcker,
@@ -95,7 +95,7 @@ async def test_handler_exception_rolls_back_the_inbox_row_and_the_message_comes_
         assert acker.acks == []
         assert await _state(api, message_id) == "sent"
 
-        worker = RecoveryWorker.from_context(context)
+        worker = from_context(context)
 
         async def redelivered_and_done(reports: list[BatchReport]) -> bool:
             await worker.tick()

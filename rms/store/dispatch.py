@@ -1,5 +1,5 @@
 """Bookkeeping of publishes. A delivery number is reserved (``delivery_count + 1``) by the
-statement that makes a message due for publishing (confirm, one-shot send, recovery claim,
+statement that makes a message due for publishing (confirm, one-shot send, redelivery claim,
 admin resend); this module records what the broker then said.
 
 Budget rule: only publishes the broker accepted count toward ``max_deliveries``.
@@ -7,7 +7,7 @@ A refused or timed-out publish gives its number back (``delivery_count - 1``) an
 message due again after ``publish_retry_seconds``; a process that dies between the reservation
 and the publish cannot know the outcome, so that reserved number stays counted.
 
-Many outcomes are written by one statement (:meth:`DeliveryStore.record_many`): the rows come
+Many outcomes are written by one statement (:meth:`DispatchStore.record_many`): the rows come
 in as one array parameter per column (``unnest``), every guarded change and every event are
 made by the same statement, so a batch costs one round trip and one commit whatever its size.
 """
@@ -96,7 +96,7 @@ def _params(records: Sequence[Recorded]) -> dict[str, list[Any]]:
          r.retry_seconds, r.outcome.error, r.outcome.reason, r.actor) for r in records])
 
 
-class DeliveryStore:
+class DispatchStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
         self._record = RawStatement(RECORD, engine.dialect)

@@ -1,5 +1,5 @@
-"""The sequencer, part of the recovery worker's tick: publishes ordered messages per key in
-confirm order (the rules are in :mod:`rms.domain.ordering`).
+"""Per-key ordering: the sequencer, part of the redelivery worker's tick, publishes ordered
+messages per key in confirm order (the rules are in :mod:`rms.domain.ordering`).
 
 Each round leases up to ``RMS_WORKER_BATCH_SIZE`` keys that have a due ordered message (a
 row of ``ordering_keys`` per key, taken with ``FOR UPDATE SKIP LOCKED``, so several workers
@@ -12,7 +12,7 @@ after ``RMS_PUBLISH_RETRY_SECONDS`` (so a blocked key does not cost every tick),
 after the one holding them back was published.
 
 Every publish goes through the one publish path (:class:`rms.delivery.Dispatcher`) and every
-claim is the recovery claim (delivery reserved under a lease, budget spent: dead), re-checked
+claim is the redelivery claim (delivery reserved under a lease, budget spent: dead), re-checked
 against the key's lease in the same statement.
 """
 
@@ -28,9 +28,10 @@ import structlog
 from rms import metrics
 from rms.config import WorkerSettings
 from rms.delivery import Dispatcher
+from rms.domain import phase
 from rms.domain.models import Message, PublishOutcome
 from rms.domain.ordering import run_of
-from rms.store.sequencing import Key, SequencingStore
+from rms.store.ordering import Key, OrderingStore
 
 log = structlog.get_logger(__name__)
 
@@ -64,7 +65,7 @@ class SequenceReport:
 @dataclass
 class Sequencer:
     settings: WorkerSettings
-    store: SequencingStore
+    store: OrderingStore
     dispatcher: Dispatcher
     worker_id: str
 
@@ -154,7 +155,7 @@ class Sequencer:
                 report.failed += 1
                 continue
             report.published += 1
-            if message.delivery_count > 1:  # not its first delivery
+            if not phase.holds(phase.FIRST_DELIVERY, message):
                 metrics.REDELIVERIES.inc()
 
     def _report_dead(self, message: Message, report: KeyReport) -> None:

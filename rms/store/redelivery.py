@@ -1,5 +1,5 @@
-"""The recovery service's SQL: claim due messages, flag spent ones dead and resend dead letters in
-bulk (publish outcomes are written by :mod:`rms.store.deliveries`).
+"""The redelivery worker's SQL: claim due messages, flag spent ones dead and resend dead letters
+in bulk (publish outcomes are written by :mod:`rms.store.dispatch`).
 
 Each statement is guarded the same way as :mod:`rms.store.messages` (``state = 'sent'``, and for
 outcomes ``delivery_count = <the number published>``), so an ack, an admin resend or another
@@ -7,11 +7,11 @@ worker that got there first simply makes the row not match.
 
 Claiming, one statement per round (:func:`round_statement`):
 
-* a message is *due* when ``state = 'sent' AND NOT dead AND next_delivery_at <= now()``: its ack
-  deadline passed, or its publish failed and the retry time came (index
-  ``messages_due_deliveries``); a message of a transaction is due only once every earlier
-  message of its transaction had a publish accepted, so their first deliveries keep their
-  order;
+* a message is *due* when it is ``sent``, not dead and its ``next_delivery_at`` came
+  (:data:`rms.domain.phase.READY`): its ack deadline passed, or its publish failed and the
+  retry time came (index ``messages_due_deliveries``); a message of a transaction is due only
+  once every earlier message of its transaction had a publish accepted
+  (:data:`rms.domain.phase.HELD_FOR_ORDER`), so their first deliveries keep their order;
 * up to ``limit`` due messages are locked with ``FOR UPDATE SKIP LOCKED``, oldest deadline
   first, so concurrent workers never take the same message in one round;
 * a locked message whose budget is spent (``delivery_count - delivery_base >= max_deliveries``)
@@ -32,21 +32,21 @@ from sqlalchemy import (
     ColumnElement,
     Select,
     bindparam,
-    exists,
     func,
     literal,
-    or_,
     select,
     union_all,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from rms.domain import phase
 from rms.domain.models import Message
 from rms.domain.states import DeadReason, State
 from rms.domain.transitions import CLAIM_DELIVERY, DELIVERY_EXHAUSTED
 from rms.store.admin import MessageFilter
 from rms.store.messages import RESEND
+from rms.store.phase import condition
 from rms.store.raw import RawStatement
 from rms.store.rows import message_from, to_message
 from rms.store.schema import messages
@@ -62,29 +62,10 @@ class Round:
 
 
 def _due() -> list[ColumnElement[bool]]:
-    """Due for a publish. Ordered messages are the sequencer's (:mod:`rms.store.sequencing`):
-    the claim round leaves them alone."""
-    return [
-        messages.c.state == CLAIM_DELIVERY.source.value,
-        ~messages.c.dead,
-        messages.c.next_delivery_at <= func.now(),
-        ~messages.c.ordered,
-        ~behind_unpublished(),
-    ]
-
-
-def behind_unpublished() -> ColumnElement[bool]:
-    """A message of a transaction waits while an earlier message of its transaction is ``sent``
-    and either has no delivery reserved (its publish failed or was held back) or is claimed
-    (a publish in flight, or one whose process died before recording the broker's answer):
-    the messages of a transaction reach the broker for the first time in their order."""
-    earlier = messages.alias("earlier")
-    unpublished = or_(earlier.c.delivery_count == 0, earlier.c.claim_token.is_not(None))
-    return exists().where(
-        earlier.c.transaction_id == messages.c.transaction_id,
-        earlier.c.transaction_position < messages.c.transaction_position,
-        earlier.c.state == State.SENT.value,
-        unpublished)
+    """Due for a publish (:data:`rms.domain.phase.READY`). Ordered messages are the ordering
+    sequencer's (:mod:`rms.store.ordering`): the claim round leaves them alone."""
+    return [messages.c.state == CLAIM_DELIVERY.source.value, condition(phase.READY),
+            condition(phase.Not(phase.ORDERED))]
 
 
 def spent_budget() -> ColumnElement[bool]:
@@ -172,8 +153,8 @@ class RedeliveryStore:
         """Seconds until the next delivery falls due, if one does within ``within_seconds``
         (database clock; one probe of the ``messages_due_deliveries`` index)."""
         soon = (select(func.extract("epoch", func.min(messages.c.next_delivery_at) - func.now()))
-                .where(messages.c.state == CLAIM_DELIVERY.source.value, ~messages.c.dead,
-                       messages.c.next_delivery_at > func.now(),
+                .where(messages.c.state == CLAIM_DELIVERY.source.value,
+                       condition(phase.Not(phase.DEAD)), condition(phase.Not(phase.DUE)),
                        messages.c.next_delivery_at <= func.now() + _seconds(within_seconds)))
         async with self._engine.connect() as conn:
             wait = (await conn.execute(soon)).scalar_one()

@@ -1,4 +1,4 @@
-"""The sequencer's SQL (per-key ordering): key leases, a key's queue in confirm order, the
+"""Per-key ordering's SQL (the ordering sequencer's): key leases, a key's queue in confirm order, the
 claim of one message under the key's lease, and the holding back of the messages behind a
 blocked one.
 
@@ -16,85 +16,106 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ARRAY, Select, Text, any_, bindparam, exists, func, or_, select, text, update
+from sqlalchemy import (
+    ARRAY,
+    CTE,
+    Select,
+    Text,
+    and_,
+    any_,
+    bindparam,
+    delete,
+    exists,
+    func,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from rms.domain import phase
 from rms.domain.models import Message
 from rms.domain.ordering import Queued
 from rms.domain.states import State
-from rms.domain.transitions import RELEASE_DELIVERY
+from rms.domain.transitions import HOLD_IN_LINE, RELEASE_DELIVERY
+from rms.store.phase import condition
 from rms.store.raw import RawStatement
-from rms.store.redeliveries import Round, behind_unpublished, claim_statement, spent_budget
+from rms.store.redelivery import Round, claim_statement, spent_budget
 from rms.store.rows import message_from, to_message
 from rms.store.schema import messages, ordering_keys
-from rms.store.transitions import core_values
+from rms.store.transitions import core_values, seconds
 
-# a due message waiting for an earlier message of its transaction (never published, or its
-# publish in flight) does not make its key due: the claim would not take it
-_DUE_KEYS = """
-SELECT DISTINCT app, topic, key FROM (
-    SELECT m.app, m.topic, m.key FROM messages m
-    WHERE m.ordered AND m.state = 'sent' AND NOT m.dead AND m.next_delivery_at <= now()
-      AND NOT EXISTS (
-          SELECT 1 FROM messages e
-          WHERE m.transaction_id IS NOT NULL AND e.transaction_id = m.transaction_id
-            AND e.transaction_position < m.transaction_position AND e.state = 'sent'
-            AND (e.delivery_count = 0 OR e.claim_token IS NOT NULL))
-    ORDER BY m.next_delivery_at
-    LIMIT :scan
-) AS due
-"""
+_KEY = (messages.c.app, messages.c.topic, messages.c.key)
 
-_ADD_KEYS = text(f"""
-INSERT INTO ordering_keys (app, topic, key)
-{_DUE_KEYS}
-ON CONFLICT DO NOTHING
-""")
 
-_LEASE_KEYS = text(f"""
-WITH due AS ({_DUE_KEYS}
-), chosen AS MATERIALIZED (
-    SELECT k.app, k.topic, k.key FROM ordering_keys k
-    JOIN due d ON d.app = k.app AND d.topic = k.topic AND d.key = k.key
-    WHERE k.lease_until IS NULL OR k.lease_until <= now()
-    LIMIT :limit
-    FOR UPDATE OF k SKIP LOCKED
-)
-UPDATE ordering_keys k
-SET lease_token = :token, lease_until = now() + make_interval(secs => :lease)
-FROM chosen c
-WHERE k.app = c.app AND k.topic = c.topic AND k.key = c.key
-RETURNING k.app, k.topic, k.key
-""")
+def _of_key(row: Any) -> Any:
+    """``messages`` rows of the key of ``row`` (a row with ``app``, ``topic``, ``key``)."""
+    return and_(*(column == row.c[column.name] for column in _KEY))
 
-# the unacknowledged messages of every key a round leased, in confirm order, at most :limit
-# per key (index messages_ordered_keys)
-_QUEUES = text("""
-SELECT * FROM (
-    SELECT m.*, m.next_delivery_at <= now() AS due,
-           coalesce(m.deliver_after > now(), false) AS scheduled,
-           row_number() OVER (PARTITION BY m.app, m.topic, m.key ORDER BY m.confirm_seq)
-               AS place
-    FROM messages m
-    JOIN ordering_keys k ON k.app = m.app AND k.topic = m.topic AND k.key = m.key
-    WHERE k.lease_token = :token AND m.ordered AND m.state = 'sent'
-) AS queued
-WHERE place <= :limit
-ORDER BY app, topic, key, confirm_seq
-""")
 
-# the messages waiting behind a blocked one (never published, not in flight, due): looked at
-# again after :delay seconds instead of at every tick
-_HOLD = text("""
-UPDATE messages
-SET next_delivery_at = now() + make_interval(secs => :delay)
-WHERE ordered AND state = 'sent' AND NOT dead AND app = :app AND topic = :topic AND key = :key
-  AND confirm_seq > :after AND delivery_count = delivery_base AND claim_token IS NULL
-  AND next_delivery_at <= now()
-""")
+def _due_keys() -> Select[Any]:
+    """The keys of the ``:scan`` ordered messages due longest (a message held for the order of
+    its transaction does not make its key due: the claim would not take it)."""
+    due = (select(*_KEY)
+           .where(condition(phase.ORDERED), messages.c.state == State.SENT.value,
+                  condition(phase.READY))
+           .order_by(messages.c.next_delivery_at).limit(bindparam("scan")).subquery("due"))
+    return select(due.c.app, due.c.topic, due.c.key).distinct()
+
+
+_ADD_KEYS = insert(ordering_keys).from_select(
+    ["app", "topic", "key"], _due_keys()).on_conflict_do_nothing()
+
+
+def _lease_keys() -> Any:
+    due: CTE = _due_keys().cte("due")
+    chosen = (
+        select(ordering_keys.c.app, ordering_keys.c.topic, ordering_keys.c.key)
+        .select_from(ordering_keys.join(due, and_(*(
+            ordering_keys.c[name] == due.c[name] for name in ("app", "topic", "key")))))
+        .where(or_(ordering_keys.c.lease_until.is_(None),
+                   ordering_keys.c.lease_until <= func.now()))
+        .limit(bindparam("limit"))
+        .with_for_update(of=ordering_keys, skip_locked=True)
+        .cte("chosen").prefix_with("MATERIALIZED"))
+    return (update(ordering_keys)
+            .where(*(ordering_keys.c[name] == chosen.c[name] for name in ("app", "topic", "key")))
+            .values(lease_token=bindparam("token"),
+                    lease_until=func.now() + seconds(bindparam("lease")))
+            .returning(ordering_keys.c.app, ordering_keys.c.topic, ordering_keys.c.key))
+
+
+_LEASE_KEYS = _lease_keys()
+
+
+def _queues() -> Select[Any]:
+    """The unacknowledged messages of every key a round leased, in confirm order, at most
+    ``:limit`` per key, with the database clock (index messages_ordered_keys)."""
+    place = func.row_number().over(partition_by=_KEY, order_by=messages.c.confirm_seq)
+    queued = (
+        select(messages, func.now().label("read_at"), place.label("place"))
+        .select_from(messages.join(ordering_keys, _of_key(ordering_keys)))
+        .where(ordering_keys.c.lease_token == bindparam("token"), condition(phase.ORDERED),
+               messages.c.state == State.SENT.value)
+        .subquery("queued"))
+    return (select(queued).where(queued.c.place <= bindparam("limit"))
+            .order_by(queued.c.app, queued.c.topic, queued.c.key, queued.c.confirm_seq))
+
+
+_QUEUES = _queues()
+
+# the messages queued behind a blocked one: looked at again after :delay seconds instead of at
+# every tick
+_HOLD = (update(messages)
+         .where(condition(phase.ORDERED), messages.c.state == HOLD_IN_LINE.source.value,
+                condition(phase.QUEUED), messages.c.app == bindparam("of_app"),
+                messages.c.topic == bindparam("of_topic"), messages.c.key == bindparam("of_key"),
+                messages.c.confirm_seq > bindparam("after"))
+         .values(**core_values(HOLD_IN_LINE, {"delay": bindparam("delay")})))
 
 # a key's row lives while the key is worked on: releasing the round's leases removes them
-_RELEASE = text("DELETE FROM ordering_keys WHERE lease_token = :token")
+_RELEASE = delete(ordering_keys).where(ordering_keys.c.lease_token == bindparam("token"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,28 +133,21 @@ def _claim_run(token: str, lease_seconds: float, actor: str) -> Any:
     """Claim (or flag dead, when its budget is spent) the ordered messages ``run_ids`` (the
     runs of a round's keys), each only while its key's lease ``key_token`` is held and, for a
     message of a transaction, only once every earlier message of its transaction had a
-    publish accepted (as the recovery claim)."""
+    publish accepted (as the redelivery claim)."""
     leased = exists().where(
-        ordering_keys.c.app == messages.c.app, ordering_keys.c.topic == messages.c.topic,
-        ordering_keys.c.key == messages.c.key,
-        ordering_keys.c.lease_token == bindparam("key_token"),
+        _of_key(ordering_keys), ordering_keys.c.lease_token == bindparam("key_token"),
         ordering_keys.c.lease_until > func.now())
     # not necessarily due: a message waiting behind a blocked one goes as soon as the one
-    # before it was published; never one another claim holds and whose lease still runs, nor
-    # a delayed message before its deliver_after (database clock), nor a message of a
-    # transaction whose earlier message has not reached the broker yet (the run stops there
-    # and the key waits behind it, as behind a failed publish)
-    free = or_(messages.c.claim_token.is_(None), messages.c.next_delivery_at <= func.now())
-    deliverable = or_(messages.c.deliver_after.is_(None), messages.c.deliver_after <= func.now())
+    # before it was published (the run stops at a message the claim does not take, and the
+    # key waits behind it, as behind a failed publish)
     chosen: Select[Any] = select(messages.c.message_id, spent_budget().label("spent")).where(
         messages.c.message_id == any_(bindparam("run_ids", type_=ARRAY(Text))),
-        messages.c.ordered,
-        messages.c.state == State.SENT.value, ~messages.c.dead, free, leased, deliverable,
-        ~behind_unpublished())
+        condition(phase.ORDERED), messages.c.state == State.SENT.value,
+        condition(phase.PUBLISHABLE), leased)
     return claim_statement(chosen, token, lease_seconds, actor)
 
 
-class SequencingStore:
+class OrderingStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
         self._claims: dict[tuple[float, str], RawStatement] = {}
@@ -154,7 +168,7 @@ class SequencingStore:
         async with self._engine.connect() as conn:
             for row in await conn.execute(_QUEUES, {"token": token, "limit": limit}):
                 found.setdefault(Key(row.app, row.topic, row.key), []).append(
-                    Queued(to_message(row), bool(row.due), bool(row.scheduled)))
+                    Queued(to_message(row), row.read_at))
         return found
 
     async def claim_run(self, message_ids: Sequence[str], *, key_token: str, token: str,
@@ -188,8 +202,8 @@ class SequencingStore:
     async def hold_behind(self, key: Key, confirm_seq: int, delay_seconds: float) -> int:
         """Look at the due messages queued behind ``confirm_seq`` again in ``delay_seconds``."""
         async with self._engine.connect() as conn:
-            result = await conn.execute(_HOLD, {"app": key.app, "topic": key.topic,
-                                                "key": key.key,
+            result = await conn.execute(_HOLD, {"of_app": key.app, "of_topic": key.topic,
+                                                "of_key": key.key,
                                                 "after": confirm_seq, "delay": delay_seconds})
             return int(getattr(result, "rowcount", 0) or 0)
 

@@ -1,0 +1,190 @@
+"""The delivery phase of a ``sent`` message (design section 3, "Delivery phase"): whether its
+delivery is reserved, in flight, due, scheduled for later or held back, each predicate defined
+here once, as data.
+
+The store renders a predicate into SQL (:mod:`rms.store.phase`) and Python evaluates it on a
+:class:`~rms.domain.models.Message` (:func:`holds`), so the redelivery claim, the ordering
+sequencer, the transaction's first publishes, the operator's blocked-keys view and the stats
+all read the same definitions. Times are compared with the database clock: a Python
+evaluation is given ``now`` as the statement that read the row saw it.
+
+The columns behind the phase: ``delivery_count`` and ``delivery_base`` (deliveries reserved,
+and that count when the current budget started), ``claim_token`` (the claim under which a
+reserved delivery is being published), ``next_delivery_at`` (when the message is due: its ack
+deadline, its retry time, its delivery time or the end of a claim's lease), ``deliver_after``
+(a delayed message's time), ``ordered`` and ``transaction_id`` / ``transaction_position``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from rms.domain.models import Message
+from rms.domain.states import Event
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """The row's boolean column ``column`` is true."""
+
+    column: str
+
+
+@dataclass(frozen=True, slots=True)
+class Present:
+    """The row's ``column`` is not NULL."""
+
+    column: str
+
+
+@dataclass(frozen=True, slots=True)
+class Exceeds:
+    """The row's ``column`` is greater than its ``other``."""
+
+    column: str
+    other: str
+
+
+@dataclass(frozen=True, slots=True)
+class Equals:
+    """The row's ``column`` equals the constant ``value``."""
+
+    column: str
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class Passed:
+    """The row's time ``column`` has come (``<= now``; NULL: not)."""
+
+    column: str
+
+
+@dataclass(frozen=True, slots=True)
+class Ahead:
+    """The row's time ``column`` lies in the future (``> now``; NULL: not)."""
+
+    column: str
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    term: Term
+
+
+@dataclass(frozen=True, slots=True)
+class All:
+    terms: tuple[Term, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AnyOf:
+    terms: tuple[Term, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EarlierMember:
+    """An earlier ``sent`` message of the row's transaction for which ``term`` holds (a
+    relation between rows: SQL only)."""
+
+    term: Term
+
+
+@dataclass(frozen=True, slots=True)
+class LastEvent:
+    """The last event in the row's history is ``event`` (SQL only)."""
+
+    event: Event
+
+
+Term = (Flag | Present | Exceeds | Equals | Passed | Ahead | Not | All | AnyOf | EarlierMember
+        | LastEvent)
+
+
+DEAD = Flag("dead")
+ORDERED = Flag("ordered")
+# a delivery of the current budget is reserved: its publish is in flight or the broker accepted
+# it (a refused publish gives its number back). A confirm, a one-shot send and the claims
+# reserve one; a delayed message before its time and an ordered one get none at confirm.
+RESERVED = Exceeds("delivery_count", "delivery_base")
+# the delivery reserved is the message's first (counted across budgets)
+FIRST_DELIVERY = Equals("delivery_count", 1)
+# a delayed message (published at its ``deliver_after`` at the earliest)
+DELAYED = Present("deliver_after")
+# a claim holds the reserved delivery: a worker's round, the sequencer or the confirm of its
+# transaction is publishing it and has not recorded the broker's answer yet (when the claim's
+# lease, ``next_delivery_at``, runs out, the message is due again)
+IN_FLIGHT = Present("claim_token")
+# ``next_delivery_at`` came: its ack deadline passed, its publish retry or its delivery time
+# came, or the lease of a claim on it ran out
+DUE = Passed("next_delivery_at")
+# a delayed message whose ``deliver_after`` has not come
+SCHEDULED = Ahead("deliver_after")
+# no live claim: none, or its lease ran out
+FREE = AnyOf((Not(IN_FLIGHT), DUE))
+# the first publish is outstanding: never reserved, or a publish in flight
+UNPUBLISHED = AnyOf((Equals("delivery_count", 0), IN_FLIGHT))
+# behind an earlier message of its transaction whose first publish is outstanding: the
+# messages of a transaction reach the broker for the first time in their order
+HELD_FOR_ORDER = EarlierMember(UNPUBLISHED)
+# due for a publish now (the redelivery claim takes it, or for an ordered one the sequencer)
+READY = All((Not(DEAD), DUE, Not(HELD_FOR_ORDER)))
+# may be claimed for a publish now, due or not (the ordering sequencer's claim of a key's run:
+# a message waiting behind a blocked one goes as soon as the one before it was published):
+# no live claim, not delayed past now, not held for its transaction's order
+PUBLISHABLE = All((Not(DEAD), FREE, Not(SCHEDULED), Not(HELD_FOR_ORDER)))
+# published and inside its ack deadline: the only phase in which a message of an ordered key
+# lets the messages behind it go (the head-of-line rule). Every other message holds its line.
+AWAITING_ACK = All((Not(DEAD), RESERVED, Not(IN_FLIGHT), Not(DUE)))
+HOLDS_LINE = Not(AWAITING_ACK)
+# due for its first publish of the budget, waiting for its turn behind the head of its key
+QUEUED = All((Not(DEAD), Not(RESERVED), Not(IN_FLIGHT), DUE))
+
+
+# the columns of a message row the predicates read (with ``message_id`` for its history)
+COLUMNS = ("message_id", "dead", "ordered", "delivery_count", "delivery_base", "claim_token",
+           "next_delivery_at", "deliver_after", "transaction_id", "transaction_position")
+
+
+def holds(term: Term, message: Message, now: datetime | None = None) -> bool:
+    """Whether ``term`` holds for ``message``; ``now`` (the database clock when the row was
+    read) is needed by the time predicates."""
+    return _holds(term, _columns(message), now)
+
+
+def _columns(message: Message) -> Mapping[str, Any]:
+    return {"dead": message.dead, "ordered": message.ordered,
+            "delivery_count": message.delivery_count, "delivery_base": message.delivery_base,
+            "claim_token": message.claim_token, "next_delivery_at": message.next_delivery_at,
+            "deliver_after": message.deliver_after}
+
+
+def _holds(term: Term, row: Mapping[str, Any], now: datetime | None) -> bool:
+    if isinstance(term, Flag):
+        return bool(row[term.column])
+    if isinstance(term, Present):
+        return row[term.column] is not None
+    if isinstance(term, Exceeds):
+        return bool(row[term.column] > row[term.other])
+    if isinstance(term, Equals):
+        return bool(row[term.column] == term.value)
+    if isinstance(term, Passed | Ahead):
+        return _timed(term, row[term.column], now)
+    if isinstance(term, Not):
+        return not _holds(term.term, row, now)
+    if isinstance(term, All):
+        return all(_holds(t, row, now) for t in term.terms)
+    if isinstance(term, AnyOf):
+        return any(_holds(t, row, now) for t in term.terms)
+    raise ValueError(f"{term!r} relates several rows: it has no Python form")
+
+
+def _timed(term: Passed | Ahead, at: datetime | None, now: datetime | None) -> bool:
+    if now is None:
+        raise ValueError(f"{term!r} needs the database clock")
+    if at is None:
+        return False
+    return at <= now if isinstance(term, Passed) else at > now
