@@ -36,7 +36,7 @@ import dataclasses
 import itertools
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from tests.faults.history import (
@@ -84,7 +84,7 @@ def check(history: History, final: Final) -> list[Violation]:
     final = final.merged()
     history = per_member(history)
     events = _by_message(final.events)
-    held = set(held_keys(final))
+    held = set(held_keys(final, history.transactions))
     found = [
         *_loss(history, final, held),
         *_phantom(history, final, events),
@@ -92,7 +92,7 @@ def check(history: History, final: Final) -> list[Violation]:
         *_transitions(history, final, events),
         *_liveness(final, held),
         *_isolation(history, final),
-        *_atomic(history, final),
+        *_atomic(history, final, held),
         *_transaction_order(history, final),
         *_key_order(history, final),
         *_early(history, final),
@@ -104,8 +104,9 @@ def check(history: History, final: Final) -> list[Violation]:
 def notes(history: History, final: Final) -> list[str]:
     """What the run shows that is not a violation: keys held behind a dead message, order
     checks skipped because the broker lost its log."""
-    found = [f"key held: {waiting} waits behind dead {blocker}"
-             for waiting, blocker in sorted(held_keys(final.merged()).items())]
+    held = held_keys(final.merged(), history.transactions)
+    found = [f"held: {waiting} waits behind dead {blocker}"
+             for waiting, blocker in sorted(held.items())]
     if history.log_lost:
         found.append("order not checked: the broker lost its log (and the records in it)")
     return found
@@ -348,7 +349,9 @@ def _actor_isolation(event: StoredEvent, message: FinalMessage | None, consumers
 # ---- transactions -------------------------------------------------------------------------
 
 
-def _atomic(history: History, final: Final) -> Iterator[Violation]:
+def _atomic(history: History, final: Final, held: set[str]) -> Iterator[Violation]:
+    """``held``: members waiting behind a dead message (reported apart, as the contract
+    holds them until an operator acts)."""
     seen = {r.message_id for r in history.consumed} | {
         e.message_id for e in final.events if e.event == "published"}
     for transaction, members in sorted(history.transactions.items()):
@@ -359,11 +362,11 @@ def _atomic(history: History, final: Final) -> Iterator[Violation]:
                     yield Violation("atomic", member, f"published or read, but transaction "
                                                       f"{transaction} is {truth}")
             continue
-        yield from _all_or_none(transaction, members, final, history)
+        yield from _all_or_none(transaction, members, final, history, held)
 
 
-def _all_or_none(transaction: str, members: tuple[str, ...], final: Final, history: History
-                 ) -> Iterator[Violation]:
+def _all_or_none(transaction: str, members: tuple[str, ...], final: Final, history: History,
+                 held: set[str]) -> Iterator[Violation]:
     stored = [final.messages[m] for m in members if m in final.messages]
     if not stored:
         return  # never prepared (a prepare answered 2xx that is gone is a loss)
@@ -373,7 +376,7 @@ def _all_or_none(transaction: str, members: tuple[str, ...], final: Final, histo
         if message is None:
             yield Violation("atomic", member, f"transaction {transaction} committed; this "
                                               "member is not stored, others are")
-        elif message.dead and message.dead_reason:
+        elif (message.dead and message.dead_reason) or member in held:
             continue
         elif message.state != "done" or member not in read:
             how = "never read" if message.state == "done" else f"ends {message.state}"
@@ -473,22 +476,55 @@ def _confirm_times(history: History) -> tuple[dict[str, float], dict[str, float]
     return started, answered
 
 
-def held_keys(final: Final) -> dict[str, str]:
-    """Ordered messages still waiting (``sent``, not dead) behind a dead message of their key
-    confirmed before them: message id -> the dead one."""
+def held_keys(final: Final, transactions: Mapping[str, tuple[str, ...]] | None = None
+              ) -> dict[str, str]:
+    """Messages still waiting (``sent``, not dead) behind a dead one, as the contract holds
+    them: an ordered message behind a dead or waiting message of its key confirmed before it;
+    a transaction's member behind a dead or waiting earlier member never published. Message
+    id -> the dead message at the head of the line."""
+    published = {e.message_id for e in final.events if e.event == "published"}
+    held: dict[str, str] = {}
+    while True:
+        found = [*_behind_in_key(final, held),
+                 *_behind_in_transaction(final, transactions or {}, held, published)]
+        new = {waiting: head for waiting, head in found if waiting not in held}
+        if not new:
+            return held
+        held |= new
+
+
+def _waits(message: FinalMessage) -> bool:
+    return message.state == "sent" and not message.dead
+
+
+def _behind_in_key(final: Final, held: Mapping[str, str]) -> Iterator[tuple[str, str]]:
     by_key: dict[tuple[str, str, str], list[FinalMessage]] = defaultdict(list)
     for message in final.messages.values():
         if message.ordered and message.key is not None and message.confirm_seq is not None:
             by_key[(message.app, message.topic, message.key)].append(message)
-    held: dict[str, str] = {}
     for queue in by_key.values():
-        blocker: FinalMessage | None = None
+        head: str | None = None
         for message in sorted(queue, key=lambda m: m.confirm_seq or 0):
-            if blocker is not None and message.state == "sent" and not message.dead:
-                held[message.message_id] = blocker.message_id
-            elif blocker is None and message.dead and message.state == "sent":
-                blocker = message
-    return held
+            if head is not None and _waits(message):
+                yield message.message_id, head
+            elif head is None and message.state == "sent" and (
+                    message.dead or message.message_id in held):
+                head = held.get(message.message_id, message.message_id)
+
+
+def _behind_in_transaction(final: Final, transactions: Mapping[str, tuple[str, ...]],
+                           held: Mapping[str, str], published: set[str]
+                           ) -> Iterator[tuple[str, str]]:
+    for members in transactions.values():
+        head: str | None = None
+        for member in members:
+            message = final.messages.get(member)
+            if message is None or member in published:
+                continue
+            if head is not None and _waits(message):
+                yield member, head
+            elif head is None and message.state == "sent" and (message.dead or member in held):
+                head = held.get(member, member)
 
 
 # ---- delayed messages ---------------------------------------------------------------------

@@ -201,8 +201,52 @@ def test_a_key_held_behind_a_dead_message_is_reported_not_counted() -> None:
     final.events.append(StoredEvent("o1", "dead", "recovery-worker:x",
                                     {"reason": "delivery-exhausted"}, 999, T0 + 9))
     assert kinds(history, final) == {}
-    assert notes(history, final) == ["key held: o2 waits behind dead o1",
-                                      "key held: o3 waits behind dead o1"]
+    assert notes(history, final) == ["held: o2 waits behind dead o1",
+                                      "held: o3 waits behind dead o1"]
+
+
+def _held_transaction(blocker_dead: bool) -> tuple[History, Final]:
+    """Committed transaction t3: t3-0 ordered on key k2 behind x, then t3-1 (not ordered)
+    behind t3-0 in the transaction's order; x published once, then dead or done."""
+    history, final = clean()
+    ids = itertools.count(500)
+    history.ops += [Op("prepare", A, "x", 201, "pending-send", A, at=8, answered=8.1),
+                    Op("confirm", A, "x", 200, "sent", A, at=8.2, answered=8.3),
+                    Op("txn-prepare", A, "t3", 201, "pending", A, at=9, answered=9.1),
+                    Op("txn-confirm", A, "t3", 200, "confirmed", A, at=9.2, answered=9.3)]
+    history.transactions["t3"] = ("t3-0", "t3-1")
+    history.truth["x"] = COMMITTED
+    history.set_truth("t3", COMMITTED)
+    history.consumed.append(_record("x", ORDERED, 0, T0 + 3, partition=1))
+    ordered = {"ordered": True, "key": "k2"}
+    final.messages |= {
+        "x": _message("x", "sent" if blocker_dead else "done", ORDERED, confirm_seq=5,
+                      dead=blocker_dead, dead_reason="delivery-exhausted" if blocker_dead
+                      else None, **ordered),
+        "t3-0": _message("t3-0", "sent", ORDERED, transaction_id="t3", confirm_seq=6,
+                         **ordered),
+        "t3-1": _message("t3-1", "sent", transaction_id="t3")}
+    final.events += [*_events(ids, "x", "prepared", "confirmed", "published", at=T0 + 2.9),
+                     *_events(ids, "t3-0", "prepared", "confirmed", at=T0 + 3),
+                     *_events(ids, "t3-1", "prepared", "confirmed", at=T0 + 3)]
+    final.events.append(StoredEvent("x", "dead" if blocker_dead else "acked",
+                                    "recovery-worker:x" if blocker_dead else f"app:{POINTS}",
+                                    {"reason": "delivery-exhausted"} if blocker_dead else {},
+                                    next(ids), T0 + 9))
+    return history, final
+
+
+def test_transaction_members_held_behind_a_dead_message_are_reported_not_counted() -> None:
+    history, final = _held_transaction(blocker_dead=True)
+    assert kinds(history, final) == {}
+    assert notes(history, final) == ["held: t3-0 waits behind dead x",
+                                      "held: t3-1 waits behind dead x"]
+
+
+def test_transaction_members_stuck_with_nothing_dead_ahead_break_atomicity() -> None:
+    history, final = _held_transaction(blocker_dead=False)
+    assert kinds(history, final).get("atomic") == 2, check(history, final)
+    assert notes(history, final) == []
 
 
 def test_a_publish_before_deliver_after_is_early() -> None:
