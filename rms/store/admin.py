@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-import orjson
 from sqlalchemy import (
     Select,
     and_,
@@ -25,11 +22,11 @@ from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.domain import phase
-from rms.domain.errors import Invalid
 from rms.domain.models import Message
 from rms.domain.ordering import BLOCKED_BY, Blocked
 from rms.domain.states import Event, State
 from rms.metrics import RetentionFigures
+from rms.store.cursor import decode_cursor, encode_key
 from rms.store.phase import condition
 from rms.store.rows import to_message
 from rms.store.schema import message_events, messages, retention_status
@@ -129,21 +126,6 @@ _BLOCKED_KEYS = _blocked_keys()
 
 def encode_cursor(message: Message) -> str:
     return encode_key(message.created_at, message.message_id)
-
-
-def encode_key(created_at: datetime, row_id: str) -> str:
-    """A keyset cursor: the ``(created_at, id)`` of the last row of a page."""
-    raw = orjson.dumps([created_at.isoformat(), row_id])
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        created, message_id = orjson.loads(base64.urlsafe_b64decode(padded))
-        return datetime.fromisoformat(created), str(message_id)
-    except (ValueError, TypeError) as exc:
-        raise Invalid("cursor is not one this service issued") from exc
 
 
 class AdminStore:

@@ -29,7 +29,6 @@ from sqlalchemy import (
     case,
     func,
     literal,
-    not_,
     select,
     union_all,
     update,
@@ -42,16 +41,19 @@ from rms.domain.models import Actor, App, Message
 from rms.domain.states import DeadReason, Event
 from rms.store.apps import APP_COLUMNS
 from rms.store.batch import batch_params, unnest_cte
+from rms.store.claims import (
+    MESSAGES_CHECK_DUE,
+    TRANSACTIONS_CHECK_DUE,
+    claim_or_exhaust,
+    locked,
+)
 from rms.store.raw import RawStatement
 from rms.store.rows import message_from, to_app, to_message
 from rms.store.schema import apps, message_events, messages, transactions
-from rms.store.transactions import TRANSACTIONS_DUE
 from rms.store.transitions import core_values, event_of, jsonb
 
 DEAD_DETAIL = {"reason": DeadReason.CHECK_EXHAUSTED.value}
 BY_CHECK_BACK = {"by": Actor.CHECK_BACK.value}
-_DUE = and_(messages.c.state == table.CLAIM_CHECK.source.value, not_(messages.c.dead),
-            messages.c.next_check_at <= func.now())
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,26 +82,18 @@ class Answer:
 
 
 def _claim_statement() -> CompoundSelect[Any]:
-    """The claim, built once. Binds: limit, lease, token, actor."""
-    due = (
+    """The claim, built once (:mod:`rms.store.claims`): lock a batch of due messages, oldest
+    due first; count the call and push ``next_check_at`` to the end of a lease under a fresh
+    token (``CLAIM_CHECK``); flag those with no call left dead instead (``CHECK_EXHAUSTED``).
+    Binds: limit, lease, token, actor."""
+    due = locked(
         select(messages.c.message_id,
-               (messages.c.check_count >= messages.c.max_checks).label("exhausted"))
-        .where(_DUE).order_by(messages.c.next_check_at).limit(bindparam("limit"))
-        .with_for_update(skip_locked=True).cte("due").prefix_with("MATERIALIZED")
-    )
-    claimed = (
-        update(messages)
-        .where(messages.c.message_id == due.c.message_id, not_(due.c.exhausted))
-        .values(**core_values(table.CLAIM_CHECK, {"lease": bindparam("lease"),
-                                                  "token": bindparam("token")}))
-        .returning(*messages.c).cte("claimed")
-    )
-    exhausted = (
-        update(messages)
-        .where(messages.c.message_id == due.c.message_id, due.c.exhausted)
-        .values(**core_values(table.CHECK_EXHAUSTED))
-        .returning(*messages.c).cte("exhausted")
-    )
+               (messages.c.check_count >= messages.c.max_checks).label("spent"))
+        .where(MESSAGES_CHECK_DUE).order_by(messages.c.next_check_at)
+        .limit(bindparam("limit")), "due")
+    claimed, exhausted = claim_or_exhaust(
+        due, messages, "message_id", table.CLAIM_CHECK, table.CHECK_EXHAUSTED,
+        {"lease": bindparam("lease"), "token": bindparam("token")})
     dead_history = message_events.insert().from_select(
         ["message_id", "event", "actor", "detail"],
         select(exhausted.c.message_id, literal(event_of(table.CHECK_EXHAUSTED).value),
@@ -118,8 +112,9 @@ CLAIM = _claim_statement()
 def _oldest_due_lag() -> Select[Any]:
     """Seconds since the oldest due check-back time, of messages and transactions alike."""
     oldest = union_all(
-        select(func.min(messages.c.next_check_at).label("due")).where(_DUE),
-        select(func.min(transactions.c.next_check_at).label("due")).where(TRANSACTIONS_DUE),
+        select(func.min(messages.c.next_check_at).label("due")).where(MESSAGES_CHECK_DUE),
+        select(func.min(transactions.c.next_check_at).label("due"))
+        .where(TRANSACTIONS_CHECK_DUE),
     ).subquery("oldest")
     return select(func.extract("epoch", func.now() - func.min(oldest.c.due)))
 

@@ -39,10 +39,10 @@ from rms.domain.models import Message
 from rms.domain.ordering import Queued
 from rms.domain.states import State
 from rms.domain.transitions import HOLD_IN_LINE, RELEASE_DELIVERY
+from rms.store.claims import Round, delivery_claim, locked, spent_budget
 from rms.store.phase import condition
 from rms.store.raw import RawStatement
-from rms.store.redelivery import Round, claim_statement, spent_budget
-from rms.store.rows import message_from, to_message
+from rms.store.rows import to_message
 from rms.store.schema import messages, ordering_keys
 from rms.store.transitions import core_values, seconds
 
@@ -70,15 +70,14 @@ _ADD_KEYS = insert(ordering_keys).from_select(
 
 def _lease_keys() -> Any:
     due: CTE = _due_keys().cte("due")
-    chosen = (
+    leasable = (
         select(ordering_keys.c.app, ordering_keys.c.topic, ordering_keys.c.key)
         .select_from(ordering_keys.join(due, and_(*(
             ordering_keys.c[name] == due.c[name] for name in ("app", "topic", "key")))))
         .where(or_(ordering_keys.c.lease_until.is_(None),
                    ordering_keys.c.lease_until <= func.now()))
-        .limit(bindparam("limit"))
-        .with_for_update(of=ordering_keys, skip_locked=True)
-        .cte("chosen").prefix_with("MATERIALIZED"))
+        .limit(bindparam("limit")))
+    chosen = locked(leasable, "chosen", of=ordering_keys)
     return (update(ordering_keys)
             .where(*(ordering_keys.c[name] == chosen.c[name] for name in ("app", "topic", "key")))
             .values(lease_token=bindparam("token"),
@@ -133,7 +132,7 @@ def _claim_run(token: str, lease_seconds: float, actor: str) -> Any:
     """Claim (or flag dead, when its budget is spent) the ordered messages ``run_ids`` (the
     runs of a round's keys), each only while its key's lease ``key_token`` is held and, for a
     message of a transaction, only once every earlier message of its transaction had a
-    publish accepted (as the redelivery claim)."""
+    publish accepted (as the redelivery claim: :func:`rms.store.claims.delivery_claim`)."""
     leased = exists().where(
         _of_key(ordering_keys), ordering_keys.c.lease_token == bindparam("key_token"),
         ordering_keys.c.lease_until > func.now())
@@ -144,7 +143,7 @@ def _claim_run(token: str, lease_seconds: float, actor: str) -> Any:
         messages.c.message_id == any_(bindparam("run_ids", type_=ARRAY(Text))),
         condition(phase.ORDERED), messages.c.state == State.SENT.value,
         condition(phase.PUBLISHABLE), leased)
-    return claim_statement(chosen, token, lease_seconds, actor)
+    return delivery_claim(chosen, token, lease_seconds, actor)
 
 
 class OrderingStore:
@@ -179,11 +178,8 @@ class OrderingStore:
         if statement is None:
             statement = RawStatement(_claim_run("", lease_seconds, actor), self._engine.dialect)
             self._claims[(lease_seconds, actor)] = statement
-        rows = await statement.fetch(self._engine, round_token=token,
-                                     run_ids=list(message_ids), key_token=key_token)
-        found = [(row["flagged_dead"], message_from(row)) for row in rows]
-        return Round(dead=[m for dead, m in found if dead],
-                     claimed=[m for dead, m in found if not dead])
+        return Round.of(await statement.fetch(self._engine, round_token=token,
+                                              run_ids=list(message_ids), key_token=key_token))
 
     async def give_back(self, claimed: Sequence[Message]) -> None:
         """Give back the reserved deliveries of claimed messages that were not published

@@ -24,41 +24,24 @@ Claiming, one statement per round (:func:`round_statement`):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import (
-    CTE,
-    ColumnElement,
-    Select,
-    bindparam,
-    func,
-    literal,
-    select,
-    union_all,
-    update,
-)
+from sqlalchemy import ColumnElement, func, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.domain import phase
 from rms.domain.models import Message
-from rms.domain.states import DeadReason, State
-from rms.domain.transitions import CLAIM_DELIVERY, DELIVERY_EXHAUSTED
+from rms.domain.states import State
+from rms.domain.transitions import CLAIM_DELIVERY, RESEND
 from rms.store.admin import MessageFilter
-from rms.store.messages import RESEND
+from rms.store.claims import Round, delivery_claim, locked, spent_budget
 from rms.store.phase import condition
 from rms.store.raw import RawStatement
-from rms.store.rows import message_from, to_message
+from rms.store.rows import to_message
 from rms.store.schema import messages
 from rms.store.transitions import core_values, delivery_detail, event_of, with_event
 
-
-@dataclass(frozen=True, slots=True)
-class Round:
-    """One claim round: messages flagged dead and messages claimed for publishing."""
-
-    dead: list[Message]
-    claimed: list[Message]
+__all__ = ["RedeliveryStore", "Round", "round_statement"]
 
 
 def _due() -> list[ColumnElement[bool]]:
@@ -68,61 +51,15 @@ def _due() -> list[ColumnElement[bool]]:
             condition(phase.Not(phase.ORDERED))]
 
 
-def spent_budget() -> ColumnElement[bool]:
-    return (messages.c.delivery_count - messages.c.delivery_base) >= messages.c.max_deliveries
-
-
-def _locked(chosen: Select[Any], name: str) -> CTE:
-    """The rows a statement will change, chosen and locked exactly once.
-
-    ``UPDATE ... WHERE id IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)`` is not safe: the
-    planner may run the sub-select once per outer row, and rows this very statement already
-    updated are then skipped as locked, so the "window" moves and more than ``n`` rows change.
-    A ``MATERIALIZED`` CTE is evaluated once.
-    """
-    return chosen.with_for_update(skip_locked=True).cte(name).prefix_with("MATERIALIZED")
-
-
 def round_statement(limit: int, token: str, lease_seconds: float, actor: str) -> Any:
     """One claim round in one statement and one index scan: lock up to ``limit`` due messages
     (oldest deadline first); flag those with a spent budget dead (with a ``dead`` event) and
-    reserve the next delivery number of the others under a lease. Returns the changed rows
-    with ``flagged_dead`` telling the two apart."""
-    return claim_statement(
+    reserve the next delivery number of the others under a lease
+    (:func:`rms.store.claims.delivery_claim`)."""
+    return delivery_claim(
         select(messages.c.message_id, spent_budget().label("spent")).where(*_due())
         .order_by(messages.c.next_delivery_at).limit(limit),
         token, lease_seconds, actor)
-
-
-def claim_statement(chosen: Select[Any], token: str, lease_seconds: float, actor: str) -> Any:
-    """Lock the due messages ``chosen`` selects (``message_id`` and ``spent``); flag the spent
-    ones dead and reserve the next delivery of the others under a lease (see
-    :func:`round_statement`)."""
-    due = _locked(chosen, "due")
-    dead = (
-        update(messages)
-        .where(messages.c.message_id == due.c.message_id, due.c.spent)
-        .values(**core_values(DELIVERY_EXHAUSTED))
-        .returning(*messages.c)
-        .cte("dead")
-    )
-    claimed = (
-        update(messages)
-        .where(messages.c.message_id == due.c.message_id, ~due.c.spent)
-        .values(**core_values(CLAIM_DELIVERY, {"token": bindparam("round_token", token),
-                                               "lease": literal(lease_seconds)}))
-        .returning(*messages.c)
-        .cte("claimed")
-    )
-
-    def detail(rows: CTE) -> ColumnElement[Any]:
-        return func.jsonb_build_object(
-            "reason", DeadReason.DELIVERY_EXHAUSTED.value,
-            "deliveries", rows.c.delivery_count - rows.c.delivery_base)
-
-    flagged = with_event(dead, event_of(DELIVERY_EXHAUSTED), actor, detail).add_columns(
-        literal(True).label("flagged_dead"))
-    return union_all(flagged, select(claimed, literal(False).label("flagged_dead")))
 
 
 def _seconds(value: float) -> ColumnElement[Any]:
@@ -144,10 +81,7 @@ class RedeliveryStore:
             statement = RawStatement(round_statement(limit, "", lease_seconds, actor),
                                      self._engine.dialect)
             self._rounds[key] = statement
-        rows = await statement.fetch(self._engine, round_token=token)
-        found = [(row["flagged_dead"], message_from(row)) for row in rows]
-        return Round(dead=[message for dead, message in found if dead],
-                     claimed=[message for dead, message in found if not dead])
+        return Round.of(await statement.fetch(self._engine, round_token=token))
 
     async def next_due_in(self, within_seconds: float) -> float | None:
         """Seconds until the next delivery falls due, if one does within ``within_seconds``
@@ -165,7 +99,7 @@ class RedeliveryStore:
         messages matching ``where`` (oldest first, skipping rows another operator is resending)
         and apply the RESEND transition to them, with a ``resent {"delivery": n}`` event each.
         The caller publishes the returned messages."""
-        chosen = _locked(
+        chosen = locked(
             select(messages.c.message_id)
             .where(messages.c.dead, messages.c.state == State.SENT.value, *where.clauses())
             .order_by(messages.c.created_at, messages.c.message_id)
@@ -174,12 +108,12 @@ class RedeliveryStore:
         changed = (
             update(messages)
             .where(messages.c.message_id == chosen.c.message_id, messages.c.dead,
-                   messages.c.state == RESEND.rule.source.value)
-            .values(**RESEND.values)
+                   messages.c.state == RESEND.source.value)
+            .values(**core_values(RESEND))
             .returning(*messages.c)
             .cte("changed")
         )
         async with self._engine.begin() as conn:
-            rows = await conn.execute(with_event(changed, event_of(RESEND.rule), actor, delivery_detail))
+            rows = await conn.execute(with_event(changed, event_of(RESEND), actor, delivery_detail))
             found = [to_message(row) for row in rows]
         return sorted(found, key=lambda m: (m.created_at, m.message_id))

@@ -27,7 +27,6 @@ from sqlalchemy import (
     func,
     insert,
     literal,
-    not_,
     select,
     tuple_,
     union_all,
@@ -48,8 +47,9 @@ from rms.domain.transactions import (
     TransactionView,
 )
 from rms.domain.transitions import Transition
-from rms.store.admin import decode_cursor, encode_key
+from rms.store.claims import TRANSACTIONS_CHECK_DUE, claim_or_exhaust, locked
 from rms.store.coalesced import PrepareItem, insert_messages, insert_sql
+from rms.store.cursor import decode_cursor, encode_key
 from rms.store.raw import driver_of
 from rms.store.rows import to_message
 from rms.store.schema import message_events, messages, transactions
@@ -108,9 +108,6 @@ class TransactionClaim:
     exhausted: list[TransactionView]
 
 
-# a transaction whose check-back is due: what the claim takes, and what the lag measures
-TRANSACTIONS_DUE = and_(transactions.c.state == ledger.CLAIM_CHECK.source.value,
-                        not_(transactions.c.dead), transactions.c.next_check_at <= func.now())
 # every message of an exhausted transaction is flagged dead with it
 _EXHAUSTED_MEMBER = ledger.CHECK_EXHAUSTED.member
 
@@ -131,31 +128,20 @@ def _flag_members(of: ColumnElement[bool]) -> CTE:
 
 
 def _claim_statement() -> CompoundSelect[Any]:
-    """The claim, built once. Lock a batch of due transactions, oldest due first, ``FOR
-    UPDATE SKIP LOCKED`` (workers never share one); count the call and push ``next_check_at``
-    to the end of a lease under a fresh token (:data:`ledger.CLAIM_CHECK`). A due transaction
-    with no call left (its last caller died before recording the answer) is flagged dead with
-    its messages instead (:data:`ledger.CHECK_EXHAUSTED`). Binds: limit, lease, token, actor.
-    Returns the transaction rows, with ``was_exhausted``."""
-    due = (
+    """The claim, built once (:mod:`rms.store.claims`). Lock a batch of due transactions,
+    oldest due first, ``FOR UPDATE SKIP LOCKED`` (workers never share one); count the call and
+    push ``next_check_at`` to the end of a lease under a fresh token (:data:`ledger.CLAIM_CHECK`).
+    A due transaction with no call left (its last caller died before recording the answer) is
+    flagged dead with its messages instead (:data:`ledger.CHECK_EXHAUSTED`). Binds: limit,
+    lease, token, actor. Returns the transaction rows, with ``was_exhausted``."""
+    due = locked(
         select(transactions.c.transaction_id,
                (transactions.c.check_count >= transactions.c.max_checks).label("spent"))
-        .where(TRANSACTIONS_DUE).order_by(transactions.c.next_check_at).limit(bindparam("limit"))
-        .with_for_update(skip_locked=True).cte("due").prefix_with("MATERIALIZED")
-    )
-    claimed = (
-        update(transactions)
-        .where(transactions.c.transaction_id == due.c.transaction_id, not_(due.c.spent))
-        .values(**core_values(ledger.CLAIM_CHECK, {"lease": bindparam("lease"),
-                                                   "token": bindparam("token")}, transactions))
-        .returning(*transactions.c).cte("claimed")
-    )
-    exhausted = (
-        update(transactions)
-        .where(transactions.c.transaction_id == due.c.transaction_id, due.c.spent)
-        .values(**core_values(ledger.CHECK_EXHAUSTED, target=transactions))
-        .returning(*transactions.c).cte("exhausted")
-    )
+        .where(TRANSACTIONS_CHECK_DUE).order_by(transactions.c.next_check_at)
+        .limit(bindparam("limit")), "due")
+    claimed, exhausted = claim_or_exhaust(
+        due, transactions, "transaction_id", ledger.CLAIM_CHECK, ledger.CHECK_EXHAUSTED,
+        {"lease": bindparam("lease"), "token": bindparam("token")})
     flagged = _flag_members(messages.c.transaction_id == exhausted.c.transaction_id)
     dead_history = message_events.insert().from_select(
         ["message_id", "event", "actor", "detail"],

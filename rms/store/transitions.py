@@ -14,6 +14,7 @@ import orjson
 from sqlalchemy import CTE, ColumnElement, Select, Table, case, cast, func, literal, select
 from sqlalchemy.dialects.postgresql import JSONB
 
+from rms.domain import phase
 from rms.domain.states import Event
 from rms.domain.transitions import (
     Column,
@@ -27,6 +28,7 @@ from rms.domain.transitions import (
     Transition,
     When,
 )
+from rms.store.phase import condition
 from rms.store.schema import message_events, messages
 
 Detail = Mapping[str, Any] | Any  # a fixed detail, or a callable from the changed CTE
@@ -140,7 +142,8 @@ def with_event(changed: CTE, event: Event, actor: str, detail: Detail) -> Select
 
 def delivery_detail(changed: CTE) -> ColumnElement[Any]:
     """``{"delivery": n}`` from the changed row: the number a resend reserved, or for an
-    ordered message (which the sequencer publishes later) the number it will publish."""
-    upcoming = case((changed.c.ordered, changed.c.delivery_count + 1),
+    ordered message (:data:`rms.domain.phase.ORDERED`, which the sequencer publishes later)
+    the number it will publish."""
+    upcoming = case((condition(phase.ORDERED, changed), changed.c.delivery_count + 1),
                     else_=changed.c.delivery_count)
     return func.jsonb_build_object("delivery", upcoming)
