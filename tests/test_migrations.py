@@ -90,8 +90,9 @@ def test_transactions_migration_carries_existing_messages_over(postgres: Embedde
     """A database of the release before transactions: its messages belong to no transaction
     and keep working (confirm, the recovery claim) after the upgrade."""
     from rms.domain.models import Actor
+    from rms.domain.transitions import CONFIRM
     from rms.store.database import open_engine
-    from rms.store.messages import CONFIRM, MessageStore
+    from rms.store.messages import MessageStore
     from rms.store.redelivery import RedeliveryStore
 
     name = f"m_{uuid.uuid4().hex[:12]}"

@@ -31,14 +31,14 @@ from rms.store.coalesced import (
 from rms.store.raw import driver_connection
 from rms.store.rows import to_event, to_message
 from rms.store.schema import message_events, messages
-from rms.store.transitions import core_values, event_of, with_event
+from rms.store.transitions import core_values, delivery_detail, event_of, with_event
 from rms.store.transitions import set_sql as set_clause
 
 Detail = Mapping[str, Any] | Callable[[CTE], ColumnElement[Any]]
 
 
 @dataclass(frozen=True, slots=True)
-class Transition:
+class _Rendered:
     """A row of the transition table with its two SQL renderings: ``values`` for the
     single-row Core statement and ``set_sql``, the SET clause of the coalesced request path's
     statement ``coalesced_sql`` (:mod:`rms.store.coalesced`; None: always written alone)."""
@@ -57,15 +57,23 @@ class Transition:
         return self.rule.action
 
 
-def rendered(rule: table.Transition, *, coalesced: bool) -> Transition:
-    return Transition(rule, core_values(rule), set_clause(rule) if coalesced else None)
+def _rendered(rule: table.Transition, *, coalesced: bool) -> _Rendered:
+    return _Rendered(rule, core_values(rule), set_clause(rule) if coalesced else None)
 
 
-CONFIRM = rendered(table.CONFIRM, coalesced=True)
-CANCEL = rendered(table.CANCEL, coalesced=True)
-ACK = rendered(table.ACK, coalesced=True)
-RESEND = rendered(table.RESEND, coalesced=False)
+# the request path's transitions, each in both forms (concurrent requests share one statement)
+_COALESCED = (table.CONFIRM, table.CANCEL, table.ACK)
+_FORMS: dict[tuple[str, bool], _Rendered] = {
+    (rule.action, coalesced): _rendered(rule, coalesced=coalesced)
+    for rule in _COALESCED for coalesced in (True, False)} | {
+    (table.RESEND.action, False): _rendered(table.RESEND, coalesced=False)}
 _ACK_MANY_SQL = transition_sql(table.ACK, returning="m.message_id")
+
+
+def _form(change: table.Transition, coalesced: bool) -> _Rendered:
+    """``change`` rendered: with its coalesced form when it has one and ``coalesced``."""
+    found = _FORMS.get((change.action, coalesced)) or _FORMS.get((change.action, False))
+    return found if found is not None else _rendered(change, coalesced=False)
 
 
 class MessageStore:
@@ -100,7 +108,36 @@ class MessageStore:
     async def transition(
         self,
         message_id: str,
-        change: Transition,
+        change: table.Transition,
+        *,
+        app: str | None,
+        actor: str,
+        by: Actor | None = None,
+        claim_token: str | None = None,
+        detail: Mapping[str, Any] | None = None,
+        coalesced: bool = True,
+    ) -> tuple[Message, bool]:
+        """Apply ``change`` (a row of :mod:`rms.domain.transitions`) to one message. Returns
+        ``(message, changed)``: ``changed`` is False for an idempotent repeat. Raises NotFound
+        (unknown, or another app's) or IllegalTransition naming the current state. Without a
+        claim token, concurrent calls of a request-path transition share one statement
+        (:mod:`rms.store.coalesced`) unless ``coalesced`` is False, which writes it with the
+        single-row statement."""
+        return await self._write(message_id, _form(change, coalesced), app=app, actor=actor,
+                                 by=by, claim_token=claim_token, detail=detail)
+
+    async def resend(self, message_id: str, *, actor: str) -> Message:
+        """The RESEND transition of a ``sent`` message (dead or not), its event detail the
+        delivery it reserved (or, for an ordered message, the one the sequencer will
+        publish)."""
+        message, _ = await self._write(message_id, _form(table.RESEND, False), app=None,
+                                       actor=actor, detail=delivery_detail)
+        return message
+
+    async def _write(
+        self,
+        message_id: str,
+        change: _Rendered,
         *,
         app: str | None,
         actor: str,
@@ -108,10 +145,6 @@ class MessageStore:
         claim_token: str | None = None,
         detail: Detail | None = None,
     ) -> tuple[Message, bool]:
-        """Apply ``change`` to one message. Returns ``(message, changed)``: ``changed`` is
-        False for an idempotent repeat. Raises NotFound (unknown, or another app's) or
-        IllegalTransition naming the current state. Without a claim token or a computed
-        detail, concurrent calls share one statement (:mod:`rms.store.coalesced`)."""
         sql = change.coalesced_sql
         if sql is not None and claim_token is None and not callable(detail):
             item = TransitionItem(message_id, app, actor,
@@ -145,7 +178,7 @@ class MessageStore:
     async def transition_many(
         self,
         message_ids: Sequence[str],
-        change: Transition,
+        change: table.Transition,
         *,
         app: str,
         actor: str,
@@ -153,14 +186,15 @@ class MessageStore:
     ) -> list[tuple[Message, bool]]:
         """``transition`` for many messages of one app in one transaction, all or nothing:
         an unknown id or an illegal state rolls everything back, naming the item."""
-        sql = change.coalesced_sql
+        rendered = _form(change, True)
+        sql = rendered.coalesced_sql
         if sql is None:
             raise ValueError(f"{change.action} has no batch form")
         items = [TransitionItem(message_id, app, actor, {"by": by.value})
                  for message_id in message_ids]
         async with driver_connection(self._engine) as driver, driver.transaction():
             written = await update_messages(driver, sql, items)
-            return [_batch_answer(index, message_id, change, app, current, did)
+            return [_batch_answer(index, message_id, rendered, app, current, did)
                     for index, (message_id, (current, did))
                     in enumerate(zip(message_ids, written, strict=True))]
 
@@ -237,7 +271,7 @@ def _check_retry(app: str, draft: NewMessage, stored: Message | None) -> Message
     return stored
 
 
-def _batch_answer(index: int, message_id: str, change: Transition, app: str,
+def _batch_answer(index: int, message_id: str, change: _Rendered, app: str,
                   current: Message | None, did: bool) -> tuple[Message, bool]:
     if did and current is not None:
         return current, True
@@ -257,7 +291,7 @@ def _itemised(error: NotFound | IllegalTransition, index: int) -> Conflict | Not
 
 
 def _explain_miss(
-    message_id: str, change: Transition, current: Message | None, app: str | None
+    message_id: str, change: _Rendered, current: Message | None, app: str | None
 ) -> Message:
     if current is None or (app is not None and current.app != app):
         raise NotFound(f"no message {message_id!r}")

@@ -17,6 +17,7 @@ import structlog
 
 from rms import metrics
 from rms.config import Settings
+from rms.domain import transitions as table
 from rms.domain.errors import Forbidden, NotFound
 from rms.domain.models import App, Message
 from rms.domain.topics import topic_allowed
@@ -29,7 +30,7 @@ from rms.kafka.ack_records import (
     written_for,
 )
 from rms.store.apps import AppStore
-from rms.store.messages import ACK, MessageStore
+from rms.store.messages import MessageStore
 
 log = structlog.get_logger(__name__)
 _LOGGED_CONSUMERS = 10  # names a rejection line shows at most
@@ -56,7 +57,7 @@ class Acks:
             raise Forbidden(f"topic {current.topic!r} is not in app {app.name!r}'s "
                             "consume_topics")
         message, changed = await self.messages.transition(
-            message_id, ACK, app=None, actor=f"app:{app.name}", detail={"via": "http"})
+            message_id, table.ACK, app=None, actor=f"app:{app.name}", detail={"via": "http"})
         if changed:
             metrics.ACKS.labels("http").inc()
         return message

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field, replace
 from rms import metrics, tracing
 from rms.config import Settings
 from rms.delivery import Dispatcher
+from rms.domain import transitions as table
 from rms.domain.errors import Invalid
 from rms.domain.models import Actor, App, Message, MessageEvent
 from rms.domain.trace import TraceContext
-from rms.store.messages import CANCEL, CONFIRM, MessageStore, Transition
+from rms.store.messages import MessageStore
 from rms.usecases.drafts import Drafts, PrepareInput, first_duplicate
 
 
@@ -69,7 +70,7 @@ class MessageService:
     async def confirm(self, app: App, message_id: str) -> Message:
         started = tracing.clock()
         message, changed = await self.store.transition(
-            message_id, CONFIRM, app=app.name, actor=f"app:{app.name}", by=Actor.PRODUCER)
+            message_id, table.CONFIRM, app=app.name, actor=f"app:{app.name}", by=Actor.PRODUCER)
         if changed:
             metrics.TRANSITIONS.labels("confirmed").inc()
             await self._publish_confirmed(message, started)
@@ -77,21 +78,21 @@ class MessageService:
 
     async def cancel(self, app: App, message_id: str) -> Message:
         message, changed = await self.store.transition(
-            message_id, CANCEL, app=app.name, actor=f"app:{app.name}", by=Actor.PRODUCER)
+            message_id, table.CANCEL, app=app.name, actor=f"app:{app.name}", by=Actor.PRODUCER)
         if changed:
             metrics.TRANSITIONS.labels("cancelled").inc()
         return message
 
     async def confirm_batch(self, app: App, message_ids: Sequence[str]) -> list[Message]:
         started = tracing.clock()
-        results = await self._batch(app, message_ids, CONFIRM)
+        results = await self._batch(app, message_ids, table.CONFIRM)
         changed = [message for message, did in results if did]
         metrics.TRANSITIONS.labels("confirmed").inc(len(changed))
         await asyncio.gather(*(self._publish_confirmed(message, started) for message in changed))
         return [message for message, _ in results]
 
     async def cancel_batch(self, app: App, message_ids: Sequence[str]) -> list[Message]:
-        results = await self._batch(app, message_ids, CANCEL)
+        results = await self._batch(app, message_ids, table.CANCEL)
         metrics.TRANSITIONS.labels("cancelled").inc(sum(1 for _, did in results if did))
         return [message for message, _ in results]
 
@@ -113,7 +114,7 @@ class MessageService:
     async def admin_confirm(self, message_id: str, *, actor: str = "admin") -> Message:
         started = tracing.clock()
         message, changed = await self.store.transition(
-            message_id, CONFIRM, app=None, actor=actor, by=Actor.ADMIN)
+            message_id, table.CONFIRM, app=None, actor=actor, by=Actor.ADMIN)
         if changed:
             metrics.TRANSITIONS.labels("confirmed").inc()
             await self._publish_confirmed(message, started)
@@ -121,7 +122,7 @@ class MessageService:
 
     async def admin_cancel(self, message_id: str, *, actor: str = "admin") -> Message:
         message, changed = await self.store.transition(
-            message_id, CANCEL, app=None, actor=actor, by=Actor.ADMIN)
+            message_id, table.CANCEL, app=None, actor=actor, by=Actor.ADMIN)
         if changed:
             metrics.TRANSITIONS.labels("cancelled").inc()
         return message
@@ -140,7 +141,7 @@ class MessageService:
                                        "rms.message_id": message.message_id}) as span:
             await self._publish_first(message, span.context)
 
-    async def _batch(self, app: App, message_ids: Sequence[str], change: Transition
+    async def _batch(self, app: App, message_ids: Sequence[str], change: table.Transition
                      ) -> list[tuple[Message, bool]]:
         """Batch confirm/cancel: one transaction, all or nothing; a failure names the item."""
         self.drafts.check_batch_size(len(message_ids))

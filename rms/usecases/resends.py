@@ -20,9 +20,8 @@ from rms import metrics
 from rms.delivery import Dispatcher, sequenced
 from rms.domain.models import Message
 from rms.store.admin import AdminStore, MessageFilter
-from rms.store.messages import RESEND, MessageStore
+from rms.store.messages import MessageStore
 from rms.store.redelivery import RedeliveryStore
-from rms.store.transitions import delivery_detail
 
 log = structlog.get_logger(__name__)
 MAX_BULK_RESEND = 1000
@@ -39,8 +38,7 @@ class Resends:
     async def resend(self, message_id: str, *, actor: str = "admin") -> Message:
         """Publish a ``sent`` message again now (dead or not), clear ``dead`` and restart its
         delivery budget; ``delivery_count`` keeps counting."""
-        message, _ = await self.messages.transition(message_id, RESEND, app=None, actor=actor,
-                                                    detail=delivery_detail)
+        message = await self.messages.resend(message_id, actor=actor)
         metrics.TRANSITIONS.labels("resent").inc()
         if not sequenced(message):
             await self.dispatcher.deliver(message, actor=actor, reschedule=True,

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from rms.domain import transitions as table
 from rms.domain.models import NewMessage
 from rms.domain.states import State
-from rms.store.messages import MessageStore, rendered
+from rms.store.messages import MessageStore
 from rms.store.schema import message_events, messages
 from rms.store.transitions import core_values, event_of, with_event
 from tests.support import CHECK_PREFIX, Api
@@ -158,11 +158,10 @@ async def test_coalesced_text_and_core_write_the_same_row(
         api: Api, topic: str, change: table.Transition) -> None:
     engine = _engine(api)
     store = MessageStore(engine)
-    batched, alone = rendered(change, coalesced=True), rendered(change, coalesced=False)
     for message_id in ("batched", "alone"):
         await _prepared_in(api, topic, message_id, change.source)
-    assert (await store.transition("batched", batched, app=None, actor="t"))[1]
-    assert (await store.transition("alone", alone, app=None, actor="t"))[1]
+    assert (await store.transition("batched", change, app=None, actor="t"))[1]
+    assert (await store.transition("alone", change, app=None, actor="t", coalesced=False))[1]
     rows = [await _row(engine, message_id) for message_id in ("batched", "alone")]
     plain = [{k: v for k, v in row.items() if not isinstance(v, datetime) and k != "message_id"}
              for row in rows]
@@ -182,7 +181,7 @@ async def test_a_repeat_in_an_already_state_answers_unchanged(
         await _prepared_in(api, topic, message_id, state)
         before = await _row(engine, message_id)
         message, changed = await store.transition(
-            message_id, rendered(change, coalesced=True), app=None, actor="t")
+            message_id, change, app=None, actor="t")
         assert (changed, message.state) == (False, state)
         assert await _row(engine, message_id) == before
 
