@@ -7,4 +7,10 @@ on the asyncpg connection: the one fast path. The coalesced request-path stateme
 (:mod:`rms.store.transitions`) and the one batch form (:mod:`rms.store.batch`). No ``text()``
 with ``:name`` binds, no hand-written ``$n`` strings outside that generator, and state values
 always come from :mod:`rms.domain.states` (or the transaction states), never string literals.
+
+The vocabulary stays inside: callers use the stores' methods, which take rows of the domain's
+transition tables where a choice is needed; the rendered statements, the schema and the claim
+parts are the store's own (an import-linter contract keeps the use cases off them). Every
+claim (check-back of messages and of transactions, redelivery, ordering) is built from the same
+parts in :mod:`rms.store.claims`.
 """
