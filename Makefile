@@ -3,14 +3,14 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: dev test lint typecheck imports unit install system-deps bench soak clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,dev-stack,spark]'
+	$(BIN)/python -m pip install --quiet -e clients/python -e '.[test,dev-stack,spark]'
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 

@@ -18,12 +18,12 @@ from confirm_service.http11 import Http11Pool, HttpError, Request, TooLarge
 from rms.callback_urls import CallTarget, call_target
 from rms.domain.errors import Invalid
 from rms.domain.models import App, Message
-from rms.domain.timestamps import format_rfc3339
-from rms.domain.trace import TraceContext
 from rms.domain.transactions import Transaction
 from rms.kafka.records import rfc3339
-from rms.signing import signed_headers
 from rms.usecases.checkbacks import CheckResult, Outcome
+from rms_client.signing import signed_headers
+from rms_client.timestamps import format_rfc3339
+from rms_client.trace import TraceContext
 
 log = structlog.get_logger(__name__)
 

@@ -39,9 +39,9 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Column, DateTime, MetaData, Numeric, Table, Text, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from rms.sdk.barrier import Barrier, barrier_table
-from rms.sdk.checkback import DEFAULT_PATH, checkback_router
-from rms.sdk.producer import MessageInfo, RmsError, RmsProducer
+from rms_client.barrier import Barrier, barrier_table
+from rms_client.checkback import DEFAULT_PATH, checkback_router
+from rms_client.producer import MessageInfo, RmsError, RmsProducer
 
 log = structlog.get_logger(__name__)
 metadata = MetaData()

@@ -1,4 +1,4 @@
-"""The demo points service: a consumer built on :mod:`rms.sdk.consumer`.
+"""The demo points service: a consumer built on :mod:`rms_client.consumer`.
 
 It consumes "order paid" records (topic ``orders.paid`` by default), adds points to the
 customer's balance in its **own** database, in the same transaction as the SDK's inbox row (so
@@ -34,7 +34,7 @@ from fastapi import FastAPI
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from rms.sdk.consumer import RmsConsumer, RmsRecord, ensure_inbox, make_acker
+from rms_client.consumer import RmsConsumer, RmsRecord, ensure_inbox, make_acker
 
 log = structlog.get_logger(__name__)
 

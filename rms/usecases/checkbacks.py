@@ -22,15 +22,16 @@ from typing import Protocol
 
 import structlog
 
-from rms import metrics, tracing
+from rms import metrics
 from rms.batching import Coalescer
 from rms.config import WorkerSettings
 from rms.delivery import Dispatcher
 from rms.domain.models import App, Message
 from rms.domain.policy import DeliveryPolicy, next_check_delay
 from rms.domain.states import DeadReason
-from rms.domain.trace import TraceContext
 from rms.store.checks import Action, Answer, CheckStore, Claim, Resolution, Resolved
+from rms_client import tracing
+from rms_client.trace import TraceContext
 
 log = structlog.get_logger(__name__)
 DEAD = DeadReason.CHECK_EXHAUSTED.value

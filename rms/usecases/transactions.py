@@ -17,14 +17,12 @@ from typing import Any, Protocol
 
 import structlog
 
-from rms import metrics, tracing
+from rms import metrics
 from rms.delivery import Dispatcher
 from rms.domain.errors import Conflict, Invalid
-from rms.domain.ids import new_message_id
 from rms.domain.models import Actor, App
 from rms.domain.policy import DeliveryPolicy, next_check_delay
 from rms.domain.states import DeadReason
-from rms.domain.trace import TraceContext
 from rms.domain.transactions import (
     CANCEL,
     CONFIRM,
@@ -41,6 +39,9 @@ from rms.store.transactions import (
 )
 from rms.usecases.checkbacks import CheckResult, CheckSettings, Outcome, count_answer
 from rms.usecases.drafts import CheckBackInput, ContentInput, Drafts, first_duplicate
+from rms_client import tracing
+from rms_client.ids import new_message_id
+from rms_client.trace import TraceContext
 
 log = structlog.get_logger(__name__)
 

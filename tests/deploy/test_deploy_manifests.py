@@ -606,7 +606,7 @@ def test_dockerfile_copies_every_package_and_dockerignore_allows_it() -> None:
     include = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
     packages = {pattern.rstrip("*") for pattern in include}
     assert packages <= copied, f"packages the image lacks: {packages - copied}"
-    assert {"pyproject.toml", "README.md", "deploy/scripts"} <= copied
+    assert {"pyproject.toml", "README.md", "deploy/scripts", "clients/python"} <= copied
 
 
 # --------------------------------------------------------------------------- compose

@@ -24,10 +24,10 @@ from confirm_service.runtime import confirm_worker
 from rms.config import Settings
 from rms.demo.orders import Config, barrier_rows, create_app, orders
 from rms.embedded import EmbeddedPostgres, free_port
-from rms.sdk.barrier import Barrier, BarrierClosed
-from rms.sdk.producer import RmsProducer
 from rms.store.database import open_engine
 from rms.usecases.checkbacks import ConfirmWorker
+from rms_client.barrier import Barrier, BarrierClosed
+from rms_client.producer import RmsProducer
 from tests.confirm.servers import serving
 from tests.support import Api, read_topic
 

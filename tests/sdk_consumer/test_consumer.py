@@ -7,9 +7,9 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from rms.config import Settings
-from rms.sdk.consumer import AckResult, BatchReport, HttpAcker, Outcome, RmsConsumer, RmsRecord
 from rms.usecases.redelivery import RecoveryWorker
 from rms.worker import worker_context
+from rms_client.consumer import AckResult, BatchReport, HttpAcker, Outcome, RmsConsumer, RmsRecord
 from tests.sdk_consumer.helpers import (
     CountingAcker,
     consume_until,

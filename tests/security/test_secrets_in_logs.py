@@ -22,7 +22,7 @@ import pytest
 
 from rms.config import Settings
 from rms.embedded import free_port
-from rms.sdk.signing import Verifier
+from rms_client.signing import Verifier
 from tests.confirm.servers import Call, CallbackServer, Reply, callback_server
 from tests.conftest import ADMIN_TOKEN
 

@@ -37,7 +37,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from rms.sdk.checkback import CheckRequest, CheckStatus, TransactionCheckRequest
+from rms_client.checkback import CheckRequest, CheckStatus, TransactionCheckRequest
 
 DEFAULT_TABLE = "rms_barrier"
 COMMITTED: CheckStatus = "committed"
@@ -99,11 +99,11 @@ class Barrier:
                 raise
 
     async def resolve(self, check: CheckRequest) -> CheckStatus:
-        """A resolver for :func:`rms.sdk.checkback.checkback_router`."""
+        """A resolver for :func:`rms_client.checkback.checkback_router`."""
         return await self.check(check.message_id)
 
     async def resolve_transaction(self, check: TransactionCheckRequest) -> CheckStatus:
-        """The transaction resolver for :func:`rms.sdk.checkback.checkback_router`: the local
+        """The transaction resolver for :func:`rms_client.checkback.checkback_router`: the local
         transaction marked ``mark_committed(conn, transaction_id)`` (message ids and
         transaction ids share the barrier table, so keep them distinct)."""
         return await self.check(check.transaction_id)

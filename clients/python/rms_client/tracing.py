@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import structlog
 
-from rms.domain.trace import TraceContext, trace_context
+from rms_client.trace import TraceContext, trace_context
 
 log = structlog.get_logger(__name__)
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from rms.domain.secrets import SIGNING_SECRET_PREFIX
+SIGNING_SECRET_PREFIX = "whsec_"  # noqa: S105 - a prefix, not a secret
 
 HEADER_ID = "webhook-id"
 HEADER_TIMESTAMP = "webhook-timestamp"
@@ -71,7 +71,7 @@ class Verified:
 class Verifier:
     """Checks Standard Webhooks headers against any of several secrets (rotation overlap) and a
     timestamp tolerance. Replays within the tolerance are the caller's concern (see
-    :mod:`rms.sdk.checkback`), since remembering ids needs storage."""
+    :mod:`rms_client.checkback`), since remembering ids needs storage."""
 
     def __init__(self, secrets: Sequence[str],
                  tolerance_seconds: float = DEFAULT_TOLERANCE_SECONDS) -> None:

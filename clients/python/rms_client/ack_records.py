@@ -26,9 +26,9 @@ from typing import Any, Literal
 
 import orjson
 
-from rms.domain.ids import is_valid_app_name, is_valid_message_id
-from rms.domain.timestamps import TimestampError, parse_rfc3339
-from rms.signing import HEADER_TIMESTAMP, SignatureError, Verifier, signed_headers
+from rms_client.ids import is_valid_app_name, is_valid_message_id
+from rms_client.signing import HEADER_TIMESTAMP, SignatureError, Verifier, signed_headers
+from rms_client.timestamps import TimestampError, parse_rfc3339
 
 KafkaHeaders = list[tuple[str, bytes]]
 Rejection = Literal["malformed", "unsigned", "bad-signature", "unknown-consumer",

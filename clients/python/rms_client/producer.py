@@ -18,7 +18,7 @@ Usage::
         # confirmed here; cancelled if the block raised
 
 A crash between the local commit and the confirm leaves the message pending-send: the confirm
-service then asks ``check_url`` (see :mod:`rms.sdk.checkback` and :mod:`rms.sdk.barrier`).
+service then asks ``check_url`` (see :mod:`rms_client.checkback` and :mod:`rms_client.barrier`).
 
 Several messages that must be delivered all or not at all, in their order, form a transaction::
 
@@ -44,10 +44,9 @@ from typing import Any, overload
 import httpx
 import structlog
 
-from rms import tracing
-from rms.domain.ids import new_message_id
-from rms.domain.timestamps import format_rfc3339
-from rms.sdk import http
+from rms_client import http, tracing
+from rms_client.ids import new_message_id
+from rms_client.timestamps import format_rfc3339
 
 log = structlog.get_logger(__name__)
 RETRY_STATUSES = frozenset({429, 502, 503, 504})

@@ -58,12 +58,11 @@ from sqlalchemy import Column, DateTime, MetaData, Table, Text, func
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from rms import tracing
-from rms.domain.trace import TraceContext
-from rms.kafka.ack_records import ack_value, signed_ack_headers
-from rms.kafka.security import KafkaSecurity as KafkaSecurity  # the SDK's name for it
-from rms.sdk import http
-from rms.signing import secret_key
+from rms_client import http, tracing
+from rms_client.ack_records import ack_value, signed_ack_headers
+from rms_client.kafka_security import KafkaSecurity
+from rms_client.signing import secret_key
+from rms_client.trace import TraceContext
 
 log = structlog.get_logger(__name__)
 
