@@ -5,6 +5,7 @@ endpoint and a consumer that acknowledges, against a live RMS."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import venv
@@ -26,12 +27,15 @@ HEAVY = ("fastapi", "sqlalchemy", "alembic", "apscheduler", "pyspark")
 def client_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A virtual environment with the client distribution installed from this checkout."""
     root = tmp_path_factory.mktemp("rms-client-venv")
+    # built from a copy, so the build leaves nothing in the checkout
+    source = shutil.copytree(CLIENT, root / "source", ignore=shutil.ignore_patterns(
+        "build", "*.egg-info", "__pycache__"))
     venv.create(root, with_pip=False)
     python = root / "bin" / "python"
     # this environment's pip, installing into the new one (its cache is warm)
     installed = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
-         "--disable-pip-version-check", f"{CLIENT}[sqlalchemy]", "asyncpg", "uvicorn"],
+         "--disable-pip-version-check", f"{source}[sqlalchemy]", "asyncpg", "uvicorn"],
         capture_output=True, text=True, check=False, timeout=400, cwd=root)
     assert installed.returncode == 0, installed.stderr[-3000:]
     return python
