@@ -64,6 +64,7 @@ COPY message_service ./message_service
 COPY confirm_service ./confirm_service
 COPY recovery_service ./recovery_service
 COPY spark ./spark
+COPY history ./history
 COPY bench ./bench
 COPY clients/python ./clients/python
 RUN pip install --no-deps ./clients/python . && rms --help >/dev/null

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 from prometheus_client import REGISTRY
 
+from history.retention import RetentionRequest, run_retention
 from rms.kafka.records import header
 from rms_client.ack_records import (
     AckClaim,
@@ -24,7 +25,6 @@ from rms_client.ack_records import (
     written_for,
 )
 from rms_client.signing import signed_headers
-from spark.retention import RetentionRequest, run_retention
 from tests.support import Api, AppKeys, eventually, read_topic, write_records
 
 Record = tuple[bytes, list[tuple[str, bytes]]]

@@ -33,7 +33,7 @@ import yaml
 from rms.cli import COMMANDS
 from rms.config import Settings
 from rms.embedded import EmbeddedPostgres
-from spark.options import JDBC_JAR_VARIABLE
+from spark.session import JDBC_JAR_VARIABLE
 from tests.deploy.tools import checker_missing
 
 ROOT = Path(__file__).resolve().parents[2]

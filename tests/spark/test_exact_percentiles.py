@@ -16,9 +16,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from history.options import Window
 from spark.facts import message_facts
 from spark.inputs import ParquetSource, load_history
-from spark.options import Window
 from spark.percentiles import MAX_BITS, MIN_BITS, bits_for, bucket, stage_percentiles
 from spark.report import ReportConfig, run_report
 from tests.spark.history import Ev, History, Msg, ts, write_export

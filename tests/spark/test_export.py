@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from spark.export import ExportRequest, export
-from spark.options import UsageError, parse_window
+from history.export import ExportRequest, export
+from history.options import UsageError, parse_window
 from tests.spark.history import SINCE, UNTIL, hand_history
 
 pytestmark = pytest.mark.spark  # pyarrow, from the spark extra

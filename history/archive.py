@@ -5,12 +5,12 @@ Layout::
     <archive>/day=YYYY-MM-DD/messages/part-<batch>.parquet   messages created that day (UTC)
     <archive>/day=YYYY-MM-DD/events/part-<batch>.parquet     every event of those messages
     <archive>/day=YYYY-MM-DD/events/part-<batch>-late.parquet events written after the batch
-                                                             was read (rare; see spark.retention)
+                                                             was read (rare; see history.retention)
     <archive>/day=YYYY-MM-DD/_export.json                    the export manifest of the day
     <archive>/_retention-journal.json                        the batch in flight, if any
 
-Each day directory is an ``rms export`` directory (columns from ``spark.tables``, manifest
-from ``spark.export``), so ``rms report --input <archive>/day=...`` reads one day and
+Each day directory is an ``rms export`` directory (columns from ``history.tables``, manifest
+from ``history.export``), so ``rms report --input <archive>/day=...`` reads one day and
 ``rms report --archive <archive>`` reads the archive next to the live tables. A file is
 written under a hidden name (Spark skips names starting with ``.`` or ``_``), flushed to disk
 (``fsync``) and only then renamed to its final name, and the directory is flushed too, so a
@@ -36,9 +36,9 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from spark.export import FORMAT, FORMAT_VERSION, MANIFEST, iso
-from spark.options import ReportError
-from spark.tables import EVENT_COLUMNS, MESSAGE_COLUMNS, arrow_schema
+from history.export import FORMAT, FORMAT_VERSION, MANIFEST, iso
+from history.options import ReportError
+from history.tables import EVENT_COLUMNS, MESSAGE_COLUMNS, arrow_schema
 
 JOURNAL = "_retention-journal.json"
 TABLES = ("messages", "events")
@@ -116,7 +116,7 @@ def write_atomically(path: Path, data: bytes, modes: Modes = PRIVATE) -> None:
 
 def write_parquet(path: Path, table: str, rows: Sequence[Sequence[Any]],
                   modes: Modes = PRIVATE) -> None:
-    """``rows`` (in the column order of ``spark.tables``) as one durable Parquet file."""
+    """``rows`` (in the column order of ``history.tables``) as one durable Parquet file."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

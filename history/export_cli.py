@@ -1,5 +1,5 @@
 """``rms export --since ... --until ... --out DIR``: the history of a window as Parquet (see
-``spark.export`` for the layout). Needs pyarrow, not Spark."""
+``history.export`` for the layout). Needs pyarrow, not Spark."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from spark.export import ExportRequest, ExportResult, export
-from spark.options import (
+from history.export import ExportRequest, ExportResult, export
+from history.options import (
     ReportError,
     UsageError,
     database_url,

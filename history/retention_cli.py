@@ -1,6 +1,6 @@
 """``rms retention run [--older-than 30d | --before TIME] [--archive DIR] [--batch-size N]
 [--pause-seconds S] [--dry-run]``: finished messages leave the hot tables (see
-``spark.retention``). Defaults come from ``RMS_RETENTION_*`` (``rms.config.RetentionSettings``).
+``history.retention``). Defaults come from ``RMS_RETENTION_*`` (``rms.config.RetentionSettings``).
 Needs pyarrow when archiving, never Spark."""
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from rms.config import RetentionSettings, config_problem
-from spark.archive import Modes
-from spark.options import (
+from history.archive import Modes
+from history.options import (
     ReportError,
     UsageError,
     database_url,
@@ -21,7 +20,8 @@ from spark.options import (
     parse_instant,
     positive_int,
 )
-from spark.retention import RetentionRequest, RetentionResult, parse_age, run_retention
+from history.retention import RetentionRequest, RetentionResult, parse_age, run_retention
+from rms.config import RetentionSettings, config_problem
 
 PROG = "rms retention run"
 

@@ -1,5 +1,5 @@
-"""Argument parsing shared by ``rms report`` and ``rms export``. Pure Python: importing this
-module must not import Spark or touch the network."""
+"""Argument parsing shared by ``rms report``, ``rms export`` and ``rms retention``. Pure Python:
+importing this module must not import Spark or touch the network."""
 
 from __future__ import annotations
 
@@ -7,9 +7,6 @@ import argparse
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
-
-DEFAULT_JDBC_JAR = Path("/usr/share/java/postgresql.jar")
 
 
 class UsageError(ValueError):
@@ -85,29 +82,3 @@ def database_url(given: str | None) -> str:
     except DatabaseUrlError as exc:
         raise UsageError(str(exc)) from None
     return url
-
-
-# read by `rms report` and `rms export` themselves, not a setting of the RMS processes
-JDBC_JAR_VARIABLE = "RMS_JDBC_JAR"
-
-
-def jdbc_jar(given: str | None) -> Path | None:
-    """``--jdbc-jar``, else ``RMS_JDBC_JAR``, else Debian's jar when installed."""
-    text = given or os.environ.get(JDBC_JAR_VARIABLE)
-    if text:
-        path = Path(text)
-        if not path.is_file():
-            raise UsageError(f"JDBC driver jar {text!r} does not exist")
-        return path
-    return DEFAULT_JDBC_JAR if DEFAULT_JDBC_JAR.is_file() else None
-
-
-def spark_conf(pairs: list[str] | None) -> dict[str, str]:
-    """``--conf key=value`` pairs, as ``spark-submit`` takes them."""
-    conf: dict[str, str] = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--conf {pair!r}: expected KEY=VALUE")
-        conf[key.strip()] = value
-    return conf

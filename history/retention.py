@@ -17,7 +17,7 @@ With an archive, each batch is, in this order:
 1. read in one snapshot (messages and their events);
 2. journaled: ``_retention-journal.json`` names the batch's message ids, event ids and files;
 3. written: one Parquet file per day and table, each fsynced before its final rename, then
-   the day manifests (``spark.archive``);
+   the day manifests (``history.archive``);
 4. deleted: exactly the journaled ids, in one transaction. Events that appeared after step 1
    (a late publish outcome) are deleted with the batch and written to the batch's ``-late``
    file before the commit; the last delete names every event id it removes (the journaled
@@ -44,7 +44,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from spark.archive import (
+from history.archive import (
     PRIVATE,
     Journal,
     Modes,
@@ -57,10 +57,10 @@ from spark.archive import (
     write_manifest,
     write_parquet,
 )
-from spark.dburl import asyncpg_dsn
-from spark.export import select_list
-from spark.options import ReportError, UsageError
-from spark.tables import EVENT_COLUMNS, MESSAGE_COLUMNS
+from history.dburl import asyncpg_dsn
+from history.export import select_list
+from history.options import ReportError, UsageError
+from history.tables import EVENT_COLUMNS, MESSAGE_COLUMNS
 
 # pg_try_advisory_lock key: "rms-retention" (one run at a time per database)
 LOCK_KEY = 0x726D735F72657431

@@ -30,9 +30,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from spark.dburl import asyncpg_dsn
-from spark.options import UsageError, Window
-from spark.tables import EVENT_COLUMNS, JSON_COLUMNS, MESSAGE_COLUMNS, arrow_schema
+from history.dburl import asyncpg_dsn
+from history.options import UsageError, Window
+from history.tables import EVENT_COLUMNS, JSON_COLUMNS, MESSAGE_COLUMNS, arrow_schema
 
 MANIFEST = "_export.json"
 FORMAT = "rms-history-export"

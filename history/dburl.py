@@ -9,8 +9,8 @@ the server's TCP address with ``--database-url``.
 
 from __future__ import annotations
 
+from history.options import UsageError
 from rms.store.dburl import DatabaseUrl, DatabaseUrlError, JdbcTarget, parse_database_url
-from spark.options import UsageError
 
 __all__ = ["JdbcTarget", "asyncpg_dsn", "jdbc_target", "parsed"]
 

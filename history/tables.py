@@ -3,7 +3,7 @@ export and a JDBC read give the report the same schema.
 
 The report reads only ``REPORT_MESSAGE_COLUMNS`` and ``REPORT_EVENT_COLUMNS``; the export keeps
 every message column but the transient ``claim_token`` (payload and headers as JSON text), so
-it also serves as the retention archive (``spark.archive``, ``rms retention run``).
+it also serves as the retention archive (``history.archive``, ``rms retention run``).
 """
 
 from __future__ import annotations
