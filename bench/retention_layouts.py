@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from history.retention import RetentionRequest, run_retention
-from rms.embedded import EmbeddedPostgres
+from rms.devstack.embedded import EmbeddedPostgres
 from rms.store.migrate import upgrade
 
 WRITERS = 4

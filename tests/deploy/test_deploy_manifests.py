@@ -32,7 +32,7 @@ import yaml
 
 from rms.cli import COMMANDS
 from rms.config import Settings
-from rms.embedded import EmbeddedPostgres
+from rms.devstack.embedded import EmbeddedPostgres
 from spark.session import JDBC_JAR_VARIABLE
 from tests.deploy.tools import checker_missing
 

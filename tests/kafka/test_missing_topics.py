@@ -17,7 +17,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from rms.config import Settings
-from rms.kafka_broker import EmbeddedKafka
+from rms.devstack.kafka_broker import EmbeddedKafka
 from rms.usecases.redelivery import RecoveryWorker
 from rms.worker import worker_context
 from tests.conftest import ADMIN_TOKEN

@@ -16,8 +16,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from rms.config import Settings
-from rms.embedded import EmbeddedPostgres
-from rms.kafka_broker import EmbeddedKafka
+from rms.devstack.embedded import EmbeddedPostgres
+from rms.devstack.kafka_broker import EmbeddedKafka
 from rms.usecases.redelivery import RecoveryWorker
 from rms.worker import worker_context
 from rms_client.consumer import HttpAcker, RmsConsumer, RmsRecord, ensure_inbox

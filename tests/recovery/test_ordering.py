@@ -19,8 +19,8 @@ from aiokafka import ConsumerRecord
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from rms.config import Settings
+from rms.devstack.kafka_broker import EmbeddedKafka
 from rms.kafka.records import header
-from rms.kafka_broker import EmbeddedKafka
 from rms.usecases.redelivery import RecoveryWorker
 from rms.worker import worker_context
 from tests.recovery.helpers import SqlHelper, events, message, tick_until

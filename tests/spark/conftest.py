@@ -14,7 +14,7 @@ import pytest
 
 from history.export import ExportRequest, export
 from history.options import parse_instant, parse_window
-from rms.embedded import EmbeddedPostgres
+from rms.devstack.embedded import EmbeddedPostgres
 from rms.store.migrate import upgrade
 from spark.inputs import JdbcSource, ParquetSource
 from spark.report import ReportConfig, run_report

@@ -15,7 +15,7 @@ import pytest
 from history.options import parse_instant, parse_window
 from history.retention import RetentionRequest, run_retention
 from rms.cli import main
-from rms.embedded import EmbeddedPostgres
+from rms.devstack.embedded import EmbeddedPostgres
 from spark.inputs import ArchiveSource, JdbcSource, archive_days
 from spark.report import ReportConfig, run_report
 from spark.targets import load_targets

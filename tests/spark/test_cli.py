@@ -16,7 +16,7 @@ import pytest
 from history.export import ExportRequest, export
 from history.options import parse_window
 from rms.cli import main
-from rms.embedded import free_port
+from rms.devstack.embedded import free_port
 from tests.spark.history import AS_OF, SINCE, TARGETS_TOML, UNTIL
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""``python -m rms.kafka_broker``: resolve the pinned Apache Kafka now (Maven downloads it into
+"""``python -m rms.devstack.kafka_broker``: resolve the pinned Apache Kafka now (Maven downloads it into
 ``~/.m2`` the first time), so that a later start is offline and quick."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-from rms.kafka_broker.install import KafkaUnavailable, kafka_classpath, kafka_version
+from rms.devstack.kafka_broker.install import KafkaUnavailable, kafka_classpath, kafka_version
 
 
 def main() -> int:

@@ -9,9 +9,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rms.kafka_broker.install import KafkaUnavailable
-from rms.kafka_broker.node import KafkaNode, new_cluster_id
-from rms.kafka_broker.ready import partition_leader, run_coroutine, wait_for_brokers
+from rms.devstack.kafka_broker.install import KafkaUnavailable
+from rms.devstack.kafka_broker.node import KafkaNode, new_cluster_id
+from rms.devstack.kafka_broker.ready import partition_leader, run_coroutine, wait_for_brokers
 
 
 def broker_settings(size: int, *, auto_create_topics: bool = True) -> dict[str, str]:

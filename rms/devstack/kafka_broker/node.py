@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rms.embedded import free_port
-from rms.kafka_broker.install import java_binary, kafka_classpath
+from rms.devstack.embedded import free_port
+from rms.devstack.kafka_broker.install import java_binary, kafka_classpath
 
 _LOG4J = """\
 status = error

@@ -19,10 +19,9 @@ from pathlib import Path
 
 import httpx
 
-from rms.embedded import EmbeddedError, EmbeddedPostgres, pg_binary
-from rms.kafka.topics import create_topics
-from rms.kafka_broker import EmbeddedKafka, KafkaUnavailable
-from rms.reaper import (
+from rms.devstack.embedded import EmbeddedError, EmbeddedPostgres, pg_binary
+from rms.devstack.kafka_broker import EmbeddedKafka, KafkaUnavailable
+from rms.devstack.reaper import (
     FolderInUse,
     PidFile,
     RunLock,
@@ -31,6 +30,7 @@ from rms.reaper import (
     stop_leftovers,
     tied_to_parent,
 )
+from rms.kafka.topics import create_topics
 from rms.store.migrate import upgrade
 
 ADMIN_TOKEN = "rms-dev-admin-token"  # noqa: S105 - dev mode only, printed at start
@@ -231,15 +231,15 @@ def _workers() -> Iterator[tuple[str, list[str]]]:
 
 def _demo_services(stack: Stack, orders_port: int, points_port: int, secrets: dict[str, str]
                    ) -> Iterator[tuple[str, list[str], dict[str, str]]]:
-    if _module_exists("rms.demo.orders"):
-        yield "demo-orders", ["-m", "rms.demo.orders", "--port", str(orders_port)], stack.env() | {
+    if _module_exists("rms.devstack.demo.orders"):
+        yield "demo-orders", ["-m", "rms.devstack.demo.orders", "--port", str(orders_port)], stack.env() | {
             "DEMO_RMS_URL": stack.api_url, "DEMO_API_KEY": ORDERS_KEY,
             "DEMO_DATABASE_URL": stack.postgres.url("demo_orders"),
             "DEMO_PORT": str(orders_port),
             "DEMO_SIGNING_SECRET": secrets["orders"],
             "DEMO_CHECK_AFTER_SECONDS": "5"}
-    if _module_exists("rms.demo.points"):
-        yield "demo-points", ["-m", "rms.demo.points", "--port", str(points_port)], stack.env() | {
+    if _module_exists("rms.devstack.demo.points"):
+        yield "demo-points", ["-m", "rms.devstack.demo.points", "--port", str(points_port)], stack.env() | {
             "DEMO_RMS_URL": stack.api_url, "DEMO_API_KEY": POINTS_KEY,
             "DEMO_DATABASE_URL": stack.postgres.url("demo_points"),
             "DEMO_PORT": str(points_port),

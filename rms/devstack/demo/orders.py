@@ -18,7 +18,7 @@ Run (``rms dev`` does this for you)::
 
     DEMO_API_KEY=<orders app key> DEMO_SIGNING_SECRET=<orders app signing secret> \\
     DEMO_DATABASE_URL=postgresql://.../demo_orders DEMO_RMS_URL=http://127.0.0.1:8000 \\
-    python -m rms.demo.orders --port 8001
+    python -m rms.devstack.demo.orders --port 8001
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class Config:
                   "DEMO_DATABASE_URL": args.database_url or env.get("DEMO_DATABASE_URL")}
         missing = [name for name, value in values.items() if not value]
         if missing:
-            raise SystemExit(f"rms.demo.orders: set {', '.join(missing)} (or the options)")
+            raise SystemExit(f"rms.devstack.demo.orders: set {', '.join(missing)} (or the options)")
         return cls(
             rms_url=args.rms_url or env.get("DEMO_RMS_URL") or env.get("RMS_URL")
             or "http://127.0.0.1:8000",
@@ -231,7 +231,7 @@ def _asyncpg(url: str) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m rms.demo.orders", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m rms.devstack.demo.orders", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=int(os.environ.get("DEMO_PORT", "8001")))

@@ -5,7 +5,7 @@
   ``kill -9``.
 - PostgreSQL is a daemon (``pg_ctl`` detaches it), and a child's own children (uvicorn
   workers, the JVM's) do not inherit the parent-death signal. So ``rms dev`` also starts a
-  watchdog (``python -m rms.reaper``): it polls for its parent, and when the parent is gone it
+  watchdog (``python -m rms.devstack.reaper``): it polls for its parent, and when the parent is gone it
   stops every process group recorded in the pid file and the PostgreSQL of the data folder.
 - One ``rms dev`` per data folder (:class:`RunLock`): the lock is held by ``rms dev`` and by
   its watchdog (which inherits it), so a second run on the same folder is refused while the
@@ -167,7 +167,7 @@ def stop_leftovers(pid_file: PidFile) -> None:
 def start_watchdog(pid_file: PidFile, pg_ctl: str, pg_data: Path, user: str | None,
                    log: Path, lock: RunLock) -> subprocess.Popen[bytes]:
     """The watchdog inherits the run lock, so the folder stays locked until it has cleaned up."""
-    argv = [sys.executable, "-m", "rms.reaper", "--parent", str(os.getpid()),
+    argv = [sys.executable, "-m", "rms.devstack.reaper", "--parent", str(os.getpid()),
             "--pid-file", str(pid_file.path), "--pg-ctl", pg_ctl, "--pg-data", str(pg_data)]
     if user:
         argv += ["--pg-user", user]
@@ -178,7 +178,7 @@ def start_watchdog(pid_file: PidFile, pg_ctl: str, pg_data: Path, user: str | No
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rms.reaper")
+    parser = argparse.ArgumentParser(prog="python -m rms.devstack.reaper")
     parser.add_argument("--parent", type=int, required=True)
     parser.add_argument("--pid-file", type=Path, required=True)
     parser.add_argument("--pg-ctl", required=True)

