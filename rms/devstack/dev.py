@@ -250,8 +250,9 @@ async def _demo_apps(stack: Stack, orders_port: int) -> dict[str, str]:
     """Demo apps with well-known dev keys (dev mode only), created once (a restart keeps them;
     the orders app's callback port follows ``--port``). Returns each one's signing secret."""
     from rms.config import Settings
+    from rms.domain.apps import AppSpec
     from rms.domain.errors import Conflict
-    from rms.store.apps import AppSpec, AppStore
+    from rms.store.apps import AppStore
     from rms.store.database import create_engine
 
     settings = Settings(database_url=stack.postgres.url("rms"), dev_mode=True)

@@ -20,6 +20,7 @@ import structlog
 from rms import metrics
 from rms.delivery import Dispatcher
 from rms.domain.errors import Conflict, Invalid
+from rms.domain.listings import ListedTransaction, TransactionFilter
 from rms.domain.models import Actor, App
 from rms.domain.policy import DeliveryPolicy, next_check_delay
 from rms.domain.states import DeadReason
@@ -33,8 +34,6 @@ from rms.domain.transactions import (
 )
 from rms.store.transactions import (
     ClaimLost,
-    ListedTransaction,
-    TransactionFilter,
     TransactionStore,
 )
 from rms.usecases.checkbacks import CheckResult, CheckSettings, Outcome, count_answer
