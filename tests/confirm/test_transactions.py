@@ -23,8 +23,8 @@ from rms_client.checkback import (
     CheckRequest,
     CheckStatus,
     TransactionCheckRequest,
-    checkback_router,
 )
+from rms_client.checkback_fastapi import checkback_router
 from rms_client.producer import Draft, RmsProducer
 from rms_client.signing import Verifier
 from tests.confirm.helpers import drive

@@ -20,8 +20,8 @@ from rms_client.checkback import (
     TransactionCheckRequest,
     TransactionResolver,
     checkback_app,
-    checkback_router,
 )
+from rms_client.checkback_fastapi import checkback_router
 from rms_client.signing import signed_headers
 
 SECRET = new_signing_secret()

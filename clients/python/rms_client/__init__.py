@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "rms_client.barrier": ("Barrier", "BarrierClosed", "barrier_table"),
     "rms_client.checkback": ("CheckRequest", "MemoryReplayGuard", "ReplayGuard",
-                             "TransactionCheckRequest", "checkback_app", "checkback_router"),
+                             "TransactionCheckRequest", "checkback_app"),
+    "rms_client.checkback_fastapi": ("checkback_router",),
     "rms_client.consumer": ("Ack", "AckResult", "HttpAcker", "RmsConsumer", "RmsRecord",
                             "TopicAcker", "ensure_inbox", "make_acker"),
     "rms_client.kafka_security": ("KafkaSecurity",),
@@ -76,8 +77,8 @@ if TYPE_CHECKING:
         ReplayGuard,
         TransactionCheckRequest,
         checkback_app,
-        checkback_router,
     )
+    from rms_client.checkback_fastapi import checkback_router
     from rms_client.consumer import (
         Ack,
         AckResult,

@@ -99,11 +99,12 @@ class Barrier:
                 raise
 
     async def resolve(self, check: CheckRequest) -> CheckStatus:
-        """A resolver for :func:`rms_client.checkback.checkback_router`."""
+        """A resolver for :func:`rms_client.checkback.checkback_app`
+        or :func:`rms_client.checkback_fastapi.checkback_router`."""
         return await self.check(check.message_id)
 
     async def resolve_transaction(self, check: TransactionCheckRequest) -> CheckStatus:
-        """The transaction resolver for :func:`rms_client.checkback.checkback_router`: the local
+        """The transaction resolver for :func:`rms_client.checkback.checkback_app`: the local
         transaction marked ``mark_committed(conn, transaction_id)`` (message ids and
         transaction ids share the barrier table, so keep them distinct)."""
         return await self.check(check.transaction_id)

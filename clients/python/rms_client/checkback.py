@@ -14,7 +14,7 @@ Usage, in any ASGI server or framework (:func:`checkback_app` needs no web frame
                              resolve_transaction=barrier.resolve_transaction)
     # uvicorn.run(endpoint), or starlette_app.mount("/rms/check", endpoint)
 
-or, in a FastAPI application (the ``fastapi`` extra)::
+or, in a FastAPI application (the ``fastapi`` extra, :mod:`rms_client.checkback_fastapi`)::
 
     app.include_router(checkback_router(barrier.resolve, secrets=[signing_secret],
                                         resolve_transaction=barrier.resolve_transaction))
@@ -29,16 +29,13 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import orjson
 import structlog
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from rms_client.signing import DEFAULT_TOLERANCE_SECONDS, SignatureError, Verifier
-
-if TYPE_CHECKING:
-    from fastapi import APIRouter
 
 log = structlog.get_logger(__name__)
 CheckStatus = Literal["committed", "rolled_back", "unknown"]
@@ -183,19 +180,6 @@ def checkback_app(resolve: Resolver, *, secrets: Sequence[str],
                                           tolerance_seconds=tolerance_seconds,
                                           replay_guard=replay_guard,
                                           resolve_transaction=resolve_transaction))
-
-
-def checkback_router(resolve: Resolver, *, secrets: Sequence[str], path: str = DEFAULT_PATH,
-                     tolerance_seconds: float = DEFAULT_TOLERANCE_SECONDS,
-                     replay_guard: ReplayGuard | None = None,
-                     resolve_transaction: TransactionResolver | None = None) -> APIRouter:
-    """A FastAPI router serving ``POST path`` for RMS check-backs (the ``fastapi`` extra);
-    the answers are :func:`checkback_app`'s."""
-    from rms_client.checkback_fastapi import router
-
-    return router(CheckBackEndpoint(resolve, secrets=secrets, tolerance_seconds=tolerance_seconds,
-                                    replay_guard=replay_guard,
-                                    resolve_transaction=resolve_transaction), path)
 
 
 async def _body(receive: Receive) -> bytes:

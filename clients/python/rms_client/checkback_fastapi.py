@@ -1,20 +1,39 @@
-"""The check-back endpoint as a FastAPI router (the ``fastapi`` extra); see
-:func:`rms_client.checkback.checkback_router`."""
+"""The check-back endpoint as a FastAPI router (the ``fastapi`` extra): the answers are
+:class:`rms_client.checkback.CheckBackEndpoint`'s, and the route is documented in the
+application's OpenAPI."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel
 
-from rms_client.checkback import CheckBackEndpoint, CheckStatus
+from rms_client.checkback import (
+    DEFAULT_PATH,
+    CheckBackEndpoint,
+    CheckStatus,
+    ReplayGuard,
+    Resolver,
+    TransactionResolver,
+)
+from rms_client.signing import DEFAULT_TOLERANCE_SECONDS
 
 
 class CheckAnswer(BaseModel):
     status: CheckStatus
 
 
-def router(endpoint: CheckBackEndpoint, path: str) -> APIRouter:
-    """``POST path`` answered by ``endpoint``, documented in the application's OpenAPI."""
+def checkback_router(resolve: Resolver, *, secrets: Sequence[str], path: str = DEFAULT_PATH,
+                     tolerance_seconds: float = DEFAULT_TOLERANCE_SECONDS,
+                     replay_guard: ReplayGuard | None = None,
+                     resolve_transaction: TransactionResolver | None = None) -> APIRouter:
+    """A router serving ``POST path`` for RMS check-backs, answered by ``resolve`` (a
+    message) or ``resolve_transaction`` (a transaction of several messages; without it such a
+    call answers ``unknown``)."""
+    endpoint = CheckBackEndpoint(resolve, secrets=secrets, tolerance_seconds=tolerance_seconds,
+                                 replay_guard=replay_guard,
+                                 resolve_transaction=resolve_transaction)
     routes = APIRouter(tags=["rms"])
 
     @routes.post(path, response_model=CheckAnswer, responses={

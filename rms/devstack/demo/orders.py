@@ -40,7 +40,8 @@ from sqlalchemy import Column, DateTime, MetaData, Numeric, Table, Text, func, i
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from rms_client.barrier import Barrier, barrier_table
-from rms_client.checkback import DEFAULT_PATH, checkback_router
+from rms_client.checkback import DEFAULT_PATH
+from rms_client.checkback_fastapi import checkback_router
 from rms_client.producer import MessageInfo, RmsError, RmsProducer
 
 log = structlog.get_logger(__name__)
