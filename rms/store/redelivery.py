@@ -41,10 +41,11 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.domain import phase
+from rms.domain.listings import MessageFilter
 from rms.domain.models import Message
 from rms.domain.states import DeadReason, State
 from rms.domain.transitions import CLAIM_DELIVERY, DELIVERY_EXHAUSTED
-from rms.store.admin import MessageFilter
+from rms.store.admin import message_clauses
 from rms.store.messages import RESEND
 from rms.store.phase import condition
 from rms.store.raw import RawStatement
@@ -167,7 +168,7 @@ class RedeliveryStore:
         The caller publishes the returned messages."""
         chosen = _locked(
             select(messages.c.message_id)
-            .where(messages.c.dead, messages.c.state == State.SENT.value, *where.clauses())
+            .where(messages.c.dead, messages.c.state == State.SENT.value, *message_clauses(where))
             .order_by(messages.c.created_at, messages.c.message_id)
             .limit(limit),
             "chosen")

@@ -38,6 +38,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from rms.domain import transaction_transitions as ledger
 from rms.domain.errors import Conflict, NotFound
+from rms.domain.listings import ListedTransaction, TransactionFilter
 from rms.domain.models import Actor, Message
 from rms.domain.states import DeadReason, Event
 from rms.domain.transaction_transitions import TransactionTransition
@@ -71,31 +72,16 @@ def to_transaction(row: Row[Any]) -> Transaction:
         next_check_at=m["next_check_at"], claim_token=m["claim_token"])
 
 
-@dataclass(frozen=True, slots=True)
-class TransactionFilter:
-    """The admin listing's filters (None: any)."""
-
-    state: TransactionState | None = None
-    dead: bool | None = None
-    app: str | None = None
-
-    def clauses(self) -> list[Any]:
-        found: list[Any] = []
-        if self.state is not None:
-            found.append(transactions.c.state == self.state.value)
-        if self.dead is not None:
-            found.append(transactions.c.dead.is_(self.dead))
-        if self.app is not None:
-            found.append(transactions.c.app == self.app)
-        return found
-
-
-@dataclass(frozen=True, slots=True)
-class ListedTransaction:
-    """A transaction of the admin listing and its age (database clock)."""
-
-    transaction: Transaction
-    age_seconds: float
+def _transaction_clauses(where: TransactionFilter) -> list[Any]:
+    """The WHERE clauses of a transaction listing's filters."""
+    found: list[Any] = []
+    if where.state is not None:
+        found.append(transactions.c.state == where.state.value)
+    if where.dead is not None:
+        found.append(transactions.c.dead.is_(where.dead))
+    if where.app is not None:
+        found.append(transactions.c.app == where.app)
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +246,7 @@ class TransactionStore:
         after the keyset ``cursor`` (``(created_at, transaction_id)``; index
         ``transactions_created``)."""
         age = func.extract("epoch", func.now() - transactions.c.created_at).label("age")
-        statement: Select[Any] = select(transactions, age).where(*where.clauses())
+        statement: Select[Any] = select(transactions, age).where(*_transaction_clauses(where))
         if cursor is not None:
             statement = statement.where(
                 tuple_(transactions.c.created_at, transactions.c.transaction_id)

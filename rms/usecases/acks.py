@@ -20,7 +20,9 @@ from rms.config import Settings
 from rms.domain.errors import Forbidden, NotFound
 from rms.domain.models import App, Message
 from rms.domain.topics import topic_allowed
-from rms.kafka.ack_records import (
+from rms.store.apps import AppStore
+from rms.store.messages import ACK, MessageStore
+from rms_client.ack_records import (
     AckClaim,
     AckRecord,
     Rejection,
@@ -28,8 +30,6 @@ from rms.kafka.ack_records import (
     signature_problem,
     written_for,
 )
-from rms.store.apps import AppStore
-from rms.store.messages import ACK, MessageStore
 
 log = structlog.get_logger(__name__)
 _LOGGED_CONSUMERS = 10  # names a rejection line shows at most
