@@ -45,12 +45,15 @@ FROM base AS build
 RUN python -m venv "${VIRTUAL_ENV}"
 WORKDIR /src
 
-# Dependencies first (from pyproject.toml only), so a code change reuses this layer.
+# Dependencies first (from pyproject.toml only), so a code change reuses this layer. The
+# rms-client distribution comes from this repository (below); its own dependencies are
+# among the server's.
 COPY pyproject.toml README.md ./
 RUN python - <<'EOF'
 import pathlib, tomllib
 project = tomllib.loads(pathlib.Path("pyproject.toml").read_text())["project"]
-pathlib.Path("/tmp/requirements.txt").write_text("\n".join(project["dependencies"]) + "\n")
+dependencies = [d for d in project["dependencies"] if not d.startswith("rms-client")]
+pathlib.Path("/tmp/requirements.txt").write_text("\n".join(dependencies) + "\n")
 pathlib.Path("/tmp/requirements-spark.txt").write_text(
     "\n".join(project["optional-dependencies"]["spark"]) + "\n")
 EOF
@@ -61,8 +64,10 @@ COPY message_service ./message_service
 COPY confirm_service ./confirm_service
 COPY recovery_service ./recovery_service
 COPY spark ./spark
+COPY history ./history
 COPY bench ./bench
-RUN pip install --no-deps . && rms --help >/dev/null
+COPY clients/python ./clients/python
+RUN pip install --no-deps ./clients/python . && rms --help >/dev/null
 
 # ---------------------------------------------------------------------------------------
 FROM build AS build-report

@@ -3,14 +3,14 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: dev test lint typecheck imports unit install system-deps bench soak clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,dev-stack,spark]'
+	$(BIN)/python -m pip install --quiet -e clients/python -e '.[test,dev-stack,spark]'
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 
@@ -19,7 +19,7 @@ install: $(STAMP)
 ## Start everything (embedded PostgreSQL + Apache Kafka + API + workers + demo)
 dev: $(STAMP)
 	@bash scripts/system-deps.sh dev
-	@$(BIN)/python -m rms.kafka_broker
+	@$(BIN)/python -m rms.devstack.kafka_broker
 	$(BIN)/rms dev
 
 ## System packages the tests need (Java + Maven for Kafka, JDBC driver for Spark, Chromium, shellcheck, promtool)
@@ -38,7 +38,7 @@ imports: $(STAMP)
 
 ## Lint, type-check and run the whole test suite against real PostgreSQL and Kafka
 test: $(STAMP) system-deps lint typecheck imports
-	@$(BIN)/python -m rms.kafka_broker
+	@$(BIN)/python -m rms.devstack.kafka_broker
 	$(BIN)/pytest
 
 ## The fault suite's long soak: every fault mixed, for SOAK_SECONDS (default 1800); summary at the end
@@ -47,12 +47,12 @@ SOAK_SECONDS ?= 1800
 SOAK_ARGS ?=
 soak: $(STAMP)
 	@RMS_FAILOVER_DEPS=1 bash scripts/system-deps.sh dev
-	@$(BIN)/python -m rms.kafka_broker
+	@$(BIN)/python -m rms.devstack.kafka_broker
 	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python -m tests.faults.soak $(SOAK_ARGS)
 
 bench: $(STAMP)
 	@bash scripts/system-deps.sh dev
-	@$(BIN)/python -m rms.kafka_broker
+	@$(BIN)/python -m rms.devstack.kafka_broker
 	$(BIN)/rms bench
 
 clean:

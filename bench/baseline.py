@@ -35,7 +35,7 @@ from fastapi import FastAPI, Request, Response
 
 from bench.kafka_options import kafka_options
 from bench.stack import BARE_ACK_TOPIC, Stack, wait_http
-from rms.embedded import free_port
+from rms.devstack.embedded import free_port
 
 PREPARE = """
 WITH changed AS (

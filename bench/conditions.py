@@ -47,7 +47,7 @@ def _run(argv: list[str]) -> str:
 def _broker(own: bool, bootstrap: str) -> str:
     if not own:
         return f"external at {bootstrap}"
-    from rms.kafka_broker import kafka_version
+    from rms.devstack.kafka_broker import kafka_version
 
     return f"Apache Kafka {kafka_version()} (KRaft, one node, 1 GiB heap) at {bootstrap}"
 

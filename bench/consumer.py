@@ -25,8 +25,8 @@ from typing import IO, Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from bench.kafka_options import kafka_options
-from rms.kafka.ack_records import ack_value, signed_ack_headers
 from rms.kafka.records import HEADER_CREATED_AT, HEADER_DELIVERY, HEADER_MESSAGE_ID, header
+from rms_client.ack_records import ack_value, signed_ack_headers
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

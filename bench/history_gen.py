@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from spark.tables import EVENT_COLUMNS, MESSAGE_COLUMNS, arrow_schema
+from history.tables import EVENT_COLUMNS, MESSAGE_COLUMNS, arrow_schema
 
 START = datetime(2026, 1, 5, tzinfo=UTC)
 SECOND = 1_000_000  # microseconds

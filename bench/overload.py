@@ -33,7 +33,7 @@ from bench.loadgen import CANCELLED, CONFIRMED, OTHER, REFUSAL_STATUSES, TIMEOUT
 from bench.paths import Load, run_load, run_load_recorded
 from bench.stack import Stack, wait_http
 from bench.stats import percentile
-from rms.embedded import free_port
+from rms.devstack.embedded import free_port
 
 GOODPUT_SHARE = 0.9
 P99_MS = 250.0

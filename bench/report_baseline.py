@@ -102,8 +102,7 @@ def _plain(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from spark.options import spark_conf
-    from spark.session import SessionSettings, build_session
+    from spark.session import SessionSettings, build_session, spark_conf
 
     parser = argparse.ArgumentParser(prog="python -m bench.report_baseline",
                                      description=__doc__.splitlines()[0])

@@ -8,7 +8,7 @@ messages (with four events each) spread over ``--days`` days older than the rete
 and then, while a few connections write like the request path (prepare: insert a message and
 its event; confirm: a guarded update and its event; one transaction each), the removal runs:
 
-* ``batched``: ``rms retention run`` itself (``spark.retention``, no archive) on the schema of
+* ``batched``: ``rms retention run`` itself (``history.retention``, no archive) on the schema of
   the migrations, ``--batch-size`` messages per transaction;
 * ``partitioned``: ``messages`` and ``message_events`` partitioned by day (``created_at`` and
   ``at``), each old day ``DETACH PARTITION ... CONCURRENTLY`` then ``DROP TABLE``. The
@@ -37,9 +37,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from rms.embedded import EmbeddedPostgres
+from history.retention import RetentionRequest, run_retention
+from rms.devstack.embedded import EmbeddedPostgres
 from rms.store.migrate import upgrade
-from spark.retention import RetentionRequest, run_retention
 
 WRITERS = 4
 AGE = timedelta(days=30)

@@ -23,8 +23,8 @@ from aiokafka import AIOKafkaProducer
 
 from bench.kafka_options import kafka_options, security_environment
 from bench.procs import Sampler
-from rms.embedded import EmbeddedPostgres, free_port, remove_tree, wait_for_port
-from rms.kafka_broker import EmbeddedKafka
+from rms.devstack.embedded import EmbeddedPostgres, free_port, remove_tree, wait_for_port
+from rms.devstack.kafka_broker import EmbeddedKafka
 from rms.store.dburl import parse_database_url
 from rms.store.migrate import upgrade
 

@@ -19,12 +19,12 @@ from rms.callback_urls import CallTarget, call_target
 from rms.domain.checkback import Outcome
 from rms.domain.errors import Invalid
 from rms.domain.models import App, Message
-from rms.domain.timestamps import format_rfc3339
-from rms.domain.trace import TraceContext
 from rms.domain.transactions import Transaction
 from rms.kafka.records import rfc3339
-from rms.signing import signed_headers
 from rms.usecases.checkback import CheckResult
+from rms_client.signing import signed_headers
+from rms_client.timestamps import format_rfc3339
+from rms_client.trace import TraceContext
 
 log = structlog.get_logger(__name__)
 

@@ -12,7 +12,6 @@ from rms.config import Settings
 from rms.domain.errors import Invalid, Unauthorized
 from rms.domain.models import App
 from rms.domain.secrets import same_secret
-from rms.domain.trace import TRACEPARENT, TRACESTATE, TraceContext, trace_context
 from rms.usecases.acks import Acks
 from rms.usecases.authentication import Authentication
 from rms.usecases.health import Health
@@ -20,6 +19,7 @@ from rms.usecases.messages import MessageService
 from rms.usecases.operators import Operators
 from rms.usecases.resends import Resends
 from rms.usecases.transactions import Transactions
+from rms_client.trace import TRACEPARENT, TRACESTATE, TraceContext, trace_context
 
 
 @dataclass

@@ -8,10 +8,10 @@ from typing import Annotated, Any
 import orjson
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
-from rms.domain.ids import APP_NAME_PATTERN, MESSAGE_ID_PATTERN, RESERVED_MESSAGE_IDS
-from rms.domain.timestamps import EXAMPLE as TIMESTAMP_EXAMPLE
-from rms.domain.timestamps import TimestampError, parse_rfc3339
 from rms.domain.topics import TOPIC_PATTERN, is_valid_topic
+from rms_client.ids import APP_NAME_PATTERN, MESSAGE_ID_PATTERN, RESERVED_MESSAGE_IDS
+from rms_client.timestamps import EXAMPLE as TIMESTAMP_EXAMPLE
+from rms_client.timestamps import TimestampError, parse_rfc3339
 
 
 def _not_reserved(value: str) -> str:
@@ -39,7 +39,7 @@ def _json_storable(value: Any) -> Any:
 
 
 def _rfc3339(value: Any) -> Any:
-    """An RFC 3339 timestamp exactly (:mod:`rms.domain.timestamps`)."""
+    """An RFC 3339 timestamp exactly (:mod:`rms_client.timestamps`)."""
     if not isinstance(value, str):
         raise ValueError(f"must be an RFC 3339 timestamp string, e.g. {TIMESTAMP_EXAMPLE}")
     try:

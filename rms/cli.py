@@ -18,12 +18,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "confirm-worker": ("confirm_service.cli", "run a check-back worker (confirm service)"),
     "recovery-worker": ("recovery_service.cli", "run a re-delivery worker (recovery service)"),
     "migrate": ("rms.store.migrate", "apply database migrations (Alembic) and exit"),
-    "dev": ("rms.dev", "start everything on embedded PostgreSQL and Kafka, with a demo"),
+    "dev": ("rms.devstack.dev", "start everything on embedded PostgreSQL and Kafka, with a demo"),
     "dead": ("recovery_service.dead_cli", "list and resend dead letters"),
     "topics": ("rms.commands.topics", "create the ack topic and the apps' topics on Kafka"),
-    "export": ("spark.export_cli", "export message history to Parquet"),
+    "export": ("history.export_cli", "export message history to Parquet"),
     "report": ("spark.cli", "build the SLA report with Spark"),
-    "retention": ("spark.retention_cli", "archive and delete finished messages past their age"),
+    "retention": ("history.retention_cli", "archive and delete finished messages past their age"),
     "bench": ("bench.cli", "run the benchmark suite"),
 }
 

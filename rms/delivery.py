@@ -15,18 +15,19 @@ from collections.abc import Sequence
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from rms import metrics, tracing
+from rms import metrics
 from rms.batching import Coalescer
 from rms.config import WorkerSettings
 from rms.domain import phase
 from rms.domain.models import Message, PublishOutcome
 from rms.domain.ordering import Blocked
 from rms.domain.policy import DeliveryPolicy, ack_deadline
-from rms.domain.trace import TraceContext
 from rms.kafka.failures import PublishFailure
 from rms.kafka.publisher import Publisher, PublishError
 from rms.kafka.records import build_record
 from rms.store.dispatch import DispatchStore, Recorded
+from rms_client import tracing
+from rms_client.trace import TraceContext
 
 log = structlog.get_logger(__name__)
 # the failure reason of a transaction's message held back behind an earlier unpublished one

@@ -3,7 +3,7 @@
 all of :class:`~rms.config.Settings`, a worker only :class:`~rms.config.WorkerSettings`), check
 the database URL and the Kafka TLS and SASL set-up (a wrong password or an untrusted
 certificate is refused by the cluster at once: :func:`rms.kafka.security.login_problem`),
-configure logging and tracing (:mod:`rms.tracing`). A configuration that cannot run is one line
+configure logging and tracing (:mod:`rms_client.tracing`). A configuration that cannot run is one line
 on stderr and exit code 2."""
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ import sys
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from rms import tracing
 from rms.config import ConfigError, WorkerSettings, config_problem
-from rms.kafka.security import KafkaSecurityError, kafka_security, login_problem
+from rms.kafka.security import kafka_security, login_problem
 from rms.logging import configure as configure_logging
 from rms.store.database import DatabaseUrlError, database_location
+from rms_client import tracing
+from rms_client.kafka_security import KafkaSecurityError
 
 S = TypeVar("S", bound=WorkerSettings)
 EXIT_CONFIG = 2

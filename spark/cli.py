@@ -9,18 +9,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from spark.dburl import jdbc_target
-from spark.options import (
+from history.dburl import jdbc_target
+from history.options import (
     ReportError,
     UsageError,
     database_url,
-    jdbc_jar,
     non_negative_float,
     parse_instant,
     parse_window,
     positive_int,
-    spark_conf,
 )
+from spark.session import jdbc_jar, spark_conf
 from spark.targets import load_targets
 
 PROG = "rms report"

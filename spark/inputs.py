@@ -21,7 +21,7 @@ the window filters it again, so one large export serves many report windows. Wit
 ``open/`` (a foreign export) the stuck list comes from the window's messages. The source's
 clock ("now" for what is stuck) is the manifest's ``exported_at``.
 
-Archive: the retention archive (``spark.archive``: one ``rms export`` directory per creation
+Archive: the retention archive (``history.archive``: one ``rms export`` directory per creation
 day) read next to a live source, so a report reaches back past the retention age. Only the
 days the window touches are read. A message present in both (a retention run that died
 between its archive and its delete, before the next run finished it) counts once, from the
@@ -37,17 +37,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from spark.archive import archived_days, day_dir
-from spark.dburl import jdbc_target
-from spark.facts import DETAIL_EVENTS
-from spark.options import ReportError, Window
-from spark.tables import (
+from history.archive import archived_days, day_dir
+from history.dburl import jdbc_target
+from history.options import ReportError, Window
+from history.tables import (
     EVENT_COLUMNS,
     MESSAGE_COLUMNS,
     REPORT_EVENT_COLUMNS,
     REPORT_MESSAGE_COLUMNS,
     spark_ddl,
 )
+from spark.facts import DETAIL_EVENTS
 
 MESSAGES_DDL = spark_ddl(MESSAGE_COLUMNS, REPORT_MESSAGE_COLUMNS)
 EVENTS_DDL = spark_ddl(EVENT_COLUMNS, REPORT_EVENT_COLUMNS)

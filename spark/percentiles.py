@@ -345,16 +345,6 @@ def _pick(selection: Selection, cells: Any, values: Any) -> None:
             selection.found(cell, k, bucket_values[k - 1].as_py())
 
 
-def stage_percentiles(facts: Any, pairs: Pairs | None = None,
-                      bits: int | None = None) -> Selection:
-    """Counts and exact percentiles of every stage at every SLA grain: two Spark jobs over
-    ``facts`` (keep them persisted), the histogram and the values of the wanted buckets, and
-    one more for ``pairs`` when not given. ``bits``: ``bits_for`` the facts unless given."""
-    pairs = pairs or Pairs.of(facts)
-    values = keyed_values(facts, pairs, bits)
-    return select(histogram(values, pairs), values)
-
-
 def keyed_values(facts: Any, pairs: Pairs, bits: int | None = None) -> Any:
     """``stage_values`` of the keyed facts, with ``bits_for`` the pairs' messages and groups
     unless ``bits`` is given."""

@@ -25,13 +25,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from history.options import Window
 from spark.facts import message_facts, with_sla
 from spark.grains import GRAINS
 from spark.htmlreport import render
 from spark.inputs import ArchiveSource, History, JdbcSource, ParquetSource, load_history
 from spark.keys import Pairs, with_keys
 from spark.metrics import aggregate_grains
-from spark.options import Window
 from spark.stuck import DEFAULT_GRACE_SECONDS, stuck_messages
 from spark.summary import ReportContext, ReportTables, write_outputs
 from spark.targets import SlaTargets

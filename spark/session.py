@@ -28,7 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from history.options import UsageError
+
 APP_NAME = "rms-report"
+DEFAULT_JDBC_JAR = Path("/usr/share/java/postgresql.jar")
 
 # what the JVM and Spark print when a local driver starts: nothing an operator acts on
 START_UP_NOISE = (
@@ -129,3 +132,29 @@ def build_session(settings: SessionSettings) -> Any:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(settings.log_level)
     return spark
+
+
+# read by `rms report` and `rms export` themselves, not a setting of the RMS processes
+JDBC_JAR_VARIABLE = "RMS_JDBC_JAR"
+
+
+def jdbc_jar(given: str | None) -> Path | None:
+    """``--jdbc-jar``, else ``RMS_JDBC_JAR``, else Debian's jar when installed."""
+    text = given or os.environ.get(JDBC_JAR_VARIABLE)
+    if text:
+        path = Path(text)
+        if not path.is_file():
+            raise UsageError(f"JDBC driver jar {text!r} does not exist")
+        return path
+    return DEFAULT_JDBC_JAR if DEFAULT_JDBC_JAR.is_file() else None
+
+
+def spark_conf(pairs: list[str] | None) -> dict[str, str]:
+    """``--conf key=value`` pairs, as ``spark-submit`` takes them."""
+    conf: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--conf {pair!r}: expected KEY=VALUE")
+        conf[key.strip()] = value
+    return conf

@@ -19,10 +19,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from history.options import Window
 from spark.facts import STAGES
 from spark.grains import DISTRIBUTION_POPULATIONS
 from spark.metrics import METRIC_COLUMNS, PERCENTILES, RATIOS
-from spark.options import Window
 from spark.targets import SlaTargets
 
 SCHEMA_VERSION = 1

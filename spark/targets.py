@@ -24,7 +24,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from spark.options import UsageError
+from history.options import UsageError
 
 DEFAULT_SECONDS = 60.0
 

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from rms.config import Settings
-from rms.embedded import EmbeddedPostgres
-from rms.kafka_broker import EmbeddedKafka
+from rms.devstack.embedded import EmbeddedPostgres
+from rms.devstack.kafka_broker import EmbeddedKafka
 from rms.store.migrate import upgrade
 from tests.support import Api
 

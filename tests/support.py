@@ -13,7 +13,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 
 from rms.config import Settings
-from rms.kafka.ack_records import signed_ack_headers
+from rms_client.ack_records import signed_ack_headers
 
 CHECK_PREFIX = "http://127.0.0.1:1/"
 

@@ -12,7 +12,7 @@ import structlog
 from aiokafka import AIOKafkaProducer
 from prometheus_client import REGISTRY
 
-from rms.kafka.ack_records import AckRecord, parse_ack, signature_problem, signed_ack_headers
+from rms_client.ack_records import AckRecord, parse_ack, signature_problem, signed_ack_headers
 from tests.support import Api, AppKeys, eventually, produce, write_records
 
 

@@ -19,9 +19,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client import REGISTRY
 
 from rms.config import Settings
-from rms.kafka.ack_records import signed_ack_headers
 from rms.kafka.security import client_options
 from rms.kafka.topics import create_topics
+from rms_client.ack_records import signed_ack_headers
 from tests.conftest import ADMIN_TOKEN
 from tests.support import Api, AppKeys, eventually
 

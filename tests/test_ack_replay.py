@@ -14,7 +14,9 @@ from typing import Any
 import orjson
 from prometheus_client import REGISTRY
 
-from rms.kafka.ack_records import (
+from history.retention import RetentionRequest, run_retention
+from rms.kafka.records import header
+from rms_client.ack_records import (
     AckClaim,
     AckRecord,
     ack_value,
@@ -22,9 +24,7 @@ from rms.kafka.ack_records import (
     signed_ack_headers,
     written_for,
 )
-from rms.kafka.records import header
-from rms.signing import signed_headers
-from spark.retention import RetentionRequest, run_retention
+from rms_client.signing import signed_headers
 from tests.support import Api, AppKeys, eventually, read_topic, write_records
 
 Record = tuple[bytes, list[tuple[str, bytes]]]

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from rms.embedded import free_port
+from rms.devstack.embedded import free_port
 
 
 def _rms(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rms.embedded import free_port
+from rms.devstack.embedded import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "s3cret-pw"

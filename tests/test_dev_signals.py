@@ -18,7 +18,7 @@ import httpx
 import psutil
 import pytest
 
-from rms.embedded import free_port
+from rms.devstack.embedded import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 GONE_WITHIN = 30.0

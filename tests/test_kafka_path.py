@@ -11,9 +11,9 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from rms.config import Settings
-from rms.kafka.ack_records import signed_ack_headers
+from rms.devstack.kafka_broker import EmbeddedKafka
 from rms.kafka.records import header
-from rms.kafka_broker import EmbeddedKafka
+from rms_client.ack_records import signed_ack_headers
 from tests.conftest import ADMIN_TOKEN
 from tests.support import Api, eventually, produce, read_topic
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from rms.embedded import free_port
+from rms.devstack.embedded import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,8 +8,8 @@ import uuid
 
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from rms.devstack.embedded import EmbeddedPostgres
 from rms.domain.models import Message
-from rms.embedded import EmbeddedPostgres
 from rms.kafka.records import build_record, header
 from rms.store.messages import MessageStore
 from rms.store.migrate import upgrade

@@ -14,8 +14,8 @@ import httpx
 import orjson
 import pytest
 
-from rms.embedded import EmbeddedPostgres, free_port
-from rms.kafka_broker import EmbeddedKafka
+from rms.devstack.embedded import EmbeddedPostgres, free_port
+from rms.devstack.kafka_broker import EmbeddedKafka
 from rms.store.migrate import upgrade
 from tests.conftest import ADMIN_TOKEN
 

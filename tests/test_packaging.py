@@ -25,6 +25,6 @@ def test_the_editable_install_prints_nothing(tmp_path: Path) -> None:
     assert installed.returncode == 0, installed.stderr[-3000:]
     assert installed.stdout + installed.stderr == ""
     found = subprocess.run(
-        [str(python), "-c", "import rms, message_service, spark; print(rms.__file__)"],
+        [str(python), "-c", "import rms, message_service, spark, history; print(rms.__file__)"],
         capture_output=True, text=True, check=False, timeout=60, cwd=tmp_path)
     assert found.stdout.strip() == str(ROOT / "rms" / "__init__.py"), found.stderr

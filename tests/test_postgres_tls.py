@@ -16,7 +16,7 @@ from sqlalchemy import text
 
 from confirm_service.runtime import checkback_worker
 from rms.config import Settings, WorkerSettings
-from rms.kafka_broker import EmbeddedKafka
+from rms.devstack.kafka_broker import EmbeddedKafka
 from rms.store.database import create_engine
 from rms.store.migrate import upgrade
 from tests.conftest import ADMIN_TOKEN

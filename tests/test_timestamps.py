@@ -1,4 +1,4 @@
-"""RFC 3339 read exactly and written in UTC with Z (rms.domain.timestamps): properties over
+"""RFC 3339 read exactly and written in UTC with Z (rms_client.timestamps): properties over
 generated instants and offsets, and the grammar's edges."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rms.domain.timestamps import TimestampError, format_rfc3339, parse_rfc3339
+from rms_client.timestamps import TimestampError, format_rfc3339, parse_rfc3339
 
 _OFFSETS = st.integers(min_value=-(23 * 60 + 59), max_value=23 * 60 + 59)
 _INSTANTS = st.datetimes(min_value=datetime(2, 1, 1), max_value=datetime(9998, 12, 31),

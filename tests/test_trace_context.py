@@ -15,15 +15,15 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from rms import tracing
 from rms.delivery import Dispatcher
 from rms.domain.models import Message
 from rms.domain.states import State
-from rms.domain.trace import TraceContext, parse_traceparent, parse_tracestate, trace_context
 from rms.kafka.failures import PublishFailure
 from rms.kafka.publisher import PublishError
 from rms.kafka.records import OutgoingRecord, build_record, header
 from rms.store.dispatch import Recorded
+from rms_client import tracing
+from rms_client.trace import TraceContext, parse_traceparent, parse_tracestate, trace_context
 from tests.support import Api, read_topic
 from tests.tracing_support import (
     PRODUCER_PARENT,
@@ -286,9 +286,9 @@ NO_OTEL = textwrap.dedent("""
     import confirm_service.runtime
     import recovery_service.cli
     import rms.usecases.messages
-    import rms.sdk.consumer
-    from rms import tracing
-    from rms.domain.trace import TraceContext
+    import rms_client.consumer
+    from rms_client import tracing
+    from rms_client.trace import TraceContext
 
     parent = TraceContext("PRODUCER_PARENT")
     with tracing.start("rms.publish", parent) as span:
@@ -312,8 +312,8 @@ def test_installed_but_unconfigured_records_nothing_and_imports_no_sdk() -> None
         import sys
         import confirm_service.runtime
         import recovery_service.cli
-        import rms.sdk.consumer
-        from rms import tracing
+        import rms_client.consumer
+        from rms_client import tracing
         assert tracing.configure_from_environment("rms-test") is False
         with tracing.start("rms.publish", None) as span:
             assert span.context is None
@@ -327,7 +327,7 @@ def test_installed_but_unconfigured_records_nothing_and_imports_no_sdk() -> None
 
 def test_configured_from_the_environment_exports_spans() -> None:
     script = textwrap.dedent("""
-        from rms import tracing
+        from rms_client import tracing
         assert tracing.configure_from_environment("rms-test") is True
         with tracing.start("rms.publish", None):
             pass

@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from rms import tracing
+from rms_client import tracing
 
 # a producer's own span: the context its prepare request carries
 PRODUCER_TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -28,9 +28,9 @@ from message_service.schemas import (
     StatsOut,
 )
 from message_service.strict_json import StrictJsonRoute
+from rms.domain.apps import AppSpec
+from rms.domain.listings import MessageFilter
 from rms.domain.states import State
-from rms.store.admin import MessageFilter
-from rms.store.apps import AppSpec
 
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/admin", tags=["admin"])
 

@@ -8,10 +8,10 @@ import orjson
 from fastapi.responses import Response
 
 from message_service.schemas import AppCredentialsOut, AppOut, EventOut, MessageOut
+from rms.domain.apps import Credentials
+from rms.domain.listings import ListedTransaction
 from rms.domain.models import App, Message, MessageEvent
 from rms.domain.transactions import Transaction, TransactionView
-from rms.store.apps import Credentials
-from rms.store.transactions import ListedTransaction
 
 
 def message_out(m: Message) -> MessageOut:

@@ -12,9 +12,9 @@ from message_service.api.messages import ERRORS
 from message_service.deps import AdminActor, ServicesDep
 from message_service.schemas import MessageOut, Strict, Topic
 from message_service.strict_json import StrictJsonRoute
-from rms.domain.ids import APP_NAME_PATTERN
-from rms.store.admin import MessageFilter
+from rms.domain.listings import MessageFilter
 from rms.usecases.resends import MAX_BULK_RESEND
+from rms_client.ids import APP_NAME_PATTERN
 
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/admin/dead-letters",
                    tags=["admin"])

@@ -18,7 +18,7 @@ from message_service.schemas import (
     Problem,
 )
 from message_service.strict_json import StrictJsonRoute
-from rms.domain.ids import MESSAGE_ID_PATTERN
+from rms_client.ids import MESSAGE_ID_PATTERN
 
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/messages", tags=["messages"],
                    dependencies=[RATE_LIMIT], responses=LIMIT_RESPONSES)

@@ -18,9 +18,9 @@ from message_service.schemas import (
     TransactionRequest,
 )
 from message_service.strict_json import StrictJsonRoute
-from rms.domain.ids import MESSAGE_ID_PATTERN
+from rms.domain.listings import TransactionFilter
 from rms.domain.transactions import TransactionState
-from rms.store.transactions import TransactionFilter
+from rms_client.ids import MESSAGE_ID_PATTERN
 
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/transactions",
                    tags=["transactions"], dependencies=[RATE_LIMIT], responses=LIMIT_RESPONSES)

@@ -20,8 +20,9 @@ from pydantic_settings import SettingsConfigDict
 from sqlalchemy.exc import SQLAlchemyError
 
 from rms.config import ConfigError, KafkaSettings, config_problem
-from rms.kafka.security import KafkaSecurityError, kafka_security, login_problem
+from rms.kafka.security import kafka_security, login_problem
 from rms.kafka.topics import BROKER_DEFAULT, TopicResult, concrete_topics, create_topics
+from rms_client.kafka_security import KafkaSecurityError
 
 EXIT_REFUSED, EXIT_CONFIG = 1, 2
 

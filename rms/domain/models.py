@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from rms.domain.states import DeadReason, State
-from rms.domain.trace import TraceContext
+from rms_client.trace import TraceContext
 
 
 class Actor(StrEnum):

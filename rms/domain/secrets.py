@@ -7,8 +7,9 @@ import hashlib
 import hmac
 import secrets
 
+from rms_client.signing import SIGNING_SECRET_PREFIX
+
 API_KEY_PREFIX = "rms_"
-SIGNING_SECRET_PREFIX = "whsec_"  # noqa: S105 - a prefix, not a secret
 
 
 def new_api_key() -> str:

@@ -17,7 +17,7 @@ from enum import StrEnum
 
 from rms.domain.models import Message, NewMessage
 from rms.domain.states import DeadReason
-from rms.domain.trace import TraceContext
+from rms_client.trace import TraceContext
 
 
 class TransactionState(StrEnum):

@@ -16,9 +16,9 @@ from aiokafka.errors import KafkaError
 
 from rms import metrics
 from rms.config import Settings
-from rms.kafka.ack_records import AckRecord
 from rms.kafka.security import client_options
 from rms.outage import OutageLog
+from rms_client.ack_records import AckRecord
 
 log = structlog.get_logger(__name__)
 TOPIC_CHECK_SECONDS = 5.0

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import orjson
 
 from rms.domain.models import Message
-from rms.domain.timestamps import format_rfc3339
-from rms.domain.trace import TRACEPARENT, TRACESTATE, TraceContext
+from rms_client.timestamps import format_rfc3339
+from rms_client.trace import TRACEPARENT, TRACESTATE, TraceContext
 
 HEADER_MESSAGE_ID = "rms-message-id"
 HEADER_APP = "rms-app"

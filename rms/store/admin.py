@@ -22,34 +22,15 @@ from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.domain import phase
+from rms.domain.listings import MessageFilter
 from rms.domain.models import Message
 from rms.domain.ordering import BLOCKED_BY, Blocked
 from rms.domain.states import Event, State
 from rms.metrics import RetentionFigures
-from rms.store.cursor import decode_cursor, encode_key
+from rms.store.listings import decode_cursor, encode_key, message_clauses
 from rms.store.phase import condition
 from rms.store.rows import to_message
 from rms.store.schema import message_events, messages, retention_status
-
-
-@dataclass(frozen=True, slots=True)
-class MessageFilter:
-    state: State | None = None
-    dead: bool | None = None
-    topic: str | None = None
-    app: str | None = None
-
-    def clauses(self) -> list[Any]:
-        found: list[Any] = []
-        if self.state is not None:
-            found.append(messages.c.state == self.state.value)
-        if self.dead is not None:
-            found.append(messages.c.dead.is_(self.dead))
-        if self.topic is not None:
-            found.append(messages.c.topic == self.topic)
-        if self.app is not None:
-            found.append(messages.c.app == self.app)
-        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +115,7 @@ class AdminStore:
 
     async def search(self, where: MessageFilter, limit: int, cursor: str | None
                    ) -> tuple[list[Message], str | None]:
-        statement: Select[Any] = select(messages).where(*where.clauses())
+        statement: Select[Any] = select(messages).where(*message_clauses(where))
         if cursor is not None:
             after = decode_cursor(cursor)
             statement = statement.where(
@@ -233,7 +214,7 @@ class AdminStore:
         """Dead ``sent`` messages, oldest first (the bulk resend's selection)."""
         statement = (
             select(messages)
-            .where(messages.c.dead, messages.c.state == State.SENT.value, *where.clauses())
+            .where(messages.c.dead, messages.c.state == State.SENT.value, *message_clauses(where))
             .order_by(messages.c.created_at, messages.c.message_id)
             .limit(limit)
         )

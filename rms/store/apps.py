@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, case, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from rms.domain.apps import AppSpec, Credentials
 from rms.domain.errors import Conflict, NotFound
 from rms.domain.models import App
 from rms.domain.secrets import hash_api_key, new_api_key, new_signing_secret
@@ -30,25 +30,6 @@ APP_COLUMNS: list[Any] = [
     *(column for column in apps.c if column.name != "previous_signing_secret"),
     _live_previous_secret(),
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class AppSpec:
-    name: str
-    produce_topics: tuple[str, ...]
-    consume_topics: tuple[str, ...]
-    check_url_prefixes: tuple[str, ...]
-    default_check_url: str | None = None
-    ordered_topics: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Credentials:
-    """Shown once, at creation or rotation."""
-
-    app: App
-    api_key: str
-    signing_secret: str
 
 
 class AppStore:

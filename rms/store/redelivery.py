@@ -30,11 +30,12 @@ from sqlalchemy import ColumnElement, func, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.domain import phase
+from rms.domain.listings import MessageFilter
 from rms.domain.models import Message
 from rms.domain.states import State
 from rms.domain.transitions import CLAIM_DELIVERY, RESEND
-from rms.store.admin import MessageFilter
 from rms.store.claims import Round, delivery_claim, locked, spent_budget
+from rms.store.listings import message_clauses
 from rms.store.phase import condition
 from rms.store.raw import RawStatement
 from rms.store.rows import to_message
@@ -101,7 +102,7 @@ class RedeliveryStore:
         The caller publishes the returned messages."""
         chosen = locked(
             select(messages.c.message_id)
-            .where(messages.c.dead, messages.c.state == State.SENT.value, *where.clauses())
+            .where(messages.c.dead, messages.c.state == State.SENT.value, *message_clauses(where))
             .order_by(messages.c.created_at, messages.c.message_id)
             .limit(limit),
             "chosen")

@@ -9,7 +9,7 @@ from sqlalchemy import Row
 
 from rms.domain.models import App, Message, MessageEvent
 from rms.domain.states import DeadReason, State
-from rms.domain.trace import stored
+from rms_client.trace import stored
 
 _STATES = {state.value: state for state in State}
 _REASONS = {reason.value: reason for reason in DeadReason}

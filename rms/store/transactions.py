@@ -37,6 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from rms.domain import transaction_transitions as ledger
 from rms.domain.errors import Conflict, NotFound
+from rms.domain.listings import ListedTransaction, TransactionFilter
 from rms.domain.models import Actor, Message
 from rms.domain.states import DeadReason, Event
 from rms.domain.transaction_transitions import TransactionTransition
@@ -49,7 +50,7 @@ from rms.domain.transactions import (
 from rms.domain.transitions import Transition
 from rms.store.claims import TRANSACTIONS_CHECK_DUE, claim_or_exhaust, locked
 from rms.store.coalesced import PrepareItem, insert_messages, insert_sql
-from rms.store.cursor import decode_cursor, encode_key
+from rms.store.listings import decode_cursor, encode_key
 from rms.store.raw import driver_of
 from rms.store.rows import to_message
 from rms.store.schema import message_events, messages, transactions
@@ -71,31 +72,16 @@ def to_transaction(row: Row[Any]) -> Transaction:
         next_check_at=m["next_check_at"], claim_token=m["claim_token"])
 
 
-@dataclass(frozen=True, slots=True)
-class TransactionFilter:
-    """The admin listing's filters (None: any)."""
-
-    state: TransactionState | None = None
-    dead: bool | None = None
-    app: str | None = None
-
-    def clauses(self) -> list[Any]:
-        found: list[Any] = []
-        if self.state is not None:
-            found.append(transactions.c.state == self.state.value)
-        if self.dead is not None:
-            found.append(transactions.c.dead.is_(self.dead))
-        if self.app is not None:
-            found.append(transactions.c.app == self.app)
-        return found
-
-
-@dataclass(frozen=True, slots=True)
-class ListedTransaction:
-    """A transaction of the admin listing and its age (database clock)."""
-
-    transaction: Transaction
-    age_seconds: float
+def _transaction_clauses(where: TransactionFilter) -> list[Any]:
+    """The WHERE clauses of a transaction listing's filters."""
+    found: list[Any] = []
+    if where.state is not None:
+        found.append(transactions.c.state == where.state.value)
+    if where.dead is not None:
+        found.append(transactions.c.dead.is_(where.dead))
+    if where.app is not None:
+        found.append(transactions.c.app == where.app)
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +232,7 @@ class TransactionStore:
         after the keyset ``cursor`` (``(created_at, transaction_id)``; index
         ``transactions_created``)."""
         age = func.extract("epoch", func.now() - transactions.c.created_at).label("age")
-        statement: Select[Any] = select(transactions, age).where(*where.clauses())
+        statement: Select[Any] = select(transactions, age).where(*_transaction_clauses(where))
         if cursor is not None:
             statement = statement.where(
                 tuple_(transactions.c.created_at, transactions.c.transaction_id)

@@ -21,7 +21,9 @@ from rms.domain import transitions as table
 from rms.domain.errors import Forbidden, NotFound
 from rms.domain.models import App, Message
 from rms.domain.topics import topic_allowed
-from rms.kafka.ack_records import (
+from rms.store.apps import AppStore
+from rms.store.messages import MessageStore
+from rms_client.ack_records import (
     AckClaim,
     AckRecord,
     Rejection,
@@ -29,8 +31,6 @@ from rms.kafka.ack_records import (
     signature_problem,
     written_for,
 )
-from rms.store.apps import AppStore
-from rms.store.messages import MessageStore
 
 log = structlog.get_logger(__name__)
 _LOGGED_CONSUMERS = 10  # names a rejection line shows at most

@@ -29,19 +29,20 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
-from rms import metrics, tracing
+from rms import metrics
 from rms.batching import Coalescer
 from rms.config import WorkerSettings
 from rms.delivery import Dispatcher
 from rms.domain.checkback import Action, Asked, Outcome, decide
 from rms.domain.models import Actor, App, Message
 from rms.domain.states import DeadReason
-from rms.domain.trace import TraceContext
 from rms.domain.transaction_transitions import CANCEL, CONFIRM
 from rms.domain.transactions import Transaction, TransactionView
 from rms.store.checkback import Answer, CheckBackStore, Resolution, Resolved
 from rms.store.transactions import ClaimLost, TransactionStore
 from rms.usecases.transactions import after_change
+from rms_client import tracing
+from rms_client.trace import TraceContext
 
 log = structlog.get_logger(__name__)
 DEAD = DeadReason.CHECK_EXHAUSTED.value

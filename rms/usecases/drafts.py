@@ -13,10 +13,10 @@ import orjson
 from rms.callback_urls import PassedHosts, validate_check_url
 from rms.config import Settings
 from rms.domain.errors import Forbidden, Invalid, PayloadTooLarge
-from rms.domain.ids import new_message_id
 from rms.domain.models import App, NewMessage
 from rms.domain.topics import is_reserved_topic, may_produce, topic_allowed
 from rms.kafka.records import RESERVED_HEADER_PREFIX
+from rms_client.ids import new_message_id
 
 T = TypeVar("T")
 

@@ -9,15 +9,16 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from rms import metrics, tracing
+from rms import metrics
 from rms.config import Settings
 from rms.delivery import Dispatcher
 from rms.domain import transitions as table
 from rms.domain.errors import Invalid
 from rms.domain.models import Actor, App, Message, MessageEvent
-from rms.domain.trace import TraceContext
 from rms.store.messages import MessageStore
 from rms.usecases.drafts import Drafts, PrepareInput, first_duplicate
+from rms_client import tracing
+from rms_client.trace import TraceContext
 
 
 @dataclass

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 from rms.callback_urls import validate_prefix
 from rms.config import Settings
+from rms.domain.apps import AppSpec, Credentials
 from rms.domain.errors import Invalid
+from rms.domain.listings import MessageFilter
 from rms.domain.models import App, Message
 from rms.domain.states import State
 from rms.domain.topics import names_reserved_topic
@@ -17,9 +19,8 @@ from rms.store.admin import (
     BlockedKey,
     BlockedPublishes,
     GroupCounts,
-    MessageFilter,
 )
-from rms.store.apps import AppSpec, AppStore, Credentials
+from rms.store.apps import AppStore
 
 
 @dataclass(frozen=True, slots=True)

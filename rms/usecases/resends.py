@@ -18,8 +18,9 @@ import structlog
 
 from rms import metrics
 from rms.delivery import Dispatcher, sequenced
+from rms.domain.listings import MessageFilter
 from rms.domain.models import Message
-from rms.store.admin import AdminStore, MessageFilter
+from rms.store.admin import AdminStore
 from rms.store.messages import MessageStore
 from rms.store.redelivery import RedeliveryStore
 

@@ -12,20 +12,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from rms import metrics, tracing
+from rms import metrics
 from rms.delivery import Dispatcher
 from rms.domain.errors import Conflict, Invalid
-from rms.domain.ids import new_message_id
+from rms.domain.listings import ListedTransaction, TransactionFilter
 from rms.domain.models import Actor, App
-from rms.domain.trace import TraceContext
 from rms.domain.transaction_transitions import CANCEL, CONFIRM, TransactionTransition
 from rms.domain.transactions import NewTransaction, TransactionView
-from rms.store.transactions import (
-    ListedTransaction,
-    TransactionFilter,
-    TransactionStore,
-)
+from rms.store.transactions import TransactionStore
 from rms.usecases.drafts import CheckBackInput, ContentInput, Drafts, first_duplicate
+from rms_client import tracing
+from rms_client.ids import new_message_id
+from rms_client.trace import TraceContext
 
 
 class TransactionInput(CheckBackInput, Protocol):

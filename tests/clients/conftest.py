@@ -19,9 +19,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from rms.embedded import EmbeddedPostgres, free_port
-from rms.kafka_broker import EmbeddedKafka
-from rms.reaper import tied_to_parent
+from rms.devstack.embedded import EmbeddedPostgres, free_port
+from rms.devstack.kafka_broker import EmbeddedKafka
+from rms.devstack.reaper import tied_to_parent
 from tests.conftest import ADMIN_TOKEN, TEMPLATE_DB
 
 START_SECONDS = 60.0

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import orjson
 import uvicorn
 
-from rms.embedded import free_port as free_ipv4_port
+from rms.devstack.embedded import free_port as free_ipv4_port
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]

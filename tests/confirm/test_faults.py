@@ -13,7 +13,7 @@ import pytest
 
 from confirm_service.runtime import checkback_worker
 from rms.config import Settings
-from rms.embedded import free_port
+from rms.devstack.embedded import free_port
 from tests.confirm.helpers import FAST, all_settled, drive, events, message
 from tests.confirm.servers import Call, CallbackServer, Reply
 from tests.support import Api, AppKeys

@@ -20,7 +20,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.config import Settings
-from rms.embedded import free_port
+from rms.devstack.embedded import free_port
 from rms.store.database import create_engine
 from tests.confirm.helpers import prepare_many
 from tests.confirm.servers import Call, CallbackServer, Reply

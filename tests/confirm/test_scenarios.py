@@ -11,7 +11,7 @@ from prometheus_client import REGISTRY
 from confirm_service.runtime import checkback_worker
 from rms.config import Settings
 from rms.kafka.records import header
-from rms.sdk.signing import Verifier
+from rms_client.signing import Verifier
 from tests.confirm.helpers import FAST, all_settled, drive, events, message
 from tests.confirm.servers import Behaviour, Call, CallbackServer, Reply
 from tests.support import Api, AppKeys, read_topic

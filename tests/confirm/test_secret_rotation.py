@@ -12,8 +12,8 @@ from sqlalchemy import text
 
 from confirm_service.runtime import checkback_worker
 from rms.config import Settings
-from rms.sdk.signing import SignatureError, Verifier
 from rms.store.database import create_engine
+from rms_client.signing import SignatureError, Verifier
 from tests.api.helpers import assert_problem
 from tests.confirm.helpers import FAST, drive
 from tests.confirm.servers import Call, CallbackServer

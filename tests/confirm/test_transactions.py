@@ -17,16 +17,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from confirm_service.runtime import checkback_worker
 from rms.config import Settings
 from rms.kafka.records import header
-from rms.sdk.barrier import Barrier, BarrierClosed
-from rms.sdk.checkback import (
+from rms.store.database import open_engine
+from rms_client.barrier import Barrier, BarrierClosed
+from rms_client.checkback import (
     CheckRequest,
     CheckStatus,
     TransactionCheckRequest,
-    checkback_router,
 )
-from rms.sdk.producer import Draft, RmsProducer
-from rms.sdk.signing import Verifier
-from rms.store.database import open_engine
+from rms_client.checkback_fastapi import checkback_router
+from rms_client.producer import Draft, RmsProducer
+from rms_client.signing import Verifier
 from tests.confirm.helpers import drive
 from tests.confirm.servers import CallbackServer, Reply, free_port, serving
 from tests.support import Api, AppKeys, read_topic

@@ -20,8 +20,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from rms.embedded import free_port
-from rms.kafka_broker import EmbeddedKafka
+from rms.devstack.embedded import free_port
+from rms.devstack.kafka_broker import EmbeddedKafka
 from tests.dashboard.summary_fixture import write_summary
 
 pytestmark = pytest.mark.browser

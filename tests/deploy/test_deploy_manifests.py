@@ -32,8 +32,8 @@ import yaml
 
 from rms.cli import COMMANDS
 from rms.config import Settings
-from rms.embedded import EmbeddedPostgres
-from spark.options import JDBC_JAR_VARIABLE
+from rms.devstack.embedded import EmbeddedPostgres
+from spark.session import JDBC_JAR_VARIABLE
 from tests.deploy.tools import checker_missing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -606,7 +606,7 @@ def test_dockerfile_copies_every_package_and_dockerignore_allows_it() -> None:
     include = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
     packages = {pattern.rstrip("*") for pattern in include}
     assert packages <= copied, f"packages the image lacks: {packages - copied}"
-    assert {"pyproject.toml", "README.md", "deploy/scripts"} <= copied
+    assert {"pyproject.toml", "README.md", "deploy/scripts", "clients/python"} <= copied
 
 
 # --------------------------------------------------------------------------- compose

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from rms.config import Settings
-from rms.kafka_broker import KafkaCluster, kafka_classpath, kafka_version
-from rms.kafka_broker.install import java_binary
+from rms.devstack.kafka_broker import KafkaCluster, kafka_classpath, kafka_version
+from rms.devstack.kafka_broker.install import java_binary
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 COMPOSE = DEPLOY / "compose" / "compose.yaml"

@@ -33,10 +33,10 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from rms.embedded import EmbeddedPostgres, free_port
+from rms.devstack.embedded import EmbeddedPostgres, free_port
+from rms.devstack.kafka_broker import EmbeddedKafka, KafkaCluster
+from rms.devstack.reaper import tied_to_parent
 from rms.kafka.topics import create_topics
-from rms.kafka_broker import EmbeddedKafka, KafkaCluster
-from rms.reaper import tied_to_parent
 from rms.store.migrate import upgrade
 from tests.confirm.servers import CallbackServer, serving
 from tests.faults.ha import PatroniCluster

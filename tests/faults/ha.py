@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rms.embedded import _run_as_user, free_port, pg_binary, wait_for_port
+from rms.devstack.embedded import _run_as_user, free_port, pg_binary, wait_for_port
 
 PATRONI = Path(shutil.which("patroni", path="/usr/bin") or "/usr/bin/patroni")
 START_SECONDS = 90.0

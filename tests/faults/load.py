@@ -30,7 +30,7 @@ import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka.errors import KafkaError
 
-from rms.kafka.ack_records import ack_value, signed_ack_headers
+from rms_client.ack_records import ack_value, signed_ack_headers
 from tests.confirm.servers import Call, Reply
 from tests.faults.cluster import Apps, Stack
 from tests.faults.history import COMMITTED, OPEN, ROLLED_BACK, CheckAnswer, Consumed, History, Op

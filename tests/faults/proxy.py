@@ -17,7 +17,7 @@ import struct
 from collections import Counter
 from dataclasses import dataclass, field
 
-from rms.embedded import free_port
+from rms.devstack.embedded import free_port
 
 CHUNK = 65536
 

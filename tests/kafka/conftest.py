@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from rms.config import Settings
-from rms.kafka_broker import EmbeddedKafka
+from rms.devstack.kafka_broker import EmbeddedKafka
 from tests.conftest import ADMIN_TOKEN
 from tests.support import Api
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rms.kafka_broker import EmbeddedKafka, KafkaUnavailable, kafka_classpath
-from rms.kafka_broker.install import cache_dir
+from rms.devstack.kafka_broker import EmbeddedKafka, KafkaUnavailable, kafka_classpath
+from rms.devstack.kafka_broker.install import cache_dir
 
 HINT = "apt-get install openjdk-17-jre-headless maven"
 

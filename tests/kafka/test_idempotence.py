@@ -16,10 +16,10 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import OutOfOrderSequenceNumber
 
 from rms.config import Settings
-from rms.embedded import free_port
+from rms.devstack.embedded import free_port
+from rms.devstack.kafka_broker import EmbeddedKafka
 from rms.kafka.publisher import KafkaPublisher, PublishError
 from rms.kafka.records import OutgoingRecord
-from rms.kafka_broker import EmbeddedKafka
 from tests.support import read_topic
 
 PRODUCE = 0  # Kafka API key

@@ -18,7 +18,7 @@ from prometheus_client import REGISTRY
 
 from recovery_service.runtime import from_context
 from rms.config import Settings
-from rms.kafka_broker import EmbeddedKafka
+from rms.devstack.kafka_broker import EmbeddedKafka
 from rms.worker import worker_context
 from tests.conftest import ADMIN_TOKEN
 from tests.recovery.helpers import events, message, tick_until

@@ -19,12 +19,13 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import TopicAuthorizationFailedError
 
 from rms.config import Settings
+from rms.devstack.kafka_broker import EmbeddedKafka, kafka_classpath
+from rms.devstack.kafka_broker.install import java_binary
 from rms.kafka.publisher import KafkaPublisher
 from rms.kafka.records import OutgoingRecord, header
-from rms.kafka.security import KafkaSecurity, login_problem
-from rms.kafka_broker import EmbeddedKafka, kafka_classpath
-from rms.kafka_broker.install import java_binary
-from rms.sdk.consumer import AckResult, TopicAcker
+from rms.kafka.security import login_problem
+from rms_client.consumer import AckResult, TopicAcker
+from rms_client.kafka_security import KafkaSecurity
 from tests.conftest import ADMIN_TOKEN
 from tests.support import Api, eventually, read_topic
 from tests.tls_support import Authority, Issued

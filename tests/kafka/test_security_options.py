@@ -11,7 +11,8 @@ from pydantic import ValidationError
 
 from rms.config import ConfigError, KafkaSettings, WorkerSettings, config_problem
 from rms.kafka.publisher import producer_options
-from rms.kafka.security import KafkaSecurity, KafkaSecurityError, client_options, kafka_security
+from rms.kafka.security import client_options, kafka_security
+from rms_client.kafka_security import KafkaSecurity, KafkaSecurityError
 from tests.tls_support import Authority
 
 

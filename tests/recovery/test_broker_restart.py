@@ -17,10 +17,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from recovery_service.runtime import from_context
 from rms.config import Settings
-from rms.embedded import EmbeddedPostgres
-from rms.kafka_broker import EmbeddedKafka
-from rms.sdk.consumer import HttpAcker, RmsConsumer, RmsRecord, ensure_inbox
+from rms.devstack.embedded import EmbeddedPostgres
+from rms.devstack.kafka_broker import EmbeddedKafka
 from rms.worker import worker_context
+from rms_client.consumer import HttpAcker, RmsConsumer, RmsRecord, ensure_inbox
 from tests.conftest import ADMIN_TOKEN
 from tests.recovery.helpers import events, read_until_all
 from tests.support import Api

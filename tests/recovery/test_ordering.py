@@ -21,8 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from recovery_service.runtime import from_context
 from rms.config import Settings
+from rms.devstack.kafka_broker import EmbeddedKafka
 from rms.kafka.records import header
-from rms.kafka_broker import EmbeddedKafka
 from rms.usecases.redelivery import RedeliveryWorker
 from rms.worker import worker_context
 from tests.recovery.helpers import SqlHelper, events, message, tick_until

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from rms.config import Settings
-from rms.embedded import free_port
+from rms.devstack.embedded import free_port
 from tests.recovery.helpers import SqlHelper, deliveries, read_until_all
 from tests.support import Api
 

@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 import pyarrow.parquet as pq
 
-from spark.dburl import asyncpg_dsn
+from history.dburl import asyncpg_dsn
 
 NOW = datetime.now(UTC)
 OLD = NOW - timedelta(days=40)  # finished long ago: past a 30-day retention

@@ -18,10 +18,10 @@ import asyncpg
 import pyarrow.parquet as pq
 import pytest
 
+from history.archive import JOURNAL, JournalError
+from history.dburl import asyncpg_dsn
+from history.retention import Retention, RetentionRequest, run_retention
 from rms.cli import main
-from spark.archive import JOURNAL, JournalError
-from spark.dburl import asyncpg_dsn
-from spark.retention import Retention, RetentionRequest, run_retention
 from tests.retention.history import CUTOFF_AGE, archived, fetch, seed, stored_events
 from tests.support import Api
 

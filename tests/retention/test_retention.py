@@ -17,11 +17,11 @@ import asyncpg
 import pyarrow.parquet as pq
 import pytest
 
+from history.archive import JOURNAL
+from history.dburl import asyncpg_dsn
+from history.options import ReportError
+from history.retention import LOCK_KEY, Retention, RetentionRequest, parse_age, run_retention
 from rms.cli import main
-from spark.archive import JOURNAL
-from spark.dburl import asyncpg_dsn
-from spark.options import ReportError
-from spark.retention import LOCK_KEY, Retention, RetentionRequest, parse_age, run_retention
 from tests.retention.history import (
     CUTOFF_AGE,
     archived,
@@ -167,7 +167,7 @@ def test_cli(database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[st
 # `finally`) on its Nth call: the closest a test gets to `kill -9` at a chosen point.
 _CRASHING = """
 import asyncio, os, sys
-import spark.retention as r
+import history.retention as r
 from rms.cli import main
 point, nth, args = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 calls = [0]

@@ -12,8 +12,8 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from spark.dburl import asyncpg_dsn
-from spark.retention import RetentionRequest, RetentionResult, run_retention
+from history.dburl import asyncpg_dsn
+from history.retention import RetentionRequest, RetentionResult, run_retention
 from tests.retention.history import CUTOFF_AGE, archived, seed, stored_ids
 from tests.support import Api, AppKeys
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from rms.embedded import free_port
+from rms.devstack.embedded import free_port
 
 
 @dataclass

@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import Column, MetaData, Table, Text, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from rms.sdk.barrier import Barrier, BarrierClosed
 from rms.store.database import open_engine
+from rms_client.barrier import Barrier, BarrierClosed
 
 metadata = MetaData()
 orders = Table("orders", metadata, Column("order_id", Text, primary_key=True))

@@ -1,9 +1,11 @@
-"""The SDK's check-back router: accepts RMS's signed calls, refuses everything else."""
+"""The client's check-back endpoint, as a FastAPI router and as a plain ASGI app: accepts RMS's
+signed calls, refuses everything else."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import httpx
 import orjson
@@ -11,13 +13,16 @@ import pytest
 from fastapi import FastAPI
 
 from rms.domain.secrets import new_signing_secret
-from rms.sdk.checkback import (
+from rms_client.checkback import (
     CheckRequest,
     CheckStatus,
+    Resolver,
     TransactionCheckRequest,
-    checkback_router,
+    TransactionResolver,
+    checkback_app,
 )
-from rms.sdk.signing import signed_headers
+from rms_client.checkback_fastapi import checkback_router
+from rms_client.signing import signed_headers
 
 SECRET = new_signing_secret()
 OLD_SECRET = new_signing_secret()
@@ -43,11 +48,25 @@ def recorder() -> Recorder:
     return Recorder()
 
 
-@pytest.fixture
-async def client(recorder: Recorder) -> AsyncIterator[httpx.AsyncClient]:
+def endpoint(form: str, resolve: Resolver, secrets: Sequence[str],
+             resolve_transaction: TransactionResolver | None = None) -> Any:
+    """An ASGI application serving the check-back at /rms/check, in either form."""
+    if form == "asgi":
+        return checkback_app(resolve, secrets=secrets, resolve_transaction=resolve_transaction)
     app = FastAPI()
-    app.include_router(checkback_router(recorder.resolve, secrets=[SECRET, OLD_SECRET]))
-    transport = httpx.ASGITransport(app=app)
+    app.include_router(checkback_router(resolve, secrets=secrets,
+                                        resolve_transaction=resolve_transaction))
+    return app
+
+
+@pytest.fixture(params=["fastapi", "asgi"])
+def form(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+async def client(recorder: Recorder, form: str) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=endpoint(form, recorder.resolve, [SECRET, OLD_SECRET]))
     async with httpx.AsyncClient(transport=transport, base_url="http://producer") as http:
         yield http
 
@@ -129,7 +148,7 @@ TRANSACTION_BODY = orjson.dumps({"transaction_id": "order-1", "app": "orders",
                                  "created_at": "2026-01-01T00:00:00Z", "check_count": 2})
 
 
-async def test_a_transaction_check_goes_to_the_transaction_resolver() -> None:
+async def test_a_transaction_check_goes_to_the_transaction_resolver(form: str) -> None:
     seen: list[TransactionCheckRequest] = []
 
     async def resolve_transaction(check: TransactionCheckRequest) -> CheckStatus:
@@ -137,9 +156,7 @@ async def test_a_transaction_check_goes_to_the_transaction_resolver() -> None:
         return "rolled_back"
 
     recorder = Recorder()
-    app = FastAPI()
-    app.include_router(checkback_router(recorder.resolve, secrets=[SECRET],
-                                        resolve_transaction=resolve_transaction))
+    app = endpoint(form, recorder.resolve, [SECRET], resolve_transaction)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                  base_url="http://producer") as http:
         response = await http.post("/rms/check", content=TRANSACTION_BODY,
@@ -161,3 +178,12 @@ async def test_a_transaction_check_without_a_transaction_resolver_is_unknown(
                                  headers=signed([SECRET], "txn_c", TRANSACTION_BODY))
     assert (response.status_code, response.json()) == (200, {"status": "unknown"})
     assert recorder.seen == []
+
+
+async def test_the_asgi_app_answers_only_post() -> None:
+    app = checkback_app(Recorder().resolve, secrets=[SECRET])
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://producer") as http:
+        response = await http.get("/rms/check")
+    assert response.status_code == 405
+    assert response.headers["content-type"] == "application/problem+json"

@@ -22,12 +22,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from confirm_service.runtime import checkback_worker
 from rms.config import Settings
-from rms.demo.orders import Config, barrier_rows, create_app, orders
-from rms.embedded import EmbeddedPostgres, free_port
-from rms.sdk.barrier import Barrier, BarrierClosed
-from rms.sdk.producer import RmsProducer
+from rms.devstack.demo.orders import Config, barrier_rows, create_app, orders
+from rms.devstack.embedded import EmbeddedPostgres, free_port
 from rms.store.database import open_engine
 from rms.usecases.checkback import CheckBackWorker
+from rms_client.barrier import Barrier, BarrierClosed
+from rms_client.producer import RmsProducer
 from tests.confirm.servers import serving
 from tests.support import Api, read_topic
 
@@ -163,7 +163,7 @@ async def test_check_back_during_an_open_transaction_waits_for_it(
 
 async def test_runs_as_a_process(rms_app: FastAPI, api: Api, orders_db: str, settings: Settings,
                                  topic: str, unique: str, tmp_path: Path) -> None:
-    """``python -m rms.demo.orders`` as ``rms dev`` starts it, against RMS over real HTTP; its
+    """``python -m rms.devstack.demo.orders`` as ``rms dev`` starts it, against RMS over real HTTP; its
     check-back endpoint verifies the worker's signature."""
     port = free_port()
     keys = await api.create_app(f"orders-{unique}", prefixes=[f"http://127.0.0.1:{port}/"])
@@ -198,7 +198,7 @@ async def test_runs_as_a_process(rms_app: FastAPI, api: Api, orders_db: str, set
 
 def start_demo(port: int, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("wb") as sink:
-        return subprocess.Popen([sys.executable, "-m", "rms.demo.orders", "--port", str(port)],
+        return subprocess.Popen([sys.executable, "-m", "rms.devstack.demo.orders", "--port", str(port)],
                                 env=env, stdout=sink, stderr=subprocess.STDOUT)
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from bench.httpclient import Pool
 from rms.config import Settings
-from rms.sdk.consumer import AckResult, HttpAcker
-from rms.sdk.producer import RetryPolicy, RmsProducer
+from rms_client.consumer import AckResult, HttpAcker
+from rms_client.producer import RetryPolicy, RmsProducer
 from tests.conftest import ADMIN_TOKEN
 from tests.sdk.dropping_proxy import DroppingProxy
 from tests.security.served import create_app_keys, served

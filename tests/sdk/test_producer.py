@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from rms.sdk.producer import (
+from rms_client.producer import (
     Draft,
     RetryPolicy,
     RmsConflict,

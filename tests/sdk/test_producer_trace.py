@@ -10,9 +10,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from rms import tracing
-from rms.domain.trace import TraceContext
-from rms.sdk.producer import RetryPolicy, RmsProducer
+from rms_client import tracing
+from rms_client.producer import RetryPolicy, RmsProducer
+from rms_client.trace import TraceContext
 from tests.support import CHECK_PREFIX, Api, AppKeys
 from tests.tracing_support import (
     PRODUCER_PARENT,

@@ -7,7 +7,7 @@ import base64
 import pytest
 
 from rms.domain.secrets import new_signing_secret
-from rms.sdk.signing import SignatureError, Verifier, sign, signed_headers
+from rms_client.signing import SignatureError, Verifier, sign, signed_headers
 
 # the example of the Standard Webhooks specification
 SPEC_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

@@ -12,8 +12,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from rms.config import Settings
-from rms.embedded import EmbeddedPostgres
-from rms.sdk.consumer import ensure_inbox
+from rms.devstack.embedded import EmbeddedPostgres
+from rms_client.consumer import ensure_inbox
 from tests.conftest import ADMIN_TOKEN
 from tests.support import Api
 

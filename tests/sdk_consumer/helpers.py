@@ -9,7 +9,7 @@ from aiokafka import AIOKafkaProducer, ConsumerRecord
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from rms.sdk.consumer import Ack, Acker, BatchReport, RmsConsumer, RmsRecord
+from rms_client.consumer import Ack, Acker, BatchReport, RmsConsumer, RmsRecord
 
 
 class CountingAcker:

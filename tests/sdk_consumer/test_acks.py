@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.kafka.records import header
-from rms.sdk.consumer import AckResult, BatchReport, HttpAcker, RmsConsumer, TopicAcker, make_acker
+from rms_client.consumer import AckResult, BatchReport, HttpAcker, RmsConsumer, TopicAcker, make_acker
 from tests.sdk_consumer.helpers import consume_until, record_effect, scalar
 from tests.support import Api, AppKeys, eventually, read_topic
 

@@ -8,8 +8,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from recovery_service.runtime import from_context
 from rms.config import Settings
-from rms.sdk.consumer import AckResult, BatchReport, HttpAcker, Outcome, RmsConsumer, RmsRecord
 from rms.worker import worker_context
+from rms_client.consumer import AckResult, BatchReport, HttpAcker, Outcome, RmsConsumer, RmsRecord
 from tests.sdk_consumer.helpers import (
     CountingAcker,
     consume_until,

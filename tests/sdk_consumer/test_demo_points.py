@@ -1,4 +1,4 @@
-"""The demo points service (``python -m rms.demo.points``), in process: "order paid -> points
+"""The demo points service (``python -m rms.devstack.demo.points``), in process: "order paid -> points
 added" end to end, once per message, with acks on the ack topic."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from rms.demo.points import Config, create_app, points_for
-from rms.embedded import EmbeddedPostgres
+from rms.devstack.demo.points import Config, create_app, points_for
+from rms.devstack.embedded import EmbeddedPostgres
 from tests.support import Api, eventually
 
 

@@ -12,10 +12,10 @@ from aiokafka import AIOKafkaConsumer
 from opentelemetry import trace
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from rms import tracing
-from rms.domain.trace import TraceContext
 from rms.kafka.records import header
-from rms.sdk.consumer import AckResult, BatchReport, HttpAcker, Outcome, RmsRecord, TopicAcker
+from rms_client import tracing
+from rms_client.consumer import AckResult, BatchReport, HttpAcker, Outcome, RmsRecord, TopicAcker
+from rms_client.trace import TraceContext
 from tests.sdk_consumer.helpers import CountingAcker, consume_until, record_effect
 from tests.sdk_consumer.test_consumer import _apps, _consumer
 from tests.support import Api, AppKeys

@@ -13,7 +13,7 @@ import httpx
 import uvicorn
 
 from rms.config import Settings
-from rms.embedded import free_port
+from rms.devstack.embedded import free_port
 
 
 @contextlib.contextmanager

@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from rms.config import Settings
-from rms.embedded import free_port
-from rms.sdk.signing import Verifier
+from rms.devstack.embedded import free_port
+from rms_client.signing import Verifier
 from tests.confirm.servers import Call, CallbackServer, Reply, callback_server
 from tests.conftest import ADMIN_TOKEN
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from rms.config import Settings
-from rms.embedded import free_port
+from rms.devstack.embedded import free_port
 from tests.conftest import ADMIN_TOKEN
 
 ROOT = Path(__file__).resolve().parents[2]

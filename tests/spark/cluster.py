@@ -19,8 +19,8 @@ from typing import Any
 
 import pyspark
 
-from rms.embedded import free_port
-from rms.reaper import stop_groups, tied_to_parent
+from rms.devstack.embedded import free_port
+from rms.devstack.reaper import stop_groups, tied_to_parent
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 DAEMON_ENV = {"SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",

@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 
-from rms.embedded import EmbeddedPostgres
+from history.export import ExportRequest, export
+from history.options import parse_instant, parse_window
+from rms.devstack.embedded import EmbeddedPostgres
 from rms.store.migrate import upgrade
-from spark.export import ExportRequest, export
 from spark.inputs import JdbcSource, ParquetSource
-from spark.options import DEFAULT_JDBC_JAR, parse_instant, parse_window
 from spark.report import ReportConfig, run_report
+from spark.session import DEFAULT_JDBC_JAR
 from spark.targets import load_targets
 from tests.spark.history import (
     AS_OF,

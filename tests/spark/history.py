@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from spark.tables import EVENT_COLUMNS, MESSAGE_COLUMNS, arrow_schema
+from history.tables import EVENT_COLUMNS, MESSAGE_COLUMNS, arrow_schema
 
 SINCE = "2026-03-02T10:00:00Z"
 UNTIL = "2026-03-03T01:00:00Z"

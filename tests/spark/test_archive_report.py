@@ -12,12 +12,12 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from history.options import parse_instant, parse_window
+from history.retention import RetentionRequest, run_retention
 from rms.cli import main
-from rms.embedded import EmbeddedPostgres
+from rms.devstack.embedded import EmbeddedPostgres
 from spark.inputs import ArchiveSource, JdbcSource, archive_days
-from spark.options import parse_instant, parse_window
 from spark.report import ReportConfig, run_report
-from spark.retention import RetentionRequest, run_retention
 from spark.targets import load_targets
 from tests.spark.conftest import new_database
 from tests.spark.history import AS_OF, SINCE, UNTIL, hand_history, store
@@ -112,6 +112,6 @@ def test_report_refuses_a_missing_archive(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_retention_command_imports_neither_spark_nor_pyarrow() -> None:
-    code = ("import sys, spark.retention_cli; "
+    code = ("import sys, history.retention_cli; "
             "sys.exit('pyspark' in sys.modules or 'pyarrow' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

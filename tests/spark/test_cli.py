@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from history.export import ExportRequest, export
+from history.options import parse_window
 from rms.cli import main
-from rms.embedded import free_port
-from spark.export import ExportRequest, export
-from spark.options import parse_window
+from rms.devstack.embedded import free_port
 from tests.spark.history import AS_OF, SINCE, TARGETS_TOML, UNTIL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +33,7 @@ def _closed_url() -> str:
 
 
 def test_commands_do_not_import_spark() -> None:
-    code = ("import sys, spark.cli, spark.export_cli; "
+    code = ("import sys, spark.cli, history.export_cli; "
             "sys.exit('pyspark' in sys.modules or 'pyarrow' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=False).returncode == 0
 

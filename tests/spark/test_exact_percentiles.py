@@ -16,10 +16,20 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from history.options import Window
 from spark.facts import message_facts
 from spark.inputs import ParquetSource, load_history
-from spark.options import Window
-from spark.percentiles import MAX_BITS, MIN_BITS, bits_for, bucket, stage_percentiles
+from spark.keys import Pairs
+from spark.percentiles import (
+    MAX_BITS,
+    MIN_BITS,
+    Selection,
+    bits_for,
+    bucket,
+    histogram,
+    keyed_values,
+    select,
+)
 from spark.report import ReportConfig, run_report
 from tests.spark.history import Ev, History, Msg, ts, write_export
 
@@ -28,6 +38,15 @@ pytestmark = pytest.mark.spark
 STAGES = ("prepare_to_confirm", "confirm_to_first_publish", "first_publish_to_done",
           "prepare_to_done")
 LEVELS = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
+
+
+def stage_percentiles(facts: Any, pairs: Pairs | None = None,
+                      bits: int | None = None) -> Selection:
+    """Counts and exact percentiles of every stage at every SLA grain, as the report finds
+    them: the histogram, then the values of the wanted buckets."""
+    pairs = pairs or Pairs.of(facts)
+    values = keyed_values(facts, pairs, bits)
+    return select(histogram(values, pairs), values)
 AS_OF = ts("2026-05-10T00:00:00")
 # (app, topic) -> the (day, hour) slots it has messages in. Equal groups: each day of
 # shop/refunds is one hour; billing/credits is one day; billing/refunds is one hour in all.

@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from spark.export import ExportRequest, export
-from spark.options import UsageError, parse_window
+from history.export import ExportRequest, export
+from history.options import UsageError, parse_window
 from tests.spark.history import SINCE, UNTIL, hand_history
 
 pytestmark = pytest.mark.spark  # pyarrow, from the spark extra
@@ -78,7 +78,7 @@ def test_refuses_a_non_empty_destination_unless_overwriting(spark_hand_db: str,
 
 
 def test_failure_leaves_nothing_behind(tmp_path: Path) -> None:
-    from rms.embedded import free_port
+    from rms.devstack.embedded import free_port
 
     url = f"postgresql://postgres@127.0.0.1:{free_port()}/nothing"
     with pytest.raises(OSError):

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from history.dburl import asyncpg_dsn, jdbc_target
+from history.options import UsageError, parse_window
 from rms.store.migrate import upgrade
-from spark.dburl import asyncpg_dsn, jdbc_target
 from spark.inputs import JdbcSource, load_history
-from spark.options import UsageError, parse_window
 from tests.spark.history import SINCE, UNTIL, hand_history, store
 from tests.tls_support import TlsPostgres, tls_postgres_server
 

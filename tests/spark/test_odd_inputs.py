@@ -10,8 +10,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from history.options import Window
 from spark.inputs import ParquetSource
-from spark.options import Window
 from spark.report import ReportConfig, run_report
 from tests.spark.history import Ev, History, Msg, ev, ts, write_export
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from spark.dburl import asyncpg_dsn, jdbc_target
+from history.dburl import asyncpg_dsn, jdbc_target
+from history.options import UsageError, Window, parse_instant, parse_window
 from spark.inputs import slice_predicates
-from spark.options import UsageError, Window, parse_instant, parse_window, spark_conf
-from spark.session import SessionSettings, local_cores, session_conf
+from spark.session import SessionSettings, local_cores, session_conf, spark_conf
 from spark.targets import DEFAULT_SECONDS, SlaTargets, load_targets
 
 

@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from rms.kafka_broker.install import cache_dir
+from rms.devstack.kafka_broker.install import cache_dir
 
 HERE = Path(__file__).resolve().parent
 ALL_MODES = frozenset({"content-length", "chunked", "close", "continue", "connection-close"})

@@ -18,7 +18,7 @@ import pytest
 
 from confirm_service.runtime import checkback_worker
 from rms.config import Settings
-from rms.embedded import free_port
+from rms.devstack.embedded import free_port
 from tests.confirm.conformance.stacks import ToolMissing, every_stack
 from tests.confirm.helpers import FAST, all_settled, drive, message
 from tests.support import Api

@@ -21,7 +21,7 @@ const CHECK = JSON.stringify({
 
 describe("signatures", () => {
   it("sign the same bytes as RMS's Python signer (a fixed vector)", () => {
-    // rms.signing.sign(SECRET, "msg_1", 1700000000, b"{}")
+    // rms_client.signing.sign(SECRET, "msg_1", 1700000000, b"{}")
     assert.equal(signedHeaders([SECRET], "{}", "msg_1", 1700000000)["webhook-signature"],
       "v1,x5lVgj0b/JJJaUYaa1+6I5J/EECcryrPlFN4VrkmI94=");
   });

@@ -1,0 +1,454 @@
+"""The consumer side of the RMS Python SDK: at-least-once delivery with exactly-once effect.
+
+RMS delivers every message at least once: a record can arrive twice because the recovery
+service re-published it (no ack in time), because the broker or this consumer restarted before
+the Kafka offset was committed, or because an operator resent it. :class:`RmsConsumer` turns
+that into exactly-once *effect* on the consumer's own database:
+
+1. it reads the ``rms-message-id`` header of each record (design section 6);
+2. in **one transaction** of the consumer's database it inserts the id into an inbox table
+   (``INSERT ... ON CONFLICT DO NOTHING RETURNING``) and runs the caller's handler with the same
+   connection. If the id was there already, the record is a redelivery: the handler is skipped.
+   If the handler raises, the transaction rolls back, inbox row included, so the message is
+   processed again when it comes again;
+3. only after that commit it acknowledges the message to RMS (HTTP or the ack topic), also for
+   a skipped duplicate (the first ack may have been lost);
+4. only after the acks it commits the Kafka offsets. A crash anywhere before that makes Kafka
+   deliver the records again, and the inbox makes that harmless.
+
+A handler that raises is neither acked nor retried in place: RMS re-publishes the message when
+its ack deadline passes (with backoff, up to ``max_deliveries``, then it is a dead letter an
+operator can inspect and resend), so one bad message never blocks its partition.
+
+Usage::
+
+    engine = create_async_engine("postgresql+asyncpg://.../points")
+    await ensure_inbox(engine)
+
+    async def add_points(conn: AsyncConnection, message: RmsRecord) -> None:
+        await conn.execute(...)  # your changes, in the inbox's transaction
+
+    acker = HttpAcker("http://rms:8000", api_key="...")   # or TopicAcker(...)
+    async with RmsConsumer(engine=engine, handler=add_points, acker=acker,
+                           bootstrap_servers="kafka:9092", group_id="points",
+                           topics=["orders.paid"]) as consumer:
+        await consumer.run()
+
+One inbox table serves one handler: two consumers of the same message with different effects
+need two tables (``inbox_table=``) or two databases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import TracebackType
+from typing import Any, Protocol
+
+import httpx
+import orjson
+import structlog
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
+from aiokafka.errors import KafkaError
+from sqlalchemy import Column, DateTime, MetaData, Table, Text, func
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from rms_client import http, tracing
+from rms_client.ack_records import ack_value, signed_ack_headers
+from rms_client.kafka_security import KafkaSecurity
+from rms_client.signing import secret_key
+from rms_client.trace import TraceContext
+
+log = structlog.get_logger(__name__)
+
+HEADER_MESSAGE_ID = "rms-message-id"
+HEADER_APP = "rms-app"
+HEADER_DELIVERY = "rms-delivery"
+HEADER_CREATED_AT = "rms-created-at"
+DEFAULT_INBOX = "rms_inbox"
+_TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+# ---- the inbox ---------------------------------------------------------------------------------
+
+def inbox_table(name: str = DEFAULT_INBOX) -> Table:
+    """The inbox: one row per message id whose handler committed."""
+    if not _TABLE_NAME.fullmatch(name):
+        raise ValueError(f"inbox table name {name!r} must match {_TABLE_NAME.pattern}")
+    return Table(
+        name, MetaData(),
+        Column("message_id", Text, primary_key=True),
+        Column("topic", Text, nullable=False),
+        Column("processed_at", DateTime(timezone=True), nullable=False,
+               server_default=func.now()),
+    )
+
+
+async def ensure_inbox(engine: AsyncEngine, name: str = DEFAULT_INBOX) -> None:
+    """Create the inbox table in the consumer's database if it is missing (idempotent).
+    Projects with their own migrations can create the same table there instead."""
+    table = inbox_table(name)
+    async with engine.begin() as conn:
+        await conn.run_sync(table.metadata.create_all, checkfirst=True)
+
+
+# ---- records -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class RmsRecord:
+    """A consumed RMS record with its headers decoded (design section 6)."""
+
+    message_id: str
+    delivery: int
+    app: str | None
+    topic: str
+    key: bytes | None
+    payload: Any
+    headers: dict[str, str]
+    record: ConsumerRecord[bytes, bytes] = field(repr=False)
+    created_at: str | None = None  # the rms-created-at header as it came: which instance
+
+
+    @property
+    def trace(self) -> TraceContext | None:
+        """The record's W3C trace context (``traceparent`` / ``tracestate``), if valid."""
+        return tracing.from_headers(self.headers)
+
+    @classmethod
+    def parse(cls, record: ConsumerRecord[bytes, bytes]) -> RmsRecord | None:
+        """None for a record without ``rms-message-id`` (not published by RMS)."""
+        headers = {name: (value or b"").decode(errors="replace")
+                   for name, value in record.headers}
+        message_id = headers.get(HEADER_MESSAGE_ID)
+        if not message_id:
+            return None
+        try:
+            payload = orjson.loads(record.value) if record.value is not None else None
+        except orjson.JSONDecodeError:
+            payload = record.value
+        delivery = headers.get(HEADER_DELIVERY, "")
+        return cls(message_id=message_id, delivery=int(delivery) if delivery.isdigit() else 0,
+                   app=headers.get(HEADER_APP), topic=record.topic, key=record.key,
+                   payload=payload, headers=headers, record=record,
+                   created_at=headers.get(HEADER_CREATED_AT))
+
+
+Handler = Callable[[AsyncConnection, RmsRecord], Awaitable[None]]
+
+
+class Outcome(StrEnum):
+    PROCESSED = "processed"  # the handler ran and committed with the inbox row
+    DUPLICATE = "duplicate"  # the inbox had the id: handler skipped
+    FAILED = "failed"  # the handler (or the database) raised: rolled back, not acked
+
+    @property
+    def acks(self) -> bool:
+        return self in (Outcome.PROCESSED, Outcome.DUPLICATE)
+
+
+class InboxProcessor:
+    """Runs a handler at most once per message id (the database half of the consumer)."""
+
+    def __init__(self, engine: AsyncEngine, handler: Handler, inbox: str = DEFAULT_INBOX) -> None:
+        self._engine = engine
+        self._handler = handler
+        self._inbox = inbox_table(inbox)
+
+    async def process(self, message: RmsRecord) -> Outcome:
+        claim = (
+            pg_insert(self._inbox)
+            .values(message_id=message.message_id, topic=message.topic)
+            .on_conflict_do_nothing(index_elements=["message_id"])
+            .returning(self._inbox.c.message_id)
+        )
+        try:
+            async with self._engine.begin() as conn:
+                if (await conn.execute(claim)).first() is None:
+                    return Outcome.DUPLICATE
+                await self._handler(conn, message)
+        except Exception:  # the caller's code: any failure means "not processed"
+            log.exception("consumer.handler_failed", message_id=message.message_id,
+                          topic=message.topic, attempt=message.delivery)
+            return Outcome.FAILED
+        return Outcome.PROCESSED
+
+
+# ---- acknowledgements --------------------------------------------------------------------------
+
+class AckResult(StrEnum):
+    ACKED = "acked"  # RMS has (or the ack topic holds) the ack
+    REFUSED = "refused"  # RMS said no for good (unknown id, topic not consumable, ...)
+    FAILED = "failed"  # could not reach RMS / the broker; RMS will re-deliver, then we ack again
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    message_id: str
+    result: AckResult
+    status: int | None = None
+    detail: str | None = None
+
+
+class Acker(Protocol):
+    async def ack(self, message_id: str, created_at: str | None = None) -> Ack:
+        """Acknowledge ``message_id``; ``created_at`` is the acknowledged record's
+        ``rms-created-at`` header, which binds the ack to that instance of the id."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class HttpAcker:
+    """``POST /v1/messages/{id}/ack`` with the consumer app's API key. Retries transient
+    failures (network, 429, 5xx) a few times; a 4xx answer is final."""
+
+    def __init__(self, rms_url: str | None = None, api_key: str | None = None, *,
+                 client: httpx.AsyncClient | None = None, retries: int = 3,
+                 backoff_seconds: float = 0.2, timeout_seconds: float = 10.0) -> None:
+        if client is None and rms_url is None:
+            raise ValueError("HttpAcker needs rms_url or client")
+        self._owned = client is None
+        self._client = client or httpx.AsyncClient(base_url=rms_url or "",
+                                                   timeout=timeout_seconds)
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._retries = retries
+        self._backoff = backoff_seconds
+
+    async def ack(self, message_id: str, created_at: str | None = None) -> Ack:
+        """An HTTP ack is authenticated with the app's API key when it is made, so
+        ``created_at`` is not needed (it cannot be replayed from a log)."""
+        failure = "not attempted"
+        for attempt in range(self._retries + 1):
+            if attempt:
+                await asyncio.sleep(self._backoff * 2 ** (attempt - 1))
+            try:
+                response = await http.send(self._client, "POST",
+                                           f"/v1/messages/{message_id}/ack",
+                                           headers=self._headers | _trace_headers())
+            except httpx.HTTPError as exc:
+                failure = f"{type(exc).__name__}: {exc}"
+                continue
+            if response.is_success:
+                return Ack(message_id, AckResult.ACKED, response.status_code)
+            failure = _problem_detail(response)
+            if response.status_code != 429 and response.status_code < 500:
+                return Ack(message_id, AckResult.REFUSED, response.status_code, failure)
+        return Ack(message_id, AckResult.FAILED, None, failure)
+
+    async def close(self) -> None:
+        if self._owned:
+            await self._client.aclose()
+
+
+class TopicAcker:
+    """A record ``{"message_id", "consumer", "created_at"}`` on the ack topic (design section
+    6), signed with the consumer app's signing secret (the ``whsec_`` secret shown when the app
+    was created): RMS applies only acks signed by the app they name, and only to the instance of
+    the id created at ``created_at`` (the acknowledged record's ``rms-created-at``), so a
+    replayed or late record never finishes a newer message that reuses the id. RMS checks the
+    ack asynchronously: ``ACKED`` means the broker holds it.
+
+    ``security`` is how to reach a cluster that requires TLS or SASL, e.g.
+    ``KafkaSecurity("SASL_SSL", ssl_cafile="ca.pem", sasl_mechanism="SCRAM-SHA-512",
+    sasl_username="points-service", sasl_password=...)``; the cluster's ACLs should let this
+    principal write the ack topic and nothing else RMS reads."""
+
+    def __init__(self, bootstrap_servers: str, consumer_app: str, *, signing_secret: str,
+                 ack_topic: str = "rms.acks", producer: AIOKafkaProducer | None = None,
+                 security: KafkaSecurity | None = None) -> None:
+        secret_key(signing_secret)  # a malformed secret fails here, not at the first ack
+        self._secret = signing_secret
+        self._consumer_app = consumer_app
+        self._topic = ack_topic
+        self._owned = producer is None
+        options = (security or KafkaSecurity()).client_options()
+        self._producer = producer or AIOKafkaProducer(bootstrap_servers=bootstrap_servers,
+                                                      enable_idempotence=False, **options)
+        self._started = not self._owned
+
+    async def ack(self, message_id: str, created_at: str | None = None) -> Ack:
+        value = ack_value(message_id, self._consumer_app, created_at)
+        headers = signed_ack_headers([self._secret], value)
+        headers += [(name, text.encode()) for name, text in _trace_headers().items()]
+        try:
+            if not self._started:
+                await self._producer.start()
+                self._started = True
+            await self._producer.send_and_wait(self._topic, value, key=message_id.encode(),
+                                               headers=headers)
+        except (KafkaError, OSError) as exc:
+            return Ack(message_id, AckResult.FAILED, None, f"{type(exc).__name__}: {exc}")
+        return Ack(message_id, AckResult.ACKED)
+
+    async def close(self) -> None:
+        if self._owned and self._started:
+            with contextlib.suppress(KafkaError, OSError):
+                await self._producer.stop()
+
+
+def make_acker(mode: str, *, rms_url: str | None = None, api_key: str | None = None,
+               bootstrap_servers: str | None = None, consumer_app: str | None = None,
+               signing_secret: str | None = None, ack_topic: str = "rms.acks",
+               security: KafkaSecurity | None = None) -> Acker:
+    """``mode`` ``http`` (needs ``rms_url`` and ``api_key``) or ``topic`` (needs
+    ``bootstrap_servers``, ``consumer_app``, the app name RMS knows the consumer by, and that
+    app's ``signing_secret``; ``security`` for a cluster with TLS or SASL)."""
+    if mode == "http":
+        return HttpAcker(rms_url, api_key)
+    if mode == "topic":
+        if not bootstrap_servers or not consumer_app or not signing_secret:
+            raise ValueError("topic acks need bootstrap_servers, consumer_app and the app's "
+                             "signing_secret")
+        return TopicAcker(bootstrap_servers, consumer_app, signing_secret=signing_secret,
+                          ack_topic=ack_topic, security=security)
+    raise ValueError(f"ack mode must be 'http' or 'topic', not {mode!r}")
+
+
+def _trace_headers() -> dict[str, str]:
+    """The W3C headers of the ack span the consumer made current (none outside one)."""
+    trace = tracing.current_context()
+    return {} if trace is None else trace.headers()
+
+
+def _problem_detail(response: httpx.Response) -> str:
+    try:
+        return str(response.json().get("detail") or response.text[:200])
+    except ValueError:
+        return response.text[:200]
+
+
+# ---- the consumer ------------------------------------------------------------------------------
+
+@dataclass
+class BatchReport:
+    outcomes: list[tuple[str, Outcome]] = field(default_factory=list)
+    acks: list[Ack] = field(default_factory=list)
+    skipped: int = 0  # records without rms-message-id (not from RMS): logged, not handled
+
+    def count(self, outcome: Outcome) -> int:
+        return sum(1 for _, found in self.outcomes if found is outcome)
+
+
+class RmsConsumer:
+    """Kafka records -> inbox + handler (one transaction) -> ack -> offset commit."""
+
+    def __init__(self, *, engine: AsyncEngine, handler: Handler, acker: Acker,
+                 bootstrap_servers: str, group_id: str, topics: Sequence[str] = (),
+                 pattern: str | None = None, inbox_table: str = DEFAULT_INBOX,
+                 max_records: int = 200, ack_concurrency: int = 32,
+                 client_id: str = "rms-consumer",
+                 kafka_options: Mapping[str, Any] | None = None) -> None:
+        """``kafka_options`` go to :class:`aiokafka.AIOKafkaConsumer` as they are (security,
+        ``metadata_max_age_ms``, ...); offsets are always committed by this class."""
+        if bool(topics) == bool(pattern):
+            raise ValueError("give either topics or pattern")
+        self._processor = InboxProcessor(engine, handler, inbox_table)
+        self._acker = acker
+        self._topics = list(topics)
+        self._pattern = pattern
+        self._max_records = max_records
+        self._ack_gate = asyncio.Semaphore(ack_concurrency)
+        options: dict[str, Any] = {"auto_offset_reset": "earliest", "client_id": client_id}
+        options |= dict(kafka_options or {})
+        options |= {"enable_auto_commit": False}
+        self._consumer = AIOKafkaConsumer(
+            *self._topics, bootstrap_servers=bootstrap_servers, group_id=group_id, **options)
+        self._stopping = asyncio.Event()
+
+    async def __aenter__(self) -> RmsConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        trace: TracebackType | None) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        if self._pattern is not None:
+            self._consumer.subscribe(pattern=self._pattern)
+        await self._consumer.start()
+
+    async def stop(self) -> None:
+        """Stop consuming; offsets of records not fully handled stay uncommitted."""
+        self._stopping.set()
+        with contextlib.suppress(KafkaError, OSError):
+            await self._consumer.stop()
+        await self._acker.close()
+
+    async def run(self) -> None:
+        """Consume until :meth:`stop` (or cancellation)."""
+        while not self._stopping.is_set():
+            await self.run_once()
+
+    async def run_once(self, timeout_ms: int = 500) -> BatchReport:
+        """Fetch one batch, handle it, ack it, then commit its offsets."""
+        batches = await self._consumer.getmany(timeout_ms=timeout_ms,
+                                               max_records=self._max_records)
+        records = [record for batch in batches.values() for record in batch]
+        if not records:
+            return BatchReport()
+        report = await self.handle(records)
+        await self._commit()
+        return report
+
+    async def handle(self, records: Sequence[ConsumerRecord[bytes, bytes]]) -> BatchReport:
+        """Handle records in order (one transaction each), then ack the handled ones."""
+        report = BatchReport()
+        traces: dict[str, TraceContext | None] = {}
+        instances: dict[str, str | None] = {}
+        for record in records:
+            message = RmsRecord.parse(record)
+            if message is None:
+                log.warning("consumer.not_an_rms_record", topic=record.topic,
+                            partition=record.partition, offset=record.offset)
+                report.skipped += 1
+                continue
+            outcome, traces[message.message_id] = await self._process(message)
+            instances[message.message_id] = message.created_at
+            report.outcomes.append((message.message_id, outcome))
+        to_ack = list(dict.fromkeys(i for i, outcome in report.outcomes if outcome.acks))
+        report.acks = list(await asyncio.gather(*(self._ack(i, instances[i], traces[i])
+                                                  for i in to_ack)))
+        return report
+
+    async def _process(self, message: RmsRecord) -> tuple[Outcome, TraceContext | None]:
+        """The handler runs in a span whose parent is the record's trace context (current
+        while it runs, so the handler's own spans are its children); returns that span's
+        context, which the ack carries."""
+        with tracing.start("rms.process", message.trace, kind="consumer", attributes={
+                "messaging.system": "kafka", "messaging.destination.name": message.topic,
+                "rms.message_id": message.message_id, "rms.delivery": message.delivery}
+                ) as span, tracing.current(span):
+            outcome = await self._processor.process(message)
+            span.set("rms.outcome", outcome.value)
+            if outcome is Outcome.FAILED:
+                span.fail("handler failed")
+        return outcome, span.context
+
+    async def _ack(self, message_id: str, created_at: str | None = None,
+                   trace: TraceContext | None = None) -> Ack:
+        async with self._ack_gate:
+            with tracing.start("rms.ack", trace, kind="client",
+                               attributes={"rms.message_id": message_id}) as span, \
+                    tracing.current(span):
+                ack = await self._acker.ack(message_id, created_at)
+                if ack.result is not AckResult.ACKED:
+                    span.fail(f"{ack.result.value}: {ack.detail}")
+        if ack.result is AckResult.REFUSED:
+            log.warning("consumer.ack_refused", message_id=message_id, status=ack.status,
+                        detail=ack.detail)
+        elif ack.result is AckResult.FAILED:
+            log.warning("consumer.ack_failed", message_id=message_id, detail=ack.detail)
+        return ack
+
+    async def _commit(self) -> None:
+        """A failed commit (e.g. a rebalance) only means the records may come again."""
+        try:
+            await self._consumer.commit()
+        except KafkaError as exc:
+            log.warning("consumer.commit_failed", error=str(exc))

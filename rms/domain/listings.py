@@ -1,0 +1,36 @@
+"""What the operators' listings filter by and return: plain values the routes build and the
+store turns into SQL (``rms.store.admin``, ``rms.store.transactions``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rms.domain.states import State
+from rms.domain.transactions import Transaction, TransactionState
+
+
+@dataclass(frozen=True, slots=True)
+class MessageFilter:
+    """The message listing's filters (None: any)."""
+
+    state: State | None = None
+    dead: bool | None = None
+    topic: str | None = None
+    app: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionFilter:
+    """The transaction listing's filters (None: any)."""
+
+    state: TransactionState | None = None
+    dead: bool | None = None
+    app: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListedTransaction:
+    """A transaction of the admin listing and its age (database clock)."""
+
+    transaction: Transaction
+    age_seconds: float
