@@ -32,7 +32,7 @@ async def bounded(awaitable: Awaitable[T], seconds: float, what: str) -> T:
     def expire() -> None:
         nonlocal expired
         expired = True
-        dump_tasks(f"stalled: {what} (bound {seconds:.0f}s)")
+        dump_tasks(f"stalled: {what} (bound {seconds:g}s)")
         task.cancel()
 
     timer = asyncio.get_running_loop().call_later(seconds, expire)
@@ -40,7 +40,7 @@ async def bounded(awaitable: Awaitable[T], seconds: float, what: str) -> T:
         return await awaitable
     except asyncio.CancelledError:
         if expired and task.uncancel() == 0:  # this bound's cancel, no one else's
-            raise Stall(f"{what}: not done within {seconds:.0f}s") from None
+            raise Stall(f"{what}: not done within {seconds:g}s") from None
         raise
     finally:
         timer.cancel()
@@ -48,13 +48,20 @@ async def bounded(awaitable: Awaitable[T], seconds: float, what: str) -> T:
 
 def dump_tasks(title: str, file: TextIO | None = None) -> None:
     """Where each task of the running loop waits: the harness's first, then the others
-    (Kafka clients, proxies, servers), each as its chain of awaits down to the future."""
+    (Kafka clients, servers), each as its chain of awaits down to the future. Tasks waiting in
+    the same chain (a proxy's hundred pumps) are printed once, with their number, the rarest
+    first: the step that hangs is not lost behind them."""
     out = file or sys.stderr
-    tasks = sorted(asyncio.all_tasks(), key=lambda t: (not _is_harness(t), t.get_name()))
-    print(f"--- {title}: {len(tasks)} asyncio tasks, the harness's first ---", file=out)
-    for task in tasks:
-        print(f"{task.get_name()}{' (harness)' if _is_harness(task) else ''}:", file=out)
-        for line in await_chain(task):
+    groups: dict[tuple[bool, tuple[str, ...]], list[asyncio.Task[Any]]] = {}
+    for task in asyncio.all_tasks():
+        groups.setdefault((_is_harness(task), tuple(await_chain(task))), []).append(task)
+    print(f"--- {title}: {sum(map(len, groups.values()))} asyncio tasks, the harness's first "
+          f"---", file=out)
+    for (harness, chain), tasks in sorted(groups.items(),
+                                          key=lambda g: (not g[0][0], len(g[1]))):
+        names = ", ".join(t.get_name() for t in tasks[:3]) + (", ..." if len(tasks) > 3 else "")
+        print(f"{len(tasks)} task(s) {names}{' (harness)' if harness else ''}:", file=out)
+        for line in chain:
             print(f"    {line}", file=out)
     _dump_threads(out)
     print("--- end of tasks ---", file=out, flush=True)
@@ -79,7 +86,7 @@ def await_chain(task: asyncio.Task[Any]) -> list[str]:
              for frame in _frames(task.get_coro())]
     waiting = getattr(task, "_fut_waiter", None)
     if waiting is not None:
-        lines.append(f"waits on {waiting!r}"[:300])
+        lines.append(f"waits on {type(waiting).__name__}")
     return lines or [repr(task)[:300]]
 
 

@@ -371,7 +371,7 @@ class Consumer:
         """Counted; the first of each kind printed (a reader that cannot start reads nothing,
         and the messages run out of deliveries: the cause must be visible)."""
         kind = type(error).__name__
-        if not self.errors[kind]:
+        if not self.errors[kind] and not self.stopping:
             print(f"test consumer: starting again after {error!r}", file=sys.stderr, flush=True)
         self.errors[kind] += 1
 
