@@ -21,7 +21,7 @@ async def _outer_step(forever: asyncio.Event) -> None:
 
 async def test_a_step_past_its_bound_is_a_stall_naming_it(capsys: pytest.CaptureFixture[str]
                                                           ) -> None:
-    with pytest.raises(Stall, match="the producers' last messages: not done within 0.05s"):
+    with pytest.raises(Stall, match=r"the producers' last messages: not done within 0\.05s"):
         await bounded(_outer_step(asyncio.Event()), 0.05, "the producers' last messages")
     dump = capsys.readouterr().err
     assert "stalled: the producers' last messages" in dump
