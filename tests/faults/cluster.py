@@ -39,6 +39,7 @@ from rms.devstack.reaper import tied_to_parent
 from rms.kafka.topics import create_topics
 from rms.store.migrate import upgrade
 from tests.confirm.servers import CallbackServer, serving
+from tests.faults.bounds import bounded
 from tests.faults.ha import PatroniCluster
 from tests.faults.history import Claim, FinalMessage, StoredEvent
 from tests.faults.proxy import FaultProxy
@@ -50,6 +51,8 @@ LEASE_SECONDS = 4.0
 ORDERED_PARTITIONS = 4
 START_SECONDS = 60.0
 STOP_SECONDS = 10.0  # after SIGTERM, then SIGKILL
+QUERY_SECONDS = 60.0  # one query of the harness's own (a failover's reconnect included)
+CLOSE_SECONDS = 30.0  # a proxy or the harness's connection pool closed
 
 # short timings so every scenario converges in seconds (README "Configuration" names them)
 SETTINGS = {
@@ -216,11 +219,13 @@ class RmsProcess:
         self.kill()
 
     async def wait_ready(self, http: httpx.AsyncClient, timeout: float = START_SECONDS) -> None:
-        async with asyncio.timeout(timeout):
-            while not await self._ready(http):
-                if not self.alive:
-                    raise AssertionError(f"{self.name} exited:\n{self.log_tail()}")
-                await asyncio.sleep(0.1)
+        await bounded(self._wait_ready(http), timeout, f"{self.name} to be ready")
+
+    async def _wait_ready(self, http: httpx.AsyncClient) -> None:
+        while not await self._ready(http):
+            if not self.alive:
+                raise AssertionError(f"{self.name} exited:\n{self.log_tail()}")
+            await asyncio.sleep(0.1)
 
     async def _ready(self, http: httpx.AsyncClient) -> bool:
         if self.port is None:
@@ -342,6 +347,10 @@ class Stack:
     # ---- the database, read directly (not through the proxy) ------------------------------
 
     async def rows(self, sql: str, **params: Any) -> list[Any]:
+        return await bounded(self._rows(sql, params), QUERY_SECONDS,
+                             f"the harness's query {sql[:60]!r}")
+
+    async def _rows(self, sql: str, params: dict[str, Any]) -> list[Any]:
         async with self.engine.connect() as conn:
             return list((await conn.execute(text(sql), params)).all())
 
@@ -444,5 +453,5 @@ async def running_stack(infra: Infra, workers: int = 2) -> AsyncIterator[Stack]:
             for process in stack.processes:
                 await process.stop(deadline)
             for proxy in (pg_proxy, kafka_proxy, callback_proxy):
-                await proxy.stop()
-            await engine.dispose()
+                await bounded(proxy.stop(), CLOSE_SECONDS, f"stopping the proxy {proxy.address}")
+            await bounded(engine.dispose(), CLOSE_SECONDS, "closing the harness's connections")

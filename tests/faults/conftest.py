@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from tests.faults import ha
+from tests.faults.bounds import dump_tasks
 from tests.faults.cluster import Infra, Stack, running_stack
 
 
@@ -69,17 +69,15 @@ async def single_broker_stack(single_broker_infra: Infra) -> AsyncIterator[Stack
 
 @pytest.fixture
 async def tasks_dumped_before_the_timeout(request: pytest.FixtureRequest) -> AsyncIterator[None]:
-    """A scenario that hangs prints where each of its asyncio tasks waits 15 s before
-    pytest-timeout ends it (pytest-timeout shows only the threads, and the loop's thread waits
-    in ``select``)."""
+    """A scenario that hangs prints where each of its asyncio tasks waits (the harness's own
+    first, each with its whole chain of awaits) 15 s before pytest-timeout ends it:
+    pytest-timeout shows only the threads, and the loop's thread waits in ``select``."""
     marker = request.node.get_closest_marker("timeout")
     limit = float(marker.args[0]) if marker and marker.args else 120.0
 
     async def dump() -> None:
         await asyncio.sleep(max(1.0, limit - 15.0))
-        print(f"--- {request.node.name}: asyncio tasks {limit - 15.0:.0f} s in ---", file=sys.stderr)
-        for task in asyncio.all_tasks():
-            task.print_stack(file=sys.stderr)
+        dump_tasks(f"{request.node.name}: {limit - 15.0:.0f} s in")
 
     watcher = asyncio.create_task(dump())
     yield

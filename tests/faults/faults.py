@@ -22,6 +22,7 @@ from tests.faults.load import Consumer, Load
 from tests.faults.proxy import Toxics
 
 CLAIM_HUNT_SECONDS = 15.0
+INJECT_SECONDS = 180.0  # one injection's bound, unless its fault names a longer ``bound``
 
 
 @dataclass
@@ -192,6 +193,7 @@ class RollingRestart:
     way an operator upgrades a cluster."""
 
     name: str = "broker-rolling-restart"
+    bound: float = 3 * (30.0 + 60.0) + 30.0  # each node: stopped, then ready again
 
     async def inject(self, ctx: FaultContext) -> None:
         kafka = ctx.stack.infra.kafka
@@ -289,6 +291,8 @@ class LosePrimary:
     then the member starts again) or ``switchover`` (planned, through Patroni's REST API)."""
 
     how: str = "kill"
+    # the primary found, a new one promoted, the claims read there, the old one rejoined
+    bound: float = 4 * PROMOTION_SECONDS + TTL + 60.0
 
     @property
     def name(self) -> str:
@@ -332,10 +336,19 @@ class InTurn:
     def name(self) -> str:
         return "+".join(f.name for f in self.faults)
 
+    @property
+    def bound(self) -> float:
+        return max(bound_of(f) for f in self.faults)
+
     async def inject(self, ctx: FaultContext) -> None:
         fault = self.faults[self.turn % len(self.faults)]
         self.turn += 1
         await fault.inject(ctx)
+
+
+def bound_of(fault: Fault) -> float:
+    """How long one injection of ``fault`` may take (tests.faults.bounds)."""
+    return float(getattr(fault, "bound", INJECT_SECONDS))
 
 
 def failover_faults() -> list[Fault]:

@@ -19,12 +19,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import re
+import sys
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
@@ -32,6 +34,7 @@ from aiokafka.errors import KafkaError
 
 from rms_client.ack_records import ack_value, signed_ack_headers
 from tests.confirm.servers import Call, Reply
+from tests.faults.bounds import bounded
 from tests.faults.cluster import Apps, Stack
 from tests.faults.history import COMMITTED, OPEN, ROLLED_BACK, CheckAnswer, Consumed, History, Op
 
@@ -41,6 +44,17 @@ POLICY = {"check_after_seconds": CHECK_AFTER, "max_checks": 40, "ack_timeout_sec
 PLANS = {"commit": 50, "rollback": 15, "crash-after-commit": 10, "crash-open": 5, "slow": 20}
 RETRY_SECONDS = 40.0  # a producer keeps retrying one request this long (faults last less)
 REQUEST_TIMEOUT = 10.0
+# a producer's last unit: its prepare and its confirm each retried (the last attempt started
+# just before RETRY_SECONDS ran out), a slow producer's wait between them
+FINISH_SECONDS = 2 * (RETRY_SECONDS + 2 * REQUEST_TIMEOUT) + 10.0
+CANCEL_SECONDS = 30.0  # cancelled producer clients end (a request in flight is cut at once)
+# the test consumer's Kafka clients: a fetch or a produce from a frozen or absent broker is
+# given up after this (aiokafka's default, 40 s, would hold every partition's records back
+# that long and let the messages run out of deliveries while the consumer waits); starting
+# and stopping a client are bounded too (a stop flushes unsent acks, each at most this long)
+KAFKA_REQUEST_MS = 5000
+KAFKA_START_SECONDS = 30.0
+KAFKA_STOP_SECONDS = 20.0
 ANSWERS = {COMMITTED: "committed", ROLLED_BACK: "rolled_back", OPEN: "unknown"}
 KEYS = ("k0", "k1", "k2", "k3")  # an app's ordering keys, shared by all its clients
 DELAY = (1.0, 5.0)
@@ -267,14 +281,11 @@ class Load:
 
     async def kill_producers(self) -> int:
         """kill -9 of the producer 'process': cancel every client mid-flight, start anew."""
-        running = [t for t in self.tasks if not t.done()]
-        for task in running:
-            task.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
+        killed = await self._cancel_running("the killed producer clients to end")
         self.tasks = [t for t in self.tasks if not t.cancelled()]
         if time.monotonic() < self.stop_at:
             self.spawn()
-        return len(running)
+        return killed
 
     async def finish(self) -> None:
         """Wait for every client to end its last message (retries included)."""
@@ -282,6 +293,25 @@ class Load:
             task = self.tasks.pop()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    async def cancel(self) -> None:
+        """Every client still running cancelled (a scenario that failed): none outlives it."""
+        self.stop_at = 0.0
+        await self._cancel_running("the cancelled producer clients to end")
+        self.tasks.clear()
+
+    async def _cancel_running(self, what: str) -> int:
+        running = [t for t in self.tasks if not t.done()]
+        for task in running:
+            task.cancel()
+        await bounded(asyncio.gather(*running, return_exceptions=True), CANCEL_SECONDS, what)
+        return len(running)
+
+
+async def _close(client: AIOKafkaConsumer | AIOKafkaProducer, what: str) -> None:
+    """``client.stop()``, bounded: a Kafka client that cannot close is a Stall, not a hang."""
+    with contextlib.suppress(KafkaError, OSError):
+        await bounded(client.stop(), KAFKA_STOP_SECONDS, f"closing {what}")
 
 
 @dataclass
@@ -297,15 +327,30 @@ class Consumer:
     task: asyncio.Task[None] | None = None
     acks: set[asyncio.Task[None]] = field(default_factory=set)
     restarts: int = 0
+    # a start under way, both Kafka clients closed, then the acks in flight (HTTP ones)
+    STOP_SECONDS: ClassVar[float] = (KAFKA_START_SECONDS + 2 * KAFKA_STOP_SECONDS
+                                     + REQUEST_TIMEOUT + 10.0)
+
+    stopping: bool = False
+    errors: Counter[str] = field(default_factory=Counter)  # why the reader started again
 
     def start(self) -> None:
-        self.task = asyncio.create_task(self._run())
+        self.stopping = False
+        self.task = asyncio.create_task(self._run(), name="test-consumer")
 
     async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+        """The reader and its acks ended; a reader that had failed raises its error here.
+
+        aiokafka's ``stop`` of a consumer or producer swallows a cancellation that arrives
+        while it closes (``suppress(CancelledError)`` around awaiting its own background
+        tasks), and the reader would then start again: so it also ends on ``stopping``."""
+        task, self.task = self.task, None
+        if task is not None:
+            self.stopping = True
+            task.cancel()
+            await bounded(asyncio.wait({task}), self.STOP_SECONDS, "the test consumer to stop")
+            if not task.cancelled():
+                task.result()
         await asyncio.gather(*self.acks, return_exceptions=True)
 
     async def restart(self) -> None:
@@ -315,33 +360,44 @@ class Consumer:
         self.start()
 
     async def _run(self) -> None:
-        while True:
+        while not self.stopping:
             try:
                 await self._consume()
-            except (KafkaError, OSError):
+            except (KafkaError, OSError) as error:  # a broker down (TimeoutError included)
+                self._restarting(error)
                 await asyncio.sleep(0.5)
+
+    def _restarting(self, error: BaseException) -> None:
+        """Counted; the first of each kind printed (a reader that cannot start reads nothing,
+        and the messages run out of deliveries: the cause must be visible)."""
+        kind = type(error).__name__
+        if not self.errors[kind] and not self.stopping:
+            print(f"test consumer: starting again after {error!r}", file=sys.stderr, flush=True)
+        self.errors[kind] += 1
 
     async def _consume(self) -> None:
         bootstrap = self.stack.infra.bootstrap_servers
-        topics = self.apps.topics
-        # a fetch from a frozen broker is given up after 5 s (aiokafka's default, 40 s, would
-        # hold every partition's records back that long and let the messages run out of
-        # deliveries while the consumer waits)
-        consumer = AIOKafkaConsumer(*topics, bootstrap_servers=bootstrap, group_id=None,
+        # a pattern, not the topic names: a consumer subscribed to names waits in ``start``
+        # until every one exists (RMS creates the plain topics on first use, and a broker that
+        # lost its log has none), a pattern takes each topic as the metadata shows it
+        pattern = "^(" + "|".join(re.escape(t) for t in self.apps.topics) + ")$"
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
                                     auto_offset_reset="earliest", metadata_max_age_ms=1000,
-                                    request_timeout_ms=5000)
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False)
+                                    request_timeout_ms=KAFKA_REQUEST_MS)
+        consumer.subscribe(pattern=pattern)
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False,
+                                    request_timeout_ms=KAFKA_REQUEST_MS)
         try:
-            await consumer.start()
-            await producer.start()
-            while True:
+            async with asyncio.timeout(KAFKA_START_SECONDS):
+                await consumer.start()
+                await producer.start()
+            while not self.stopping:
                 batch = await consumer.getmany(timeout_ms=200)
                 for record in (r for part in batch.values() for r in part):
                     self._received(record, producer)
         finally:
-            for client in (consumer, producer):
-                with contextlib.suppress(KafkaError, OSError):
-                    await client.stop()
+            await _close(consumer, "the test consumer's Kafka consumer")
+            await _close(producer, "the test consumer's ack producer")
 
     def _received(self, record: ConsumerRecord[bytes, bytes], producer: AIOKafkaProducer) -> None:
         headers = {k: v.decode() for k, v in record.headers}

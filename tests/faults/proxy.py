@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from rms.devstack.embedded import free_port
 
 CHUNK = 65536
+CONNECT_SECONDS = 10.0  # to the upstream; past it the client's connection is reset
 
 
 @dataclass
@@ -65,6 +66,7 @@ class FaultProxy:
     seed: int = 0
     injected: Counter[str] = field(default_factory=Counter)
     _links: set[_Link] = field(default_factory=set)
+    _connecting: set[asyncio.StreamWriter] = field(default_factory=set)  # upstream not yet open
     _server: asyncio.Server | None = None
 
     def __post_init__(self) -> None:
@@ -94,6 +96,8 @@ class FaultProxy:
         for link in links:
             link.close(hard=True)
         self._links.clear()
+        for writer in list(self._connecting):
+            abort(writer)
         if count and links:
             self.injected["reset"] += len(links)
         return len(links)
@@ -103,11 +107,18 @@ class FaultProxy:
             self.injected["refused"] += 1
             abort(writer)
             return
+        self._connecting.add(writer)
         try:
-            up_reader, up_writer = await asyncio.open_connection(self.upstream_host,
-                                                                 self.upstream_port)
-        except OSError:
+            async with asyncio.timeout(CONNECT_SECONDS):
+                up_reader, up_writer = await asyncio.open_connection(self.upstream_host,
+                                                                     self.upstream_port)
+        except (OSError, TimeoutError):
             abort(writer)
+            return
+        finally:
+            self._connecting.discard(writer)
+        if writer.is_closing():  # reset while it was connecting
+            abort(up_writer)
             return
         link = _Link(writer, up_writer)
         self._links.add(link)

@@ -25,6 +25,8 @@ EVERY = (2.0, 6.0)  # seconds between two runs
 KILL_SHARE = 0.35
 KILL_AFTER = (0.2, 2.0)
 RUN_SECONDS = 120.0
+FINISH_ATTEMPTS = 3
+FINISH_SECONDS = FINISH_ATTEMPTS * (RUN_SECONDS + 15.0)  # the final runs, each bounded
 
 
 @dataclass
@@ -60,18 +62,22 @@ class Retention:
             self.stack.serve.env, self.stack.base / "retention.log")
         process.start()
         self.history.features["retention-run"] += 1
-        if kill:
-            await asyncio.sleep(self.rng.uniform(*KILL_AFTER))
-            if process.alive:
-                process.kill()
-                self.history.features["retention-killed"] += 1
-                return None
-        code = await _exit_code(process)
+        try:
+            if kill:
+                await asyncio.sleep(self.rng.uniform(*KILL_AFTER))
+                if process.alive:
+                    process.kill()
+                    self.history.features["retention-killed"] += 1
+                    return None
+            code = await _exit_code(process)
+        except asyncio.CancelledError:  # the scenario ended: no run outlives it
+            await asyncio.to_thread(process.kill)
+            raise
         if code != 0:
             self.history.features["retention-failed"] += 1
         return code
 
-    async def finish(self, attempts: int = 3) -> bool:
+    async def finish(self, attempts: int = FINISH_ATTEMPTS) -> bool:
         """Runs to completion (resuming a killed run's batch): True once one exits 0."""
         for _ in range(attempts):
             if await self.once() == 0:

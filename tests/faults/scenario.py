@@ -11,15 +11,21 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from tests.faults.bounds import bounded
 from tests.faults.checker import Violation, check, notes, summary
 from tests.faults.cluster import DATABASE, SETTINGS, Stack
-from tests.faults.faults import Fault, FaultContext, heal
+from tests.faults.faults import Fault, FaultContext, bound_of, heal
 from tests.faults.history import OPEN, Failover, Final, History, Op
-from tests.faults.load import PLANS, Consumer, Load, Mix, check_back
+from tests.faults.load import FINISH_SECONDS, PLANS, Consumer, Load, Mix, check_back
 from tests.faults.proxy import Toxics
-from tests.faults.retention import Retention, read_archive
+from tests.faults.retention import FINISH_SECONDS as RETENTION_FINISH_SECONDS
+from tests.faults.retention import RUN_SECONDS, Retention, read_archive
 
 LIVENESS_SECONDS = 90.0  # after healing: retry budgets (check-backs, deliveries) fit in it
+# bounds of the scenario's steps (tests.faults.bounds): past one, the scenario fails as a Stall
+HEAL_SECONDS = 300.0  # every broker node restarted, the database healed, every process up
+SETUP_SECONDS = 120.0
+ARCHIVE_READ_SECONDS = 120.0
 
 
 @dataclass
@@ -158,7 +164,9 @@ async def inject_until(ctx: FaultContext, faults: Sequence[Fault], gap: tuple[fl
         await asyncio.sleep(pause)
         if time.monotonic() >= load.stop_at:
             return
-        await ctx.rng.choice(list(faults)).inject(ctx)
+        fault = ctx.rng.choice(list(faults))
+        await bounded(fault.inject(ctx), bound_of(fault),
+                      f"injecting {fault.name}")
         injected += 1
 
 
@@ -166,7 +174,7 @@ async def settle(stack: Stack, apps: list[str], timeout: float) -> float:
     """Wait until every message of ``apps`` is settled (or ``timeout``); returns the wait."""
     started = time.monotonic()
     while time.monotonic() - started < timeout:
-        if not await stack.unsettled(apps):
+        if not await stack.unsettled(apps):  # a query: bounded in Stack.rows
             break
         await asyncio.sleep(0.25)
     return time.monotonic() - started
@@ -174,7 +182,8 @@ async def settle(stack: Stack, apps: list[str], timeout: float) -> float:
 
 async def run(stack: Stack, scenario: Scenario, seed: int) -> Report:
     rng = random.Random(seed)
-    apps = await stack.create_apps(uuid.uuid4().hex[:8])
+    apps = await bounded(stack.create_apps(uuid.uuid4().hex[:8]), SETUP_SECONDS,
+                         "creating the scenario's apps and ordered topics")
     history = History(consumers={apps.consumer})
     stack.callbacks.behaviour = check_back(history)
     consumer = Consumer(stack, apps, history, random.Random(rng.random()),
@@ -191,18 +200,23 @@ async def run(stack: Stack, scenario: Scenario, seed: int) -> Report:
     retaining = asyncio.create_task(retention.loop(load.stop_at) if scenario.retention
                                     else asyncio.sleep(0))
     try:
-        await inject_until(ctx, scenario.faults, scenario.gap, scenario.at_least)
+        try:
+            await inject_until(ctx, scenario.faults, scenario.gap, scenario.at_least)
+        finally:
+            await bounded(heal(ctx), HEAL_SECONDS, "healing after the faults")
+        await bounded(load.finish(), FINISH_SECONDS, "the producers' last messages")
+        await bounded(retaining, RUN_SECONDS + 30.0, "the retention runs during the load")
+        waited = await settle(stack, apps.names, LIVENESS_SECONDS)
     finally:
-        await heal(ctx)
-    await load.finish()
-    await retaining
-    waited = await settle(stack, apps.names, LIVENESS_SECONDS)
-    # no ack may be sent or answered after the snapshot: an answer the snapshot cannot reflect
-    # would read as a lost write
-    await consumer.stop()
+        # no ack may be sent or answered after the snapshot: an answer the snapshot cannot
+        # reflect would read as a lost write (and a failed scenario leaves no client running)
+        await load.cancel()
+        retaining.cancel()
+        await bounded(consumer.stop(), Consumer.STOP_SECONDS + 30.0, "stopping the test consumer")
     if scenario.retention:
         await asyncio.sleep(2.5)  # past OLDER_THAN: the last finished messages go too
-        await retention.finish()
+        await bounded(retention.finish(), RETENTION_FINISH_SECONDS,
+                      "the final retention runs")
     final = await _final(stack, apps.names, scenario.retention)
     merged = final.merged()
     violations = check(history, final)
@@ -234,8 +248,9 @@ def _failover_reports(history: History, lost: list[Violation] | None) -> list[Fa
 async def _final(stack: Stack, apps: list[str], archived: bool) -> Final:
     final = Final(await stack.final_messages(apps), await stack.final_events(apps))
     if archived:
-        final.archived, final.archived_events = await asyncio.to_thread(
-            read_archive, stack.infra.base / "archive", apps)
+        final.archived, final.archived_events = await bounded(
+            asyncio.to_thread(read_archive, stack.infra.base / "archive", apps),
+            ARCHIVE_READ_SECONDS, "reading the retention archive")
     return final
 
 
