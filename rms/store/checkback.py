@@ -44,8 +44,7 @@ from rms.store.batch import batch_params, unnest_cte
 from rms.store.claims import (
     MESSAGES_CHECK_DUE,
     TRANSACTIONS_CHECK_DUE,
-    claim_or_exhaust,
-    locked,
+    check_claim,
 )
 from rms.store.raw import RawStatement
 from rms.store.rows import message_from, to_app, to_message
@@ -86,14 +85,8 @@ def _claim_statement() -> CompoundSelect[Any]:
     due first; count the call and push ``next_check_at`` to the end of a lease under a fresh
     token (``CLAIM_CHECK``); flag those with no call left dead instead (``CHECK_EXHAUSTED``).
     Binds: limit, lease, token, actor."""
-    due = locked(
-        select(messages.c.message_id,
-               (messages.c.check_count >= messages.c.max_checks).label("spent"))
-        .where(MESSAGES_CHECK_DUE).order_by(messages.c.next_check_at)
-        .limit(bindparam("limit")), "due")
-    claimed, exhausted = claim_or_exhaust(
-        due, messages, "message_id", table.CLAIM_CHECK, table.CHECK_EXHAUSTED,
-        {"lease": bindparam("lease"), "token": bindparam("token")})
+    claimed, exhausted = check_claim(messages, "message_id", MESSAGES_CHECK_DUE,
+                                     table.CLAIM_CHECK, table.CHECK_EXHAUSTED)
     dead_history = message_events.insert().from_select(
         ["message_id", "event", "actor", "detail"],
         select(exhausted.c.message_id, literal(event_of(table.CHECK_EXHAUSTED).value),

@@ -76,6 +76,19 @@ def claim_or_exhaust(due: CTE, target: Table, key: str, claim: Row, exhaust: Row
     return claimed, exhausted
 
 
+def check_claim(target: Table, key: str, due: ColumnElement[bool], claim: Row, exhaust: Row
+                ) -> tuple[CTE, CTE]:
+    """The check-back claim of messages or of transactions (``target``, keyed by ``key``): lock
+    a batch of rows ``due`` for their check-back, oldest due first (bound ``limit``); give those
+    with a call left ``claim`` (bound ``lease`` and ``token``), and the spent ones
+    ``exhaust``. Returns the CTEs ``claimed`` and ``exhausted``."""
+    chosen = locked(
+        select(target.c[key], (target.c.check_count >= target.c.max_checks).label("spent"))
+        .where(due).order_by(target.c.next_check_at).limit(bindparam("limit")), "due")
+    return claim_or_exhaust(chosen, target, key, claim, exhaust,
+                            {"lease": bindparam("lease"), "token": bindparam("token")})
+
+
 # ---- delivery claims: the redelivery round and the ordering run -------------------------------
 
 @dataclass(frozen=True, slots=True)

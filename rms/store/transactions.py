@@ -48,7 +48,7 @@ from rms.domain.transactions import (
     TransactionView,
 )
 from rms.domain.transitions import Transition
-from rms.store.claims import TRANSACTIONS_CHECK_DUE, claim_or_exhaust, locked
+from rms.store.claims import TRANSACTIONS_CHECK_DUE, check_claim
 from rms.store.coalesced import PrepareItem, insert_messages, insert_sql
 from rms.store.listings import decode_cursor, encode_key
 from rms.store.raw import driver_of
@@ -120,14 +120,8 @@ def _claim_statement() -> CompoundSelect[Any]:
     A due transaction with no call left (its last caller died before recording the answer) is
     flagged dead with its messages instead (:data:`ledger.CHECK_EXHAUSTED`). Binds: limit,
     lease, token, actor. Returns the transaction rows, with ``was_exhausted``."""
-    due = locked(
-        select(transactions.c.transaction_id,
-               (transactions.c.check_count >= transactions.c.max_checks).label("spent"))
-        .where(TRANSACTIONS_CHECK_DUE).order_by(transactions.c.next_check_at)
-        .limit(bindparam("limit")), "due")
-    claimed, exhausted = claim_or_exhaust(
-        due, transactions, "transaction_id", ledger.CLAIM_CHECK, ledger.CHECK_EXHAUSTED,
-        {"lease": bindparam("lease"), "token": bindparam("token")})
+    claimed, exhausted = check_claim(transactions, "transaction_id", TRANSACTIONS_CHECK_DUE,
+                                     ledger.CLAIM_CHECK, ledger.CHECK_EXHAUSTED)
     flagged = _flag_members(messages.c.transaction_id == exhausted.c.transaction_id)
     dead_history = message_events.insert().from_select(
         ["message_id", "event", "actor", "detail"],
