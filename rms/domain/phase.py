@@ -94,6 +94,13 @@ class EarlierMember:
 
 
 @dataclass(frozen=True, slots=True)
+class HasEvent:
+    """The row's history holds an ``event`` (SQL only)."""
+
+    event: Event
+
+
+@dataclass(frozen=True, slots=True)
 class LastEvent:
     """The last event in the row's history is ``event`` (SQL only)."""
 
@@ -101,7 +108,7 @@ class LastEvent:
 
 
 Term = (Flag | Present | Exceeds | Equals | Passed | Ahead | Not | All | AnyOf | EarlierMember
-        | LastEvent)
+        | HasEvent | LastEvent)
 
 
 DEAD = Flag("dead")
@@ -125,8 +132,11 @@ DUE = Passed("next_delivery_at")
 SCHEDULED = Ahead("deliver_after")
 # no live claim: none, or its lease ran out
 FREE = AnyOf((Not(IN_FLIGHT), DUE))
-# the first publish is outstanding: never reserved, or a publish in flight
-UNPUBLISHED = AnyOf((Equals("delivery_count", 0), IN_FLIGHT))
+# the first publish is outstanding: the broker never accepted a publish of the message. Read
+# from its history, not from ``delivery_count``: an outcome that arrives after its claim's
+# lease ran out (the message re-reserved meanwhile) is written as history only, so the count
+# can stand above the publishes the broker took
+UNPUBLISHED = Not(HasEvent(Event.PUBLISHED))
 # behind an earlier message of its transaction whose first publish is outstanding: the
 # messages of a transaction reach the broker for the first time in their order
 HELD_FOR_ORDER = EarlierMember(UNPUBLISHED)

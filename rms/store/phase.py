@@ -16,6 +16,7 @@ from rms.domain.phase import (
     Equals,
     Exceeds,
     Flag,
+    HasEvent,
     LastEvent,
     Not,
     Passed,
@@ -37,6 +38,9 @@ def condition(term: Term, row: FromClause = messages) -> ColumnElement[bool]:
         return or_(*(condition(t, row) for t in term.terms))
     if isinstance(term, EarlierMember):
         return _earlier_member(term, row)
+    if isinstance(term, HasEvent):
+        return exists().where(message_events.c.message_id == row.c.message_id,
+                              message_events.c.event == term.event.value)
     if isinstance(term, LastEvent):
         return _last_event(term, row)
     return _of_columns(term, row)

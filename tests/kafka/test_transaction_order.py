@@ -183,3 +183,59 @@ async def test_an_ordered_member_waits_for_an_earlier_member_whose_publish_faile
     second = await read_topic(servers, ordered, expect=1, settle=0.3)
     assert first[0].timestamp <= second[0].timestamp
     assert published_at(await events(api, ids[0])) < published_at(await events(api, ids[1]))
+
+
+@pytest.mark.timeout(120)
+async def test_a_member_whose_publish_outcome_is_unknown_then_failed_still_holds_the_rest(
+        strict_api: Api, unique: str) -> None:
+    """The confirming process stops before any publish (the first delivery's outcome is
+    unknown, so its number stays counted); the recovery worker's publish of the first message
+    then fails (its topic is missing) and gives its own number back. ``delivery_count`` reads
+    1, yet the broker never took the message: the second one must still wait for it."""
+    from rms.domain.models import Actor
+    from rms.domain.transaction_transitions import CONFIRM
+    from rms.store.database import create_engine
+    from rms.store.transactions import TransactionStore
+
+    api = strict_api
+    servers = api.settings.kafka_bootstrap_servers
+    missing, present = f"billing.{unique}", f"orders.{unique}"
+    await create_topics({"bootstrap_servers": servers}, [present])
+    orders = await api.create_app("orders")
+    ids = [f"m{n}-{unique}" for n in range(2)]
+    body = {"transaction_id": f"tx-{unique}", "check_url": CHECK_PREFIX + "check",
+            "messages": [{"message_id": i, "topic": t, "payload": {"n": n},
+                          "ack_timeout_seconds": 1.0}
+                         for n, (i, t) in enumerate(zip(ids, [missing, present], strict=True))]}
+    assert (await api.post(orders, "/v1/transactions", json=body)).status_code == 201
+    engine = create_engine(api.settings)
+    try:
+        _, changed = await TransactionStore(engine).change(
+            f"tx-{unique}", CONFIRM, app="orders", actor="app:orders", by=Actor.PRODUCER)
+    finally:
+        await engine.dispose()
+    assert changed
+
+    async with worker_context(api.settings, "recovery-worker") as context:
+        worker = from_context(context)
+
+        async def first_failed() -> bool:
+            return any(e["event"] == "publish-failed" for e in await events(api, ids[0]))
+
+        await tick_until(worker, first_failed, timeout=30, interval=0.2)
+        assert (await message(api, ids[0]))["delivery_count"] == 1
+        for _ in range(4):  # the first is retried and fails again; the second never overtakes
+            await asyncio.sleep(0.6)
+            await worker.tick()
+        assert not any(e["event"] == "published" for e in await events(api, ids[1]))
+        assert await read_topic(servers, present, expect=1, timeout=1.0) == []
+
+        await create_topics({"bootstrap_servers": servers}, [missing])
+
+        async def all_published() -> bool:
+            return all([any(e["event"] == "published" for e in await events(api, i))
+                        for i in ids])
+
+        await tick_until(worker, all_published, timeout=30, interval=0.2)
+
+    assert published_at(await events(api, ids[0])) < published_at(await events(api, ids[1]))

@@ -19,7 +19,7 @@ from tests.support import Api
 
 def _local(term: phase.Term) -> bool:
     """Whether ``term`` reads only the row's own columns (it has a Python form)."""
-    if isinstance(term, phase.EarlierMember | phase.LastEvent):
+    if isinstance(term, phase.EarlierMember | phase.HasEvent | phase.LastEvent):
         return False
     if isinstance(term, phase.Not):
         return _local(term.term)
