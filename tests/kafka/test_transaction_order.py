@@ -36,6 +36,31 @@ def firsts(records: list[ConsumerRecord[bytes, bytes]]) -> list[ConsumerRecord[b
     return list(seen.values())
 
 
+async def confirmed_then_crashed(api: Api, unique: str, topics: list[str]) -> list[str]:
+    """A transaction of one message per topic (ack timeout 1 s) whose confirm commits in the
+    database, then the confirming process "dies" before any publish; its message ids."""
+    from rms.domain.models import Actor
+    from rms.domain.transaction_transitions import CONFIRM
+    from rms.store.database import create_engine
+    from rms.store.transactions import TransactionStore
+
+    orders = await api.create_app("orders")
+    ids = [f"m{n}-{unique}" for n in range(len(topics))]
+    body = {"transaction_id": f"tx-{unique}", "check_url": CHECK_PREFIX + "check",
+            "messages": [{"message_id": i, "topic": t, "payload": {"n": n},
+                          "ack_timeout_seconds": 1.0}
+                         for n, (i, t) in enumerate(zip(ids, topics, strict=True))]}
+    assert (await api.post(orders, "/v1/transactions", json=body)).status_code == 201
+    engine = create_engine(api.settings)
+    try:
+        _, changed = await TransactionStore(engine).change(
+            f"tx-{unique}", CONFIRM, app="orders", actor="app:orders", by=Actor.PRODUCER)
+    finally:
+        await engine.dispose()
+    assert changed
+    return ids
+
+
 @pytest.mark.timeout(120)
 async def test_a_failed_publish_in_the_middle_holds_the_rest_in_order(
         strict_api: Api, unique: str) -> None:
@@ -102,26 +127,8 @@ async def test_a_crash_between_confirm_and_publish_keeps_the_first_deliveries_in
     """The API process stops right after the confirming statement, before any publish: the
     recovery worker publishes the messages once their ack deadline passed, one claim round
     each, in their order."""
-    from rms.domain.models import Actor
-    from rms.domain.transaction_transitions import CONFIRM
-    from rms.store.database import create_engine
-    from rms.store.transactions import TransactionStore
-
     topics = [f"orders.{unique}", f"billing.{unique}", f"orders.{unique}"]
-    orders = await api.create_app("orders")
-    ids = [f"m{n}-{unique}" for n in range(3)]
-    body = {"transaction_id": f"tx-{unique}", "check_url": CHECK_PREFIX + "check",
-            "messages": [{"message_id": i, "topic": t, "payload": {"n": n},
-                          "ack_timeout_seconds": 1.0}
-                         for n, (i, t) in enumerate(zip(ids, topics, strict=True))]}
-    assert (await api.post(orders, "/v1/transactions", json=body)).status_code == 201
-    engine = create_engine(api.settings)
-    try:  # the confirm's database transaction commits, then the process "dies"
-        _, changed = await TransactionStore(engine).change(
-            f"tx-{unique}", CONFIRM, app="orders", actor="app:orders", by=Actor.PRODUCER)
-    finally:
-        await engine.dispose()
-    assert changed
+    ids = await confirmed_then_crashed(api, unique, topics)
 
     async with worker_context(api.settings, "recovery-worker") as context:
         worker = from_context(context)
@@ -192,29 +199,11 @@ async def test_a_member_whose_publish_outcome_is_unknown_then_failed_still_holds
     unknown, so its number stays counted); the recovery worker's publish of the first message
     then fails (its topic is missing) and gives its own number back. ``delivery_count`` reads
     1, yet the broker never took the message: the second one must still wait for it."""
-    from rms.domain.models import Actor
-    from rms.domain.transaction_transitions import CONFIRM
-    from rms.store.database import create_engine
-    from rms.store.transactions import TransactionStore
-
     api = strict_api
     servers = api.settings.kafka_bootstrap_servers
     missing, present = f"billing.{unique}", f"orders.{unique}"
     await create_topics({"bootstrap_servers": servers}, [present])
-    orders = await api.create_app("orders")
-    ids = [f"m{n}-{unique}" for n in range(2)]
-    body = {"transaction_id": f"tx-{unique}", "check_url": CHECK_PREFIX + "check",
-            "messages": [{"message_id": i, "topic": t, "payload": {"n": n},
-                          "ack_timeout_seconds": 1.0}
-                         for n, (i, t) in enumerate(zip(ids, [missing, present], strict=True))]}
-    assert (await api.post(orders, "/v1/transactions", json=body)).status_code == 201
-    engine = create_engine(api.settings)
-    try:
-        _, changed = await TransactionStore(engine).change(
-            f"tx-{unique}", CONFIRM, app="orders", actor="app:orders", by=Actor.PRODUCER)
-    finally:
-        await engine.dispose()
-    assert changed
+    ids = await confirmed_then_crashed(api, unique, [missing, present])
 
     async with worker_context(api.settings, "recovery-worker") as context:
         worker = from_context(context)
