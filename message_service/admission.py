@@ -13,7 +13,13 @@ inflated limit. No fixed queue length is involved: the limit is a number of requ
 flight, learned from the server's own answers.
 
 Only the producer and consumer API (``/v1/`` less ``/v1/admin``) is limited; health checks,
-metrics, the dashboard and the admin API always get through.
+metrics, the dashboard and the admin API always get through. Within it, requests that finish
+work already admitted (confirm, cancel and ack of a message, batch or transaction) have
+priority over requests that start new work (prepares, sends, batches, transactions, reads):
+only new work is held to the limit, while finishing work is refused only at the limit's
+maximum. Refusing a confirm would waste the prepare that was admitted before it and leave a
+message for the check-back; and finishing work needs no limit of its own, since each admitted
+prepare brings at most one confirm or cancel, so limiting new work bounds both.
 """
 
 from __future__ import annotations
@@ -99,36 +105,86 @@ class GradientLimit:
         self.limit = max(float(policy.minimum), min(float(policy.maximum), smoothed))
 
 
+FINISHING_ACTIONS = ("/confirm", "/cancel", "/ack")
+
+
 def limited(path: str) -> bool:
     """Whether a request path is subject to the limit: the producer and consumer API."""
     return path.startswith("/v1/") and not path.startswith("/v1/admin")
 
 
-class AdmissionMiddleware:
-    """Pure ASGI: refuses a limited request with a pre-built 503 when the requests in flight
-    have reached the limit, and times every admitted one."""
+def finishes_work(method: str, path: str) -> bool:
+    """Whether a limited request finishes work admitted before (confirm, cancel or ack of a
+    message, a batch or a transaction) rather than starting new work."""
+    return method == "POST" and path.endswith(FINISHING_ACTIONS)
 
-    def __init__(self, app: ASGIApp, limit: GradientLimit) -> None:
-        self.app = app
+
+class Admission:
+    """The gate of one server process: the limit, the requests in flight, and the decision to
+    admit or refuse. The middleware counts and times what it admits; the HTTP protocol asks the
+    gate before it starts a request (:mod:`message_service.http_protocol`), so that under
+    uvicorn a refusal is written straight to the connection, without an ASGI task or the
+    framework's layers, and costs the process as little as possible while it is overloaded."""
+
+    def __init__(self, limit: GradientLimit) -> None:
         self.limit = limit
         self.inflight = 0
         metrics.ADMISSION_LIMIT.set(limit.limit)
+
+    def refuses(self, method: str, path: str) -> bool:
+        """Whether a request is to be refused now (and counted as refused)."""
+        if not limited(path):
+            return False
+        ceiling = (self.limit.policy.maximum if finishes_work(method, path)
+                   else int(self.limit.limit))
+        if self.inflight < ceiling:
+            return False
+        metrics.ADMISSION_REFUSED.inc()
+        return True
+
+    def admitted(self) -> float:
+        """Count one admitted request in; returns its start time for :meth:`finished`."""
+        self.inflight += 1
+        return time.monotonic()
+
+    def finished(self, started: float) -> None:
+        self.limit.sample(time.monotonic() - started, self.inflight)
+        self.inflight -= 1
+        metrics.ADMISSION_LIMIT.set(self.limit.limit)
+
+
+class AdmissionMiddleware:
+    """Pure ASGI: refuses a request the gate refuses with a pre-built 503 (when no protocol
+    refused it before), and counts and times every admitted limited one."""
+
+    def __init__(self, app: ASGIApp, gate: Admission) -> None:
+        self.app = app
+        self.gate = gate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not limited(scope["path"]):
             await self.app(scope, receive, send)
             return
-        if self.inflight >= int(self.limit.limit):
-            metrics.ADMISSION_REFUSED.inc()
+        if self.gate.refuses(scope["method"], scope["path"]):
             await send({"type": "http.response.start", "status": 503,
                         "headers": _REFUSAL_HEADERS})
             await send({"type": "http.response.body", "body": _REFUSAL})
             return
-        self.inflight += 1
-        started = time.monotonic()
+        started = self.gate.admitted()
         try:
             await self.app(scope, receive, send)
         finally:
-            self.limit.sample(time.monotonic() - started, self.inflight)
-            self.inflight -= 1
-            metrics.ADMISSION_LIMIT.set(self.limit.limit)
+            self.gate.finished(started)
+
+
+def _refusal_response(keep_alive: bool) -> bytes:
+    head = [b"HTTP/1.1 503 Service Unavailable", *(name + b": " + value
+                                                   for name, value in _REFUSAL_HEADERS)]
+    if not keep_alive:
+        head.append(b"connection: close")
+    return b"\r\n".join(head) + b"\r\n\r\n" + _REFUSAL
+
+
+# the whole HTTP/1.1 refusal, for a protocol to write to the connection itself
+REFUSAL_KEEP_ALIVE = _refusal_response(keep_alive=True)
+REFUSAL_CLOSE = _refusal_response(keep_alive=False)

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from message_service import api_docs, openapi_doc, problems
-from message_service.admission import AdmissionMiddleware, GradientLimit, LimitPolicy
+from message_service.admission import Admission, AdmissionMiddleware, GradientLimit, LimitPolicy
 from message_service.api import admin, dead_letters, health, messages, transactions
 from message_service.body_limit import BodyLimitMiddleware
 from message_service.dashboard import router as dashboard
@@ -105,8 +105,10 @@ def create_app(settings: Settings) -> FastAPI:
         single_limit=settings.max_payload_bytes + REQUEST_OVERHEAD_BYTES,
         batch_limit=settings.max_batch_bytes,
     )
+    app.state.admission = None
     if settings.admission_enabled:  # added last: the outermost, so a refusal costs least
-        app.add_middleware(AdmissionMiddleware, limit=GradientLimit(_limit_policy(settings)))
+        app.state.admission = gate = Admission(GradientLimit(_limit_policy(settings)))
+        app.add_middleware(AdmissionMiddleware, gate=gate)
     app.include_router(messages.router)
     app.include_router(transactions.router)
     app.include_router(admin.router)
