@@ -26,6 +26,7 @@ was published, and each target holds:
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -206,10 +207,12 @@ def _failed(f: Figures) -> list[str]:
 
 
 def start_admission_server(stack: Stack, workers: int) -> str:
-    """A second ``rms serve`` of the stack, with its concurrency limit on."""
+    """A second ``rms serve`` of the stack, with its concurrency limit on (and any
+    ``RMS_ADMISSION_*`` setting of the benchmark's own environment, to try other limits)."""
     port = free_port()
+    tuning = {k: v for k, v in os.environ.items() if k.startswith("RMS_ADMISSION_")}
     stack.spawn(SERVER, ["-m", "rms.cli", "serve", "--port", str(port), "--workers",
-                         str(workers)], stack.env(RMS_ADMISSION_ENABLED="true"),
+                         str(workers)], stack.env(**tuning | {"RMS_ADMISSION_ENABLED": "true"}),
                 group=SERVER)
     url = f"http://127.0.0.1:{port}"
     wait_http(f"{url}/readyz", stack=stack)

@@ -9,7 +9,12 @@ compared with the long-run latency (a slow moving average of the windows); while
 within ``tolerance`` times the long-run latency (and under the latency ceiling) the limit
 grows by a small queue allowance, and as it rises beyond that the limit shrinks in
 proportion. The limit grows only while it is being used, so a quiet server keeps no stale,
-inflated limit. No fixed queue length is involved: the limit is a number of requests in
+inflated limit. A request's own latency starts when the application sees it; the time it waited
+before (in the socket, while the event loop was busy) shows only as event-loop lag, so the loop
+is probed too (a timer every few milliseconds, timed against when it was due): a window whose
+mean lag exceeds the lag budget shrinks the limit in proportion, like a slow window. That keeps
+a process that shares its cores from saturating its own loop, which would delay refusals as
+much as answers. No fixed queue length is involved: the limit is a number of requests in
 flight, learned from the server's own answers.
 
 Only the producer and consumer API (``/v1/`` less ``/v1/admin``) is limited; health checks,
@@ -24,6 +29,7 @@ prepare brings at most one confirm or cancel, so limiting new work bounds both.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import Callable
@@ -56,6 +62,8 @@ class LimitPolicy:
     window_samples: int = 10  # ... and at least this many requests
     long_windows: int = 600  # the long-run latency averages about this many windows
     smoothing: float = 0.2  # how far one window moves the limit towards its new value
+    lag_budget_seconds: float = 0.01  # mean event-loop lag per window beyond this shrinks it
+    lag_probe_seconds: float = 0.005  # how often the event loop's lag is measured
 
 
 @dataclass
@@ -70,10 +78,18 @@ class GradientLimit:
     _window_sum: float = field(init=False, default=0.0)
     _window_count: int = field(init=False, default=0)
     _window_peak_inflight: int = field(init=False, default=0)
+    _lag_sum: float = field(init=False, default=0.0)
+    _lag_count: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         self.limit = float(self.policy.initial)
         self._window_start = self.clock()
+
+    def lag(self, seconds: float) -> None:
+        """One measurement of how late the event loop ran a timer: the time requests wait
+        before the server even reads them, which their own latencies cannot show."""
+        self._lag_sum += seconds
+        self._lag_count += 1
 
     def sample(self, latency_seconds: float, inflight: int) -> None:
         """One finished request: its latency, and how many were in flight when it ended."""
@@ -83,11 +99,12 @@ class GradientLimit:
         now = self.clock()
         if (self._window_count >= self.policy.window_samples
                 and now - self._window_start >= self.policy.window_seconds):
-            self._update(self._window_sum / self._window_count, self._window_peak_inflight)
-            self._window_start, self._window_sum = now, 0.0
-            self._window_count = self._window_peak_inflight = 0
+            lag = self._lag_sum / self._lag_count if self._lag_count else 0.0
+            self._update(self._window_sum / self._window_count, self._window_peak_inflight, lag)
+            self._window_start, self._window_sum, self._lag_sum = now, 0.0, 0.0
+            self._window_count = self._window_peak_inflight = self._lag_count = 0
 
-    def _update(self, short_rtt: float, peak_inflight: int) -> None:
+    def _update(self, short_rtt: float, peak_inflight: int, lag: float = 0.0) -> None:
         policy = self.policy
         if self.long_rtt is None:
             self.long_rtt = short_rtt
@@ -97,7 +114,8 @@ class GradientLimit:
             if self.long_rtt > 2 * short_rtt:  # latency fell a lot: follow it faster
                 self.long_rtt *= 0.95
         allowed = min(policy.tolerance * self.long_rtt, policy.ceiling_seconds)
-        gradient = max(0.5, min(1.0, allowed / max(short_rtt, 1e-6)))
+        gradient = max(0.5, min(1.0, allowed / max(short_rtt, 1e-6),
+                                policy.lag_budget_seconds / max(lag, 1e-6)))
         if gradient >= 1.0 and peak_inflight < self.limit / 2:
             return  # not using half of it: no evidence that more would be served well
         target = self.limit * gradient + math.sqrt(self.limit)
@@ -129,7 +147,15 @@ class Admission:
     def __init__(self, limit: GradientLimit) -> None:
         self.limit = limit
         self.inflight = 0
+        self._probing = False
         metrics.ADMISSION_LIMIT.set(limit.limit)
+
+    def _probe(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
+        """Measure how late this timer runs, and come back after the probe interval."""
+        now = loop.time()
+        self.limit.lag(max(0.0, now - due))
+        period = self.limit.policy.lag_probe_seconds
+        loop.call_at(now + period, self._probe, loop, now + period)
 
     def refuses(self, method: str, path: str) -> bool:
         """Whether a request is to be refused now (and counted as refused)."""
@@ -144,6 +170,10 @@ class Admission:
 
     def admitted(self) -> float:
         """Count one admitted request in; returns its start time for :meth:`finished`."""
+        if not self._probing:  # the first request: the loop to measure is running now
+            self._probing = True
+            loop = asyncio.get_running_loop()
+            self._probe(loop, loop.time())
         self.inflight += 1
         return time.monotonic()
 

@@ -19,6 +19,7 @@ from message_service.deps import Services
 from message_service.limits import Limits
 from rms.config import Settings
 from rms.delivery import dispatcher_for
+from rms.heap import settle_heap
 from rms.kafka.ack_consumer import AckConsumer
 from rms.kafka.publisher import KafkaPublisher
 from rms.store.admin import AdminStore
@@ -81,6 +82,7 @@ def create_app(settings: Settings) -> FastAPI:
         if settings.ack_consumer_enabled:
             acks.start()
         probe = asyncio.create_task(_report_unreachable_database(engine, settings.database_url))
+        settle_heap()
         try:
             yield
         finally:
@@ -124,4 +126,5 @@ def _limit_policy(settings: Settings) -> LimitPolicy:
                        minimum=settings.admission_min_limit,
                        maximum=settings.admission_max_limit,
                        tolerance=settings.admission_tolerance,
-                       ceiling_seconds=settings.admission_latency_ceiling_seconds)
+                       ceiling_seconds=settings.admission_latency_ceiling_seconds,
+                       lag_budget_seconds=settings.admission_lag_budget_seconds)

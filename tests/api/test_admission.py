@@ -80,6 +80,28 @@ def test_latency_over_the_ceiling_always_shrinks_the_limit() -> None:
     assert limit.limit < POLICY.initial / 4
 
 
+def test_event_loop_lag_over_its_budget_shrinks_the_limit_at_steady_latency() -> None:
+    """Requests wait in the socket while the loop is busy, which their own latency cannot show:
+    the loop's lag shrinks the limit by itself, and the limit grows again once it is gone."""
+    clock = Clock()
+    limit = GradientLimit(POLICY, clock)
+    _feed(limit, clock, 0.01, lambda: int(limit.limit), windows=20)
+    grown = limit.limit
+
+    def lagging(windows: int, lag: float) -> None:
+        for _ in range(windows):
+            for _ in range(POLICY.window_samples):
+                clock.now += POLICY.window_seconds / POLICY.window_samples
+                limit.lag(lag)
+                limit.sample(0.01, int(limit.limit))
+
+    lagging(20, POLICY.lag_budget_seconds * 4)
+    assert limit.limit < grown / 2
+    shrunk = limit.limit
+    lagging(40, POLICY.lag_budget_seconds / 4)
+    assert limit.limit > shrunk * 2
+
+
 def test_a_window_needs_both_its_time_and_its_samples() -> None:
     clock = Clock()
     limit = GradientLimit(POLICY, clock)
