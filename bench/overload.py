@@ -26,10 +26,22 @@ was published, and each target holds:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bench.loadgen import CANCELLED, CONFIRMED, OTHER, REFUSAL_STATUSES, TIMEOUT
+import httpx
+
+from bench.loadgen import (
+    CANCELLED,
+    CONFIRMED,
+    OTHER,
+    REFUSAL_STATUSES,
+    REFUSED_AFTER_PREPARE,
+    TIMEOUT,
+)
 from bench.paths import Load, run_load, run_load_recorded
 from bench.stack import Stack, wait_http
 from bench.stats import percentile
@@ -42,6 +54,42 @@ RECOVERY_SECONDS = 5.0
 NORMAL_FACTOR = 1.5
 REQUEST_TIMEOUT = 10.0
 SERVER = "rms-serve-admission"
+LIMIT_METRIC = b"rms_admission_limit "
+WATCH_SECONDS = 1.0
+
+
+@dataclass
+class LimitWatch:
+    """Samples the server's ``rms_admission_limit`` from its /metrics (never limited) every
+    ``WATCH_SECONDS`` in a thread, so the report shows where the limit stood in each phase."""
+
+    url: str
+    samples: list[tuple[float, float]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> LimitWatch:
+        self._thread = threading.Thread(target=self._run, name="limit-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(WATCH_SECONDS):
+            try:
+                text = httpx.get(f"{self.url}/metrics", timeout=2).content
+            except httpx.HTTPError:
+                continue
+            for line in text.splitlines():
+                if line.startswith(LIMIT_METRIC):
+                    self.samples.append((time.time(), float(line[len(LIMIT_METRIC):])))
+
+    def during(self, window: Window) -> list[float]:
+        return sorted(limit for t, limit in self.samples if window.holds(t))
 
 
 @dataclass(frozen=True)
@@ -74,6 +122,9 @@ class Figures:
     recovered_p99_ms: float | None
     refused_after_recovery: int
     failed_targets: tuple[str, ...]
+    refused_after_prepare: int = 0  # transactions whose prepare was admitted, not the rest
+    limit_during_overload: tuple[float, float, float] | None = None  # min, median, max
+
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,6 +140,11 @@ def _windows(start: float, phases: tuple[tuple[float, float], ...]) -> list[Wind
         windows.append(Window(offset, offset + seconds))
         offset += seconds
     return windows
+
+
+def overload_window(generated: dict[str, Any], phases: tuple[tuple[float, float], ...]
+                    ) -> Window:
+    return _windows(generated["schedule_start"], phases)[1]
 
 
 def judge(generated: dict[str, Any], phases: tuple[tuple[float, float], ...],
@@ -120,7 +176,9 @@ def judge(generated: dict[str, Any], phases: tuple[tuple[float, float], ...],
         calm_p99_ms=_ms([t[4] - t[2] for t in ok if calm.holds(t[2])]),
         recovered_p99_ms=_ms([t[4] - t[2] for t in ok if recovered.holds(t[2])]),
         refused_after_recovery=sum(1 for r in refused if recovered.holds(r[3])),
-        failed_targets=())
+        failed_targets=(),
+        refused_after_prepare=sum(1 for t in generated["transactions"]
+                                  if t[1] == REFUSED_AFTER_PREPARE))
     return Figures(**(asdict(figures) | {"failed_targets": tuple(_failed(figures))}))
 
 
@@ -149,10 +207,12 @@ def _failed(f: Figures) -> list[str]:
 
 
 def start_admission_server(stack: Stack, workers: int) -> str:
-    """A second ``rms serve`` of the stack, with its concurrency limit on."""
+    """A second ``rms serve`` of the stack, with its concurrency limit on (and any
+    ``RMS_ADMISSION_*`` setting of the benchmark's own environment, to try other limits)."""
     port = free_port()
+    tuning = {k: v for k, v in os.environ.items() if k.startswith("RMS_ADMISSION_")}
     stack.spawn(SERVER, ["-m", "rms.cli", "serve", "--port", str(port), "--workers",
-                         str(workers)], stack.env(RMS_ADMISSION_ENABLED="true"),
+                         str(workers)], stack.env(**tuning | {"RMS_ADMISSION_ENABLED": "true"}),
                 group=SERVER)
     url = f"http://127.0.0.1:{port}"
     wait_http(f"{url}/readyz", stack=stack)
@@ -168,13 +228,16 @@ def run_overload(stack: Stack, concurrency: int, seconds: float, calm: float, fa
                                         duration=duration), url, f"{run_id}-capacity")
         capacity = measured["throughput"]
         phases = ((calm, capacity / 2), (seconds, capacity * factor), (calm, capacity / 2))
-        row, generated = run_load_recorded(
-            stack, Load("overload", "open", phases=phases, request_timeout=REQUEST_TIMEOUT),
-            url, run_id)
+        with LimitWatch(url) as watch:
+            row, generated = run_load_recorded(
+                stack, Load("overload", "open", phases=phases, request_timeout=REQUEST_TIMEOUT),
+                url, run_id)
     finally:
         stack.stop_process(SERVER, SERVER)
     figures = judge(generated, phases, capacity)
-    row["overload"] = figures.as_dict()
+    limits = watch.during(overload_window(generated, phases))
+    row["overload"] = figures.as_dict() | {"limit_during_overload": (
+        (limits[0], limits[len(limits) // 2], limits[-1]) if limits else None)}
     row["verification"]["passed"] = row["verification"]["passed"] and not figures.failed_targets
     row["verification"]["targets_failed"] = list(figures.failed_targets)
     return [measured, row]

@@ -114,6 +114,10 @@ def _errors(runs: list[dict[str, Any]]) -> list[str]:
     return ["", "failures by kind:", *lines] if lines else []
 
 
+def _limits(limits: list[float] | None) -> str:
+    return "-" if not limits else "/".join(f"{limit:.0f}" for limit in limits)
+
+
 def _overload(runs: list[dict[str, Any]]) -> list[str]:
     lines = []
     for run in runs:
@@ -125,7 +129,9 @@ def _overload(runs: list[dict[str, Any]]) -> list[str]:
                   f"  p99 of 2xx answers: prepare {f['p99_prepare_ms']} ms, confirm "
                   f"{f['p99_confirm_ms']} ms; refusals {f['refusals']}, p99 "
                   f"{f['refusal_p99_ms']} ms, max {f['refusal_max_ms']} ms, without Retry-After "
-                  f"{f['refusals_without_retry_after']}",
+                  f"{f['refusals_without_retry_after']}, after an admitted prepare "
+                  f"{f.get('refused_after_prepare', 0)}; limit during the overload "
+                  f"(min/median/max) {_limits(f.get('limit_during_overload'))}",
                   f"  time-outs {f['timeouts']}, 5xx other than 503 {f['server_errors']}, other "
                   f"errors {f['other_errors']}; p99 full transaction calm {f['calm_p99_ms']} ms,"
                   f" from 5 s after the overload {f['recovered_p99_ms']} ms",

@@ -9,15 +9,27 @@ compared with the long-run latency (a slow moving average of the windows); while
 within ``tolerance`` times the long-run latency (and under the latency ceiling) the limit
 grows by a small queue allowance, and as it rises beyond that the limit shrinks in
 proportion. The limit grows only while it is being used, so a quiet server keeps no stale,
-inflated limit. No fixed queue length is involved: the limit is a number of requests in
+inflated limit. A request's own latency starts when the application sees it; the time it waited
+before (in the socket, while the event loop was busy) shows only as event-loop lag, so the loop
+is probed too (a timer every few milliseconds, timed against when it was due): a window whose
+mean lag exceeds the lag budget shrinks the limit in proportion, like a slow window. That keeps
+a process that shares its cores from saturating its own loop, which would delay refusals as
+much as answers. No fixed queue length is involved: the limit is a number of requests in
 flight, learned from the server's own answers.
 
 Only the producer and consumer API (``/v1/`` less ``/v1/admin``) is limited; health checks,
-metrics, the dashboard and the admin API always get through.
+metrics, the dashboard and the admin API always get through. Within it, requests that finish
+work already admitted (confirm, cancel and ack of a message, batch or transaction) have
+priority over requests that start new work (prepares, sends, batches, transactions, reads):
+only new work is held to the limit, while finishing work is refused only at the limit's
+maximum. Refusing a confirm would waste the prepare that was admitted before it and leave a
+message for the check-back; and finishing work needs no limit of its own, since each admitted
+prepare brings at most one confirm or cancel, so limiting new work bounds both.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import Callable
@@ -50,6 +62,8 @@ class LimitPolicy:
     window_samples: int = 10  # ... and at least this many requests
     long_windows: int = 600  # the long-run latency averages about this many windows
     smoothing: float = 0.2  # how far one window moves the limit towards its new value
+    lag_budget_seconds: float = 0.01  # mean event-loop lag per window beyond this shrinks it
+    lag_probe_seconds: float = 0.005  # how often the event loop's lag is measured
 
 
 @dataclass
@@ -64,10 +78,18 @@ class GradientLimit:
     _window_sum: float = field(init=False, default=0.0)
     _window_count: int = field(init=False, default=0)
     _window_peak_inflight: int = field(init=False, default=0)
+    _lag_sum: float = field(init=False, default=0.0)
+    _lag_count: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         self.limit = float(self.policy.initial)
         self._window_start = self.clock()
+
+    def lag(self, seconds: float) -> None:
+        """One measurement of how late the event loop ran a timer: the time requests wait
+        before the server even reads them, which their own latencies cannot show."""
+        self._lag_sum += seconds
+        self._lag_count += 1
 
     def sample(self, latency_seconds: float, inflight: int) -> None:
         """One finished request: its latency, and how many were in flight when it ended."""
@@ -77,11 +99,12 @@ class GradientLimit:
         now = self.clock()
         if (self._window_count >= self.policy.window_samples
                 and now - self._window_start >= self.policy.window_seconds):
-            self._update(self._window_sum / self._window_count, self._window_peak_inflight)
-            self._window_start, self._window_sum = now, 0.0
-            self._window_count = self._window_peak_inflight = 0
+            lag = self._lag_sum / self._lag_count if self._lag_count else 0.0
+            self._update(self._window_sum / self._window_count, self._window_peak_inflight, lag)
+            self._window_start, self._window_sum, self._lag_sum = now, 0.0, 0.0
+            self._window_count = self._window_peak_inflight = self._lag_count = 0
 
-    def _update(self, short_rtt: float, peak_inflight: int) -> None:
+    def _update(self, short_rtt: float, peak_inflight: int, lag: float = 0.0) -> None:
         policy = self.policy
         if self.long_rtt is None:
             self.long_rtt = short_rtt
@@ -91,7 +114,8 @@ class GradientLimit:
             if self.long_rtt > 2 * short_rtt:  # latency fell a lot: follow it faster
                 self.long_rtt *= 0.95
         allowed = min(policy.tolerance * self.long_rtt, policy.ceiling_seconds)
-        gradient = max(0.5, min(1.0, allowed / max(short_rtt, 1e-6)))
+        gradient = max(0.5, min(1.0, allowed / max(short_rtt, 1e-6),
+                                policy.lag_budget_seconds / max(lag, 1e-6)))
         if gradient >= 1.0 and peak_inflight < self.limit / 2:
             return  # not using half of it: no evidence that more would be served well
         target = self.limit * gradient + math.sqrt(self.limit)
@@ -99,36 +123,98 @@ class GradientLimit:
         self.limit = max(float(policy.minimum), min(float(policy.maximum), smoothed))
 
 
+FINISHING_ACTIONS = ("/confirm", "/cancel", "/ack")
+
+
 def limited(path: str) -> bool:
     """Whether a request path is subject to the limit: the producer and consumer API."""
     return path.startswith("/v1/") and not path.startswith("/v1/admin")
 
 
-class AdmissionMiddleware:
-    """Pure ASGI: refuses a limited request with a pre-built 503 when the requests in flight
-    have reached the limit, and times every admitted one."""
+def finishes_work(method: str, path: str) -> bool:
+    """Whether a limited request finishes work admitted before (confirm, cancel or ack of a
+    message, a batch or a transaction) rather than starting new work."""
+    return method == "POST" and path.endswith(FINISHING_ACTIONS)
 
-    def __init__(self, app: ASGIApp, limit: GradientLimit) -> None:
-        self.app = app
+
+class Admission:
+    """The gate of one server process: the limit, the requests in flight, and the decision to
+    admit or refuse. The middleware counts and times what it admits; the HTTP protocol asks the
+    gate before it starts a request (:mod:`message_service.http_protocol`), so that under
+    uvicorn a refusal is written straight to the connection, without an ASGI task or the
+    framework's layers, and costs the process as little as possible while it is overloaded."""
+
+    def __init__(self, limit: GradientLimit) -> None:
         self.limit = limit
         self.inflight = 0
+        self._probing = False
         metrics.ADMISSION_LIMIT.set(limit.limit)
+
+    def _probe(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
+        """Measure how late this timer runs, and come back after the probe interval."""
+        now = loop.time()
+        self.limit.lag(max(0.0, now - due))
+        period = self.limit.policy.lag_probe_seconds
+        loop.call_at(now + period, self._probe, loop, now + period)
+
+    def refuses(self, method: str, path: str) -> bool:
+        """Whether a request is to be refused now (and counted as refused)."""
+        if not limited(path):
+            return False
+        ceiling = (self.limit.policy.maximum if finishes_work(method, path)
+                   else int(self.limit.limit))
+        if self.inflight < ceiling:
+            return False
+        metrics.ADMISSION_REFUSED.inc()
+        return True
+
+    def admitted(self) -> float:
+        """Count one admitted request in; returns its start time for :meth:`finished`."""
+        if not self._probing:  # the first request: the loop to measure is running now
+            self._probing = True
+            loop = asyncio.get_running_loop()
+            self._probe(loop, loop.time())
+        self.inflight += 1
+        return time.monotonic()
+
+    def finished(self, started: float) -> None:
+        self.limit.sample(time.monotonic() - started, self.inflight)
+        self.inflight -= 1
+        metrics.ADMISSION_LIMIT.set(self.limit.limit)
+
+
+class AdmissionMiddleware:
+    """Pure ASGI: refuses a request the gate refuses with a pre-built 503 (when no protocol
+    refused it before), and counts and times every admitted limited one."""
+
+    def __init__(self, app: ASGIApp, gate: Admission) -> None:
+        self.app = app
+        self.gate = gate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not limited(scope["path"]):
             await self.app(scope, receive, send)
             return
-        if self.inflight >= int(self.limit.limit):
-            metrics.ADMISSION_REFUSED.inc()
+        if self.gate.refuses(scope["method"], scope["path"]):
             await send({"type": "http.response.start", "status": 503,
                         "headers": _REFUSAL_HEADERS})
             await send({"type": "http.response.body", "body": _REFUSAL})
             return
-        self.inflight += 1
-        started = time.monotonic()
+        started = self.gate.admitted()
         try:
             await self.app(scope, receive, send)
         finally:
-            self.limit.sample(time.monotonic() - started, self.inflight)
-            self.inflight -= 1
-            metrics.ADMISSION_LIMIT.set(self.limit.limit)
+            self.gate.finished(started)
+
+
+def _refusal_response(keep_alive: bool) -> bytes:
+    head = [b"HTTP/1.1 503 Service Unavailable", *(name + b": " + value
+                                                   for name, value in _REFUSAL_HEADERS)]
+    if not keep_alive:
+        head.append(b"connection: close")
+    return b"\r\n".join(head) + b"\r\n\r\n" + _REFUSAL
+
+
+# the whole HTTP/1.1 refusal, for a protocol to write to the connection itself
+REFUSAL_KEEP_ALIVE = _refusal_response(keep_alive=True)
+REFUSAL_CLOSE = _refusal_response(keep_alive=False)

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from message_service import api_docs, openapi_doc, problems
-from message_service.admission import AdmissionMiddleware, GradientLimit, LimitPolicy
+from message_service.admission import Admission, AdmissionMiddleware, GradientLimit, LimitPolicy
 from message_service.api import admin, dead_letters, health, messages, transactions
 from message_service.body_limit import BodyLimitMiddleware
 from message_service.dashboard import router as dashboard
@@ -19,6 +19,7 @@ from message_service.deps import Services
 from message_service.limits import Limits
 from rms.config import Settings
 from rms.delivery import dispatcher_for
+from rms.heap import settle_heap
 from rms.kafka.ack_consumer import AckConsumer
 from rms.kafka.publisher import KafkaPublisher
 from rms.store.admin import AdminStore
@@ -81,6 +82,7 @@ def create_app(settings: Settings) -> FastAPI:
         if settings.ack_consumer_enabled:
             acks.start()
         probe = asyncio.create_task(_report_unreachable_database(engine, settings.database_url))
+        settle_heap()
         try:
             yield
         finally:
@@ -105,8 +107,10 @@ def create_app(settings: Settings) -> FastAPI:
         single_limit=settings.max_payload_bytes + REQUEST_OVERHEAD_BYTES,
         batch_limit=settings.max_batch_bytes,
     )
+    app.state.admission = None
     if settings.admission_enabled:  # added last: the outermost, so a refusal costs least
-        app.add_middleware(AdmissionMiddleware, limit=GradientLimit(_limit_policy(settings)))
+        app.state.admission = gate = Admission(GradientLimit(_limit_policy(settings)))
+        app.add_middleware(AdmissionMiddleware, gate=gate)
     app.include_router(messages.router)
     app.include_router(transactions.router)
     app.include_router(admin.router)
@@ -122,4 +126,5 @@ def _limit_policy(settings: Settings) -> LimitPolicy:
                        minimum=settings.admission_min_limit,
                        maximum=settings.admission_max_limit,
                        tolerance=settings.admission_tolerance,
-                       ceiling_seconds=settings.admission_latency_ceiling_seconds)
+                       ceiling_seconds=settings.admission_latency_ceiling_seconds,
+                       lag_budget_seconds=settings.admission_lag_budget_seconds)

@@ -42,5 +42,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _app(settings: Settings) -> FastAPI:
     from message_service.app import create_app
+    from message_service.http_protocol import configure_admission
 
-    return create_app(settings)
+    app = create_app(settings)
+    configure_admission(app.state.admission)
+    return app

@@ -7,6 +7,11 @@ be complete within :attr:`DeadlineProtocol.head_seconds` of the connection (or o
 bytes on a kept-alive connection, whose idle time uvicorn bounds), and its body within
 :attr:`DeadlineProtocol.body_seconds` of the head; past a deadline the client gets
 ``408 Request Timeout`` (when no response has begun) and the connection is closed.
+
+With a concurrency limit (:mod:`message_service.admission`), the protocol also asks the gate
+before it starts a request: a refused request gets its 503 written straight to the connection,
+without an ASGI task or the framework's layers, and its body (if any) is read and dropped by the
+parser, as for any request answered before its body; the connection stays usable.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ import asyncio
 from typing import Any
 
 import orjson
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
+from message_service.admission import REFUSAL_CLOSE, REFUSAL_KEEP_ALIVE, Admission
 from message_service.problems import MEDIA_TYPE, PROBLEM_TYPE_BASE
 
 
@@ -37,6 +43,7 @@ class DeadlineProtocol(HttpToolsProtocol):
 
     head_seconds: float = 10.0
     body_seconds: float = 30.0
+    gate: Admission | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -64,6 +71,23 @@ class DeadlineProtocol(HttpToolsProtocol):
             self._arm(self.head_seconds)  # the first bytes of a keep-alive connection's next head
         super().data_received(data)
 
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+        gate = self.gate
+        if gate is not None and gate.refuses(cycle.scope["method"], cycle.scope["path"]):
+            self._refuse(cycle)
+            return
+        super()._start_asgi_task(cycle, app)
+
+    def _refuse(self, cycle: RequestResponseCycle) -> None:
+        """Answer the request with the gate's 503 without running the application."""
+        cycle.response_started = cycle.response_complete = True
+        if cycle.keep_alive:
+            self.transport.write(REFUSAL_KEEP_ALIVE)
+            self.on_response_complete()
+        else:
+            self.transport.write(REFUSAL_CLOSE)
+            self.transport.close()
+
     def _arm(self, seconds: float) -> None:
         self._disarm()
         self._deadline = self.loop.call_later(seconds, self._expired)
@@ -86,3 +110,8 @@ class DeadlineProtocol(HttpToolsProtocol):
 def configure_deadlines(head_seconds: float, body_seconds: float) -> None:
     DeadlineProtocol.head_seconds = head_seconds
     DeadlineProtocol.body_seconds = body_seconds
+
+
+def configure_admission(gate: Admission | None) -> None:
+    """The process's concurrency gate (None: no limit), asked before every request starts."""
+    DeadlineProtocol.gate = gate

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.config import WorkerSettings
 from rms.delivery import Dispatcher, dispatcher_for
+from rms.heap import settle_heap
 from rms.kafka.publisher import KafkaPublisher
 from rms.outage import OutageLog
 from rms.store.database import create_engine
@@ -83,6 +84,7 @@ async def run_forever(tick: Tick, interval_seconds: float, name: str) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
+    settle_heap()
     scheduler.start()
     log.info("worker.started", worker=name, interval_seconds=interval_seconds)
     try:

@@ -13,7 +13,14 @@ import orjson
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from message_service.admission import AdmissionMiddleware, GradientLimit, LimitPolicy, limited
+from message_service.admission import (
+    Admission,
+    AdmissionMiddleware,
+    GradientLimit,
+    LimitPolicy,
+    finishes_work,
+    limited,
+)
 from rms.config import Settings
 from tests.security.served import served
 from tests.support import Api
@@ -73,6 +80,28 @@ def test_latency_over_the_ceiling_always_shrinks_the_limit() -> None:
     assert limit.limit < POLICY.initial / 4
 
 
+def test_event_loop_lag_over_its_budget_shrinks_the_limit_at_steady_latency() -> None:
+    """Requests wait in the socket while the loop is busy, which their own latency cannot show:
+    the loop's lag shrinks the limit by itself, and the limit grows again once it is gone."""
+    clock = Clock()
+    limit = GradientLimit(POLICY, clock)
+    _feed(limit, clock, 0.01, lambda: int(limit.limit), windows=20)
+    grown = limit.limit
+
+    def lagging(windows: int, lag: float) -> None:
+        for _ in range(windows):
+            for _ in range(POLICY.window_samples):
+                clock.now += POLICY.window_seconds / POLICY.window_samples
+                limit.lag(lag)
+                limit.sample(0.01, int(limit.limit))
+
+    lagging(20, POLICY.lag_budget_seconds * 4)
+    assert limit.limit < grown / 2
+    shrunk = limit.limit
+    lagging(40, POLICY.lag_budget_seconds / 4)
+    assert limit.limit > shrunk * 2
+
+
 def test_a_window_needs_both_its_time_and_its_samples() -> None:
     clock = Clock()
     limit = GradientLimit(POLICY, clock)
@@ -106,7 +135,7 @@ async def test_requests_beyond_the_limit_are_refused_at_once_with_retry_after() 
         await send({"type": "http.response.body", "body": b"ok"})
 
     policy = LimitPolicy(initial=3, minimum=1, maximum=3)
-    app = AdmissionMiddleware(slow, GradientLimit(policy))
+    app = AdmissionMiddleware(slow, Admission(GradientLimit(policy)))
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://rms.test") as client:
         held = [asyncio.create_task(client.post("/v1/messages")) for _ in range(3)]
@@ -127,7 +156,51 @@ async def test_requests_beyond_the_limit_are_refused_at_once_with_retry_after() 
     assert problem["status"] == 503
     assert elapsed < 0.02
     assert [a.status_code for a in answers] == [200] * 5
-    assert app.inflight == 0
+    assert app.gate.inflight == 0
+
+
+@pytest.mark.parametrize(("method", "path", "expected"), [
+    ("POST", "/v1/messages/m-1/confirm", True), ("POST", "/v1/messages/m-1/cancel", True),
+    ("POST", "/v1/messages/m-1/ack", True), ("POST", "/v1/messages/batch/confirm", True),
+    ("POST", "/v1/messages/batch/cancel", True), ("POST", "/v1/transactions/t-1/confirm", True),
+    ("POST", "/v1/transactions/t-1/cancel", True), ("POST", "/v1/messages", False),
+    ("POST", "/v1/messages/send", False), ("POST", "/v1/messages/batch", False),
+    ("POST", "/v1/transactions", False), ("GET", "/v1/messages/m-1", False),
+    ("GET", "/v1/messages/confirm", False)])
+def test_confirms_cancels_and_acks_finish_work(method: str, path: str, expected: bool) -> None:
+    assert finishes_work(method, path) is expected
+
+
+async def test_at_the_limit_new_work_is_refused_and_finishing_work_still_admitted() -> None:
+    """A prepare beyond the limit is refused; a confirm is admitted up to the maximum."""
+    release, entered = asyncio.Event(), asyncio.Event()
+    waiting = 0
+
+    async def slow(scope: Scope, receive: Receive, send: Send) -> None:
+        nonlocal waiting
+        waiting += 1
+        if waiting == 2:
+            entered.set()
+        await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    app = AdmissionMiddleware(slow, Admission(GradientLimit(LimitPolicy(initial=2, minimum=1,
+                                                                     maximum=3))))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://rms.test") as client:
+        held = [asyncio.create_task(client.post("/v1/messages")) for _ in range(2)]
+        await entered.wait()
+        prepare = await client.post("/v1/messages")
+        confirm = asyncio.create_task(client.post("/v1/messages/m-1/confirm"))
+        await asyncio.sleep(0.01)
+        beyond_maximum = await client.post("/v1/messages/m-2/confirm")
+        release.set()
+        answers = await asyncio.gather(*held, confirm)
+    assert prepare.status_code == 503
+    assert beyond_maximum.status_code == 503
+    assert [a.status_code for a in answers] == [200] * 3
+    assert app.gate.inflight == 0
 
 
 def test_the_limits_must_be_in_order(settings: Settings) -> None:
@@ -155,3 +228,69 @@ async def test_the_api_refuses_a_burst_beyond_its_limit_and_serves_the_rest(
     assert statuses == [201, 503], statuses
     assert all(a.headers["retry-after"] == "1" for a in refused)
     assert stats.status_code == 200
+
+
+async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    request: bytes) -> tuple[bytes, bytes]:
+    """One request on a kept-alive connection: the answer's head and body."""
+    writer.write(request)
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    length = next(int(line.split(b":")[1]) for line in head.lower().split(b"\r\n")
+                  if line.startswith(b"content-length:"))
+    return head, await asyncio.wait_for(reader.readexactly(length), 5)
+
+
+async def test_under_uvicorn_the_protocol_refuses_before_the_app_and_keeps_the_connection(
+        ) -> None:
+    """The gate is asked before a request starts: a refused prepare never reaches the app, its
+    body is dropped, and the same connection then carries an admitted request."""
+    import uvicorn
+
+    from message_service.http_protocol import DeadlineProtocol, configure_admission
+    from rms.devstack.embedded import free_port
+
+    reached: list[str] = []  # paths that reached the ASGI application at all
+
+    async def endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    gate = Admission(GradientLimit(LimitPolicy(initial=1, minimum=1, maximum=1)))
+    limited_endpoint = AdmissionMiddleware(endpoint, gate)
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            reached.append(scope["path"])
+            await limited_endpoint(scope, receive, send)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(
+        app, host="127.0.0.1", port=port, http=DeadlineProtocol,
+        lifespan="off", log_level="warning", access_log=False))
+    configure_admission(gate)
+    serving = asyncio.create_task(server.serve())
+    try:
+        for _ in range(1000):
+            if server.started:
+                break
+            await asyncio.sleep(0.01)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        gate.inflight = 1  # the limit (1) is reached
+        body = b'{"topic": "t", "payload": 1}'
+        head, answer = await _exchange(reader, writer, (
+            b"POST /v1/messages HTTP/1.1\r\nhost: rms\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\n\r\n%s" % (len(body), body)))
+        gate.inflight = 0
+        again, served_answer = await _exchange(
+            reader, writer, b"GET /v1/messages/m-1 HTTP/1.1\r\nhost: rms\r\n\r\n")
+        writer.close()
+    finally:
+        configure_admission(None)
+        server.should_exit = True
+        await asyncio.wait_for(serving, 10)
+    assert head.startswith(b"HTTP/1.1 503 ")
+    assert b"retry-after: 1" in head.lower()
+    assert orjson.loads(answer)["type"] == "https://rms.dev/problems/overloaded"
+    assert again.startswith(b"HTTP/1.1 200 ") and served_answer == b"ok"
+    assert reached == ["/v1/messages/m-1"]
+    assert gate.inflight == 0
