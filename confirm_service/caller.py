@@ -100,13 +100,14 @@ class CheckBackCaller:
     async def aclose(self) -> None:
         await self._pool.aclose()
 
-    async def check(self, message: Message, app: App) -> CheckResult:
+    async def check(self, message: Message, app: App,
+                    trace: TraceContext | None) -> CheckResult:
         """Ask the producer about ``message``; never raises for network or producer faults.
-        The timeout covers everything, DNS resolution of the guard included."""
+        The timeout covers everything, DNS resolution of the guard included. The call carries
+        ``trace`` as W3C headers."""
         return await self._check(_Call(
             message.check_url, callback_body(message), webhook_id(message),
-            {"message_id": message.message_id, "attempt": message.check_count},
-            message.trace), app)
+            {"message_id": message.message_id, "attempt": message.check_count}, trace), app)
 
     async def check_transaction(self, transaction: Transaction, app: App,
                                 trace: TraceContext | None = None) -> CheckResult:

@@ -174,19 +174,20 @@ class AdminStore:
                            int(row.waiting)) for row in rows]
 
     async def oldest_ages(self) -> tuple[float | None, float | None]:
-        """Ages of the oldest non-dead pending-send and unacked sent (cheap: partial indexes)."""
-        statement = select(
-            select(_age(func.min(messages.c.created_at)))
-            .where(messages.c.state == State.PENDING_SEND.value, ~messages.c.dead)
-            .scalar_subquery(),
-            select(_age(func.min(_unacked_since())))
-            .where(messages.c.state == State.SENT.value,
-                   condition(phase.Not(phase.DEAD)), ~_waiting())
-            .scalar_subquery(),
-        )
+        """Ages of the oldest non-dead pending-send and unacked sent. Each reads every such
+        message: its cost grows with the backlog."""
+        statement = select(_oldest_pending().scalar_subquery(),
+                           _oldest_unacked().scalar_subquery())
         async with self._engine.connect() as conn:
             row = (await conn.execute(statement)).one()
         return row[0], row[1]
+
+    async def oldest_unacked(self) -> float | None:
+        """Age of the oldest unacked sent message that is not dead (the second of
+        :meth:`oldest_ages` alone)."""
+        async with self._engine.connect() as conn:
+            age: float | None = (await conn.execute(_oldest_unacked())).scalar()
+        return age
 
     async def retention_figures(self) -> RetentionFigures:
         """What retention runs recorded (all zero before the first run)."""
@@ -225,6 +226,17 @@ class AdminStore:
 def _waiting() -> Any:
     """A delayed message whose time has not come: scheduled, not (yet) unacknowledged."""
     return condition(phase.SCHEDULED)
+
+
+def _oldest_pending() -> Select[Any]:
+    return (select(_age(func.min(messages.c.created_at)))
+            .where(messages.c.state == State.PENDING_SEND.value, ~messages.c.dead))
+
+
+def _oldest_unacked() -> Select[Any]:
+    return (select(_age(func.min(_unacked_since())))
+            .where(messages.c.state == State.SENT.value, condition(phase.Not(phase.DEAD)),
+                   ~_waiting()))
 
 
 def _unacked_since() -> Any:

@@ -47,7 +47,7 @@ from rms.store.claims import (
     check_claim,
 )
 from rms.store.raw import RawStatement
-from rms.store.rows import message_from, to_app, to_message
+from rms.store.rows import message_from, to_app
 from rms.store.schema import apps, message_events, messages, transactions
 from rms.store.transitions import core_values, event_of, jsonb
 
@@ -241,17 +241,17 @@ class CheckBackStore:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._claim = RawStatement(CLAIM, engine.dialect)
         self._record_answers = RawStatement(RECORD_ANSWERS, engine.dialect)
 
     async def claim(self, limit: int, lease_seconds: float, actor: str) -> Claim:
         """Claim up to ``limit`` due messages, oldest due first (the partial index
         ``messages_due_checks`` serves the scan)."""
         token = f"{actor}:{uuid.uuid4().hex}"
-        params = {"limit": limit, "lease": lease_seconds, "token": token, "actor": actor}
-        async with self._engine.connect() as conn:
-            rows = (await conn.execute(CLAIM, params)).all()
-        return Claim(token, [to_message(r) for r in rows if not r.was_exhausted],
-                     [to_message(r) for r in rows if r.was_exhausted])
+        rows = await self._claim.fetch(self._engine, limit=limit, lease=float(lease_seconds),
+                                       token=token, actor=actor)
+        return Claim(token, [message_from(r) for r in rows if not r["was_exhausted"]],
+                     [message_from(r) for r in rows if r["was_exhausted"]])
 
     async def apps(self, names: Sequence[str]) -> dict[str, App]:
         """The apps of a batch (their signing secrets and current check_url prefixes)."""

@@ -11,8 +11,9 @@ how a decided action is written; the rule that turns an answer into an action is
 The answers of messages are written by a :class:`~rms.batching.Coalescer`: the answers that
 arrive while one write is running go into the next one, a single statement
 (:meth:`CheckBackStore.resolve_many`) whatever their number, each still guarded by its own
-claim token. The publishes of confirmed messages go through the dispatcher, whose bookkeeping
-is coalesced the same way.
+claim token. The first publishes of the messages those answers confirmed are coalesced the same
+way: handed to the producer together (:meth:`Dispatcher.publish_many`), their outcomes written by
+one statement (:meth:`Dispatcher.record`).
 
 A tick keeps claiming while batches come back full, so a backlog drains at the speed of the
 producers rather than one batch per interval. ``tick`` is a plain coroutine: the scheduler
@@ -32,9 +33,9 @@ import structlog
 from rms import metrics
 from rms.batching import Coalescer
 from rms.config import WorkerSettings
-from rms.delivery import Dispatcher
+from rms.delivery import Dispatcher, reserved
 from rms.domain.checkback import Action, Asked, Outcome, decide
-from rms.domain.models import Actor, App, Message
+from rms.domain.models import Actor, App, Message, PublishOutcome
 from rms.domain.states import DeadReason
 from rms.domain.transaction_transitions import CANCEL, CONFIRM
 from rms.domain.transactions import Transaction, TransactionView
@@ -60,7 +61,8 @@ class Caller(Protocol):
     """Asks a producer about a message or a transaction; never raises for what the producer
     does. The call carries the check-back span's context as W3C headers."""
 
-    async def check(self, message: Message, app: App) -> CheckResult: ...
+    async def check(self, message: Message, app: App,
+                    trace: TraceContext | None) -> CheckResult: ...
 
     async def check_transaction(self, transaction: Transaction, app: App,
                                 trace: TraceContext | None = None) -> CheckResult: ...
@@ -235,6 +237,13 @@ class MessageCheckBacks:
         self._actor = actor
         self._answers: Coalescer[Resolution, Resolved] = Coalescer(store.resolve_many,
                                                                     name="answers")
+        # the first publishes of the messages that answers confirmed: those of one write of
+        # answers go to the producer together and their outcomes are written by one statement
+        # (a failed write is every item's answer: publishing each again alone would repeat
+        # the records)
+        self._publishes: Coalescer[Message, PublishOutcome] = Coalescer(
+            self._publish_confirmed, name="first-publishes", max_inflight=4,
+            item_specific=_never)
 
     async def claim(self, limit: int, lease_seconds: float, actor: str) -> Batch[Message]:
         claim = await self._store.claim(limit, lease_seconds, actor)
@@ -256,7 +265,7 @@ class MessageCheckBacks:
         return 1
 
     async def call(self, item: Message, app: App, trace: TraceContext | None) -> CheckResult:
-        return await self._caller.check(replace(item, trace=trace), app)
+        return await self._caller.check(item, app, trace)
 
     async def apply(self, token: str, item: Message, action: Action, delay: float,
                     answer: Answer, trace: TraceContext | None) -> bool:
@@ -268,9 +277,26 @@ class MessageCheckBacks:
             metrics.TRANSITIONS.labels("cancelled").inc()
         if resolved.sent is not None:
             metrics.TRANSITIONS.labels("confirmed").inc()
-            await self._dispatcher.deliver_confirmed(resolved.sent, actor=self._actor,
-                                                     parent=trace)
+            await self._deliver(resolved.sent, trace)
         return True
+
+    async def _deliver(self, sent: Message, trace: TraceContext | None) -> None:
+        """The first publish of a message the answer confirmed (as
+        :meth:`Dispatcher.deliver_confirmed`, its span under the check-back's span ``trace``),
+        returning once its outcome is recorded."""
+        if not reserved(sent):  # delayed or ordered: published later by the redelivery worker
+            await self._dispatcher.deliver_confirmed(sent, actor=self._actor, parent=trace)
+            return
+        await self._publishes.submit(sent if trace is sent.trace else replace(sent, trace=trace))
+
+    async def _publish_confirmed(self, batch: Sequence[Message]) -> list[PublishOutcome]:
+        outcomes = await self._dispatcher.publish_many(batch)
+        await self._dispatcher.record(batch, outcomes, actor=self._actor, reschedule=False)
+        return outcomes
+
+
+def _never(_: Exception) -> bool:
+    return False
 
 
 class TransactionCheckBacks:

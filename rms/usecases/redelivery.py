@@ -48,6 +48,8 @@ from rms.store.redelivery import RedeliveryStore, Round
 from rms.usecases.ordering import Sequencer, SequenceReport
 
 log = structlog.get_logger(__name__)
+# the oldest-unacked gauge is refreshed at most this often (a scrape every 15 s is common)
+GAUGE_SECONDS = 5.0
 # a delayed message's first publish: it was due at its time, not redelivered
 _FIRST_DELAYED = phase.All((phase.FIRST_DELIVERY, phase.DELAYED))
 
@@ -188,13 +190,15 @@ class RedeliveryWorker:
                         attempt=message.deliveries_in_budget, reason=reason)
 
     async def _refresh_gauge(self) -> None:
-        """The oldest unacked age, at most once per interval (cheap: a partial index)."""
+        """The oldest unacked age, at most once per interval and at most every
+        :data:`GAUGE_SECONDS`: it reads every unacked message, so refreshing it at every
+        round would cost the database more than the redeliveries do under a backlog."""
         now = time.monotonic()
-        if now - self._gauge_refreshed < self.settings.worker_interval_seconds:
+        if now - self._gauge_refreshed < max(self.settings.worker_interval_seconds,
+                                             GAUGE_SECONDS):
             return
         self._gauge_refreshed = now
-        _, oldest_unacked = await self.ages.oldest_ages()
-        metrics.OLDEST_UNACKED.set(oldest_unacked or 0.0)
+        metrics.OLDEST_UNACKED.set(await self.ages.oldest_unacked() or 0.0)
 
     def _token(self) -> str:
         """Names the worker, so an operator (or a test) sees who holds a claim."""
