@@ -15,10 +15,10 @@ TextColumns = Sequence[tuple[str, str]]
 CoreColumns = Sequence[tuple[str, Any]]
 
 
-def unnest_sql(columns: TextColumns, alias: str = "u") -> str:
+def unnest_sql(columns: TextColumns, alias: str = "u", first: int = 1) -> str:
     """``SELECT * FROM unnest($1::<type>[], ...) AS <alias>(<names>)``: parameters ``$1..$n``
-    are the columns' arrays, in order."""
-    arrays = ", ".join(f"${n}::{kind}[]" for n, (_, kind) in enumerate(columns, start=1))
+    (from ``$<first>`` when told) are the columns' arrays, in order."""
+    arrays = ", ".join(f"${n}::{kind}[]" for n, (_, kind) in enumerate(columns, start=first))
     names = ", ".join(name for name, _ in columns)
     return f"SELECT * FROM unnest({arrays}) AS {alias}({names})"
 

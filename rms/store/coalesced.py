@@ -53,27 +53,42 @@ def insert_sql(change: Transition) -> str:
     row) with their first event; a taken id inserts nothing and returns nothing. The one
     insert of messages: single prepares and sends, batches and the messages of a
     transaction."""
+    return f"""
+WITH input AS (
+    {INPUT_SQL}
+), inserted AS (
+    {insert_rows_sql(change, "input")}
+), history AS (
+    {first_events_sql(change, "inserted")}
+)
+SELECT * FROM inserted
+"""
+
+
+# the new messages' rows, from the arrays of :func:`insert_arrays` (the parameters $1..$n,
+# n = INPUT_ARRAYS)
+INPUT_SQL = f"SELECT given.*, {_DELIVER_AFTER} FROM ({unnest_sql(_INPUT + _DELAY)}) AS given"
+INPUT_ARRAYS = len(_INPUT + _DELAY)
+
+
+def insert_rows_sql(change: Transition, source: str, *, skip_taken: bool = True) -> str:
+    """``INSERT INTO messages ... SELECT ... FROM <source> ... RETURNING *``: the rows of
+    ``source`` (shaped as :data:`INPUT_SQL`) in the state ``change`` creates. ``skip_taken``:
+    a taken id inserts nothing (else it fails the statement)."""
     names = [name for name, _ in _INPUT] + ["deliver_after"]
     effects = [(column, sql_of(effect, row="")) for column, effect in change.effects.items()]
     inserted = ", ".join(names + [column for column, _ in effects])
     selected = ", ".join([_STORED.get(name, name) for name in names]
                          + [sql for _, sql in effects])
-    return f"""
-WITH input AS (
-    SELECT given.*, {_DELIVER_AFTER} FROM ({unnest_sql(_INPUT + _DELAY)}) AS given
-), inserted AS (
-    INSERT INTO messages ({inserted})
-    SELECT {selected}
-    FROM input
-    ON CONFLICT (message_id) DO NOTHING
-    RETURNING *
-), history AS (
-    INSERT INTO message_events (message_id, event, actor, detail)
-    SELECT message_id, '{event_of(change).value}', 'app:' || app, {_FIRST_DETAIL}
-    FROM inserted
-)
-SELECT * FROM inserted
-"""
+    skip = "ON CONFLICT (message_id) DO NOTHING" if skip_taken else ""
+    return f"INSERT INTO messages ({inserted}) SELECT {selected} FROM {source} {skip} RETURNING *"
+
+
+def first_events_sql(change: Transition, source: str) -> str:
+    """The first event of each message inserted (``source``: their rows)."""
+    return (f"INSERT INTO message_events (message_id, event, actor, detail) "
+            f"SELECT message_id, '{event_of(change).value}', 'app:' || app, {_FIRST_DETAIL} "
+            f"FROM {source}")
 
 
 # the rows of many ids (binds: ids), Core compiled once for the driver connection
@@ -195,7 +210,7 @@ async def insert_messages(driver: Any, items: Sequence[PrepareItem], sql: str
     row it created, or the row already under its id. Also the all-or-nothing batch endpoint's
     statement (run inside its transaction)."""
     first = _first_of_each([i.draft.message_id for i in items])
-    arrays = _insert_arrays([items[index] for index in first.values()])
+    arrays = insert_arrays([items[index] for index in first.values()])
     rows = await driver.fetch(sql, *arrays)
     created = {row["message_id"]: message_from(row) for row in rows}
     existing = await _select(driver, [i for i in first if i not in created])
@@ -244,7 +259,8 @@ def _answers(ids: Sequence[str], first: dict[str, int], written: dict[str, Messa
     return answers
 
 
-def _insert_arrays(items: Sequence[PrepareItem]) -> list[list[Any]]:
+def insert_arrays(items: Sequence[PrepareItem]) -> list[list[Any]]:
+    """The parameters of :data:`INPUT_SQL` for ``items``, in order."""
     drafts = [i.draft for i in items]
     return [
         [d.message_id for d in drafts], [i.app for i in items], [d.topic for d in drafts],

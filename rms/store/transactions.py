@@ -6,15 +6,24 @@ Every change of a transaction row is a guarded ``UPDATE transactions ... WHERE s
 runs in the same database transaction, guarded by their own source state and with their event
 rows, so concurrent actors cannot both win and a transaction never splits: the second of a
 concurrent confirm and cancel waits on the row lock, then matches nothing.
+
+The request path's prepares, confirms and cancels are group-committed (:mod:`rms.batching`):
+concurrent requests share one constant statement (:func:`create_sql`, :func:`change_sql`) that
+writes the transactions, their messages and the messages' events at once, atomic on its own,
+run on the asyncpg connection like :mod:`rms.store.coalesced`. A request the shared statement
+did not write (a repeat, a taken id, a refused change) is answered, or written, on its own,
+exactly as a request that runs alone.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
+import orjson
 from sqlalchemy import (
     CTE,
     ColumnElement,
@@ -35,6 +44,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from rms.batching import Coalescer
 from rms.domain import transaction_transitions as ledger
 from rms.domain.errors import Conflict, NotFound
 from rms.domain.listings import ListedTransaction, TransactionFilter
@@ -48,28 +58,47 @@ from rms.domain.transactions import (
     TransactionView,
 )
 from rms.domain.transitions import Transition
+from rms.store.batch import unnest_sql
 from rms.store.claims import TRANSACTIONS_CHECK_DUE, check_claim
-from rms.store.coalesced import PrepareItem, insert_messages, insert_sql
+from rms.store.coalesced import (
+    INPUT_ARRAYS,
+    INPUT_SQL,
+    PrepareItem,
+    first_events_sql,
+    insert_arrays,
+    insert_messages,
+    insert_rows_sql,
+    insert_sql,
+)
 from rms.store.listings import decode_cursor, encode_key
-from rms.store.raw import driver_of
-from rms.store.rows import to_message
+from rms.store.raw import driver_connection, driver_of, item_specific
+from rms.store.rows import message_from, to_message
 from rms.store.schema import message_events, messages, transactions
-from rms.store.transitions import core_values, event_of, jsonb, with_event
+from rms.store.transitions import core_values, event_of, jsonb, set_sql, sql_of, with_event
 
 _STATES = {state.value: state for state in TransactionState}
 _INSERT_MEMBERS = insert_sql(ledger.PREPARE_MEMBER)
 
 
 def to_transaction(row: Row[Any]) -> Transaction:
-    m = row._mapping
+    return transaction_from(row._mapping)
+
+
+def transaction_from(m: Any, prefix: str = "") -> Transaction:
+    """A Transaction from anything that reads ``transactions`` columns by name (an asyncpg
+    Record or a Core row's mapping), each named ``prefix`` + its column name."""
+    def col(name: str) -> Any:
+        return m[prefix + name]
+
+    reason = col("dead_reason")
     return Transaction(
-        transaction_id=m["transaction_id"], app=m["app"], check_url=m["check_url"],
-        message_ids=tuple(m["message_ids"]), state=_STATES[m["state"]], dead=m["dead"],
-        dead_reason=DeadReason(m["dead_reason"]) if m["dead_reason"] else None,
-        check_count=m["check_count"], check_after_seconds=m["check_after_seconds"],
-        max_checks=m["max_checks"], created_at=m["created_at"],
-        confirmed_at=m["confirmed_at"], cancelled_at=m["cancelled_at"],
-        next_check_at=m["next_check_at"], claim_token=m["claim_token"])
+        transaction_id=col("transaction_id"), app=col("app"), check_url=col("check_url"),
+        message_ids=tuple(col("message_ids")), state=_STATES[col("state")], dead=col("dead"),
+        dead_reason=DeadReason(reason) if reason else None,
+        check_count=col("check_count"), check_after_seconds=col("check_after_seconds"),
+        max_checks=col("max_checks"), created_at=col("created_at"),
+        confirmed_at=col("confirmed_at"), cancelled_at=col("cancelled_at"),
+        next_check_at=col("next_check_at"), claim_token=col("claim_token"))
 
 
 def _transaction_clauses(where: TransactionFilter) -> list[Any]:
@@ -149,9 +178,209 @@ def _answer(change: TransactionTransition, transaction_id: str, token: str,
             .returning(transactions.c.transaction_id))
 
 
+# The coalesced confirm and cancel of the request path (:mod:`rms.batching`): many producers'
+# or operators' changes in one statement, atomic on its own
+_CHANGE_INPUT = (("transaction_id", "text"), ("app", "text"), ("actor", "text"),
+                 ("detail", "text"))
+# the columns of a changed transaction row in the statement's result, beside its message's
+_ROW = "t_"
+_ROW_COLUMNS = ", ".join(f"c.{column.name} AS {_ROW}{column.name}" for column in transactions.c)
+_SEQ = "confirm_seq"
+
+
+def change_sql(change: TransactionTransition) -> str:
+    """``change`` of many transactions, each guarded by its source state and (when given) its
+    app, with the change of each of its messages (and their event rows, each with that item's
+    actor and detail) in the same statement: a transaction never splits. Returns one row per
+    message of each changed transaction, in order, beside the transaction's own columns
+    (prefixed ``t_``). A confirm claims its messages' first publishes with its own token and
+    numbers its ordered messages in their listed order (the numbers are drawn in a sorted,
+    materialized sub-select: PostgreSQL evaluates a volatile output column after the sort)."""
+    member = change.member
+    given = {"token": "'confirm:' || c.transaction_id"}
+    moves = {name: effect for name, effect in member.effects.items() if name != _SEQ}
+    numbered = sql_of(member.effects[_SEQ], "m.") if _SEQ in member.effects else "NULL"
+    moved_seq = f", {_SEQ} = n.seq" if _SEQ in member.effects else ""
+    member_set = ", ".join(f"{name} = {sql_of(effect, 'm.', given)}"
+                           for name, effect in moves.items())
+    return f"""
+WITH input AS (
+    {unnest_sql(_CHANGE_INPUT)}
+), changed AS (
+    UPDATE transactions t SET {set_sql(change, "t.")}
+    FROM input u
+    WHERE t.transaction_id = u.transaction_id AND t.state = '{change.source.value}'
+      AND (u.app IS NULL OR t.app = u.app)
+    RETURNING t.*, u.actor AS event_actor, u.detail AS event_detail
+), numbered AS MATERIALIZED (
+    SELECT m.message_id, {numbered} AS seq
+    FROM messages m JOIN changed c ON m.transaction_id = c.transaction_id
+    WHERE m.state = '{member.source.value}'
+    ORDER BY m.transaction_id, m.transaction_position
+), moved AS (
+    UPDATE messages m SET {member_set}{moved_seq}
+    FROM numbered n, changed c
+    WHERE m.message_id = n.message_id AND m.transaction_id = c.transaction_id
+      AND m.state = '{member.source.value}'
+    RETURNING m.*
+), history AS (
+    INSERT INTO message_events (message_id, event, actor, detail)
+    SELECT mv.message_id, '{event_of(member).value}', c.event_actor, c.event_detail::jsonb
+    FROM moved mv JOIN changed c ON mv.transaction_id = c.transaction_id
+)
+SELECT {_ROW_COLUMNS}, mm.*
+FROM changed c LEFT JOIN LATERAL (
+    SELECT * FROM moved mv WHERE mv.transaction_id = c.transaction_id
+    UNION ALL
+    SELECT * FROM messages m WHERE m.transaction_id = c.transaction_id
+      AND NOT EXISTS (SELECT 1 FROM moved mv WHERE mv.message_id = m.message_id)
+) mm ON true
+ORDER BY c.transaction_id, mm.transaction_position
+"""
+
+
+_CHANGES = {change.action: change_sql(change) for change in (ledger.CONFIRM, ledger.CANCEL)}
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeItem:
+    """One request's confirm or cancel: the transaction (of ``app``, None: any app's), who
+    asks, and the detail of its messages' events."""
+
+    transaction_id: str
+    app: str | None
+    actor: str
+    detail: Mapping[str, Any]
+
+
+async def change_many(driver: Any, sql: str, items: Sequence[ChangeItem]
+                      ) -> list[TransactionView | None]:
+    """Run a :func:`change_sql` statement; per item the transaction it changed with its
+    messages, or None (this item changed nothing: a second item for the same transaction is
+    answered as if it came just after the first)."""
+    first: dict[str, int] = {}
+    for index, item in enumerate(items):
+        first.setdefault(item.transaction_id, index)
+    chosen = sorted((items[index] for index in first.values()),
+                    key=lambda item: item.transaction_id)  # one lock order for every flush
+    rows = await driver.fetch(
+        sql, [i.transaction_id for i in chosen], [i.app for i in chosen],
+        [i.actor for i in chosen], [orjson.dumps(dict(i.detail)).decode() for i in chosen])
+    changed = _grouped(rows)
+    return [changed.get(item.transaction_id) if first[item.transaction_id] == index else None
+            for index, item in enumerate(items)]
+
+
+def _grouped(rows: Sequence[Any]) -> dict[str, TransactionView]:
+    """The views in the rows of a statement that returns each transaction's messages beside
+    its own columns (prefixed ``t_``), in order."""
+    found: dict[str, tuple[Transaction, list[Message]]] = {}
+    for row in rows:
+        transaction_id = row[_ROW + "transaction_id"]
+        if transaction_id not in found:
+            found[transaction_id] = (transaction_from(row, _ROW), [])
+        if row["message_id"] is not None:
+            found[transaction_id][1].append(message_from(row))
+    return {key: TransactionView(transaction, tuple(members))
+            for key, (transaction, members) in found.items()}
+
+
+# The coalesced prepare of the request path: many producers' transactions in one statement
+_CREATE_INPUT = (("transaction_id", "text"), ("app", "text"), ("check_url", "text"),
+                 ("check_after_seconds", "float8"), ("max_checks", "int"))
+
+
+def create_sql() -> str:
+    """Store many new transactions, each with its messages (``pending-send``, the one insert
+    of messages) and their first events, in one statement. A transaction whose id is taken, or
+    one of whose message ids is, stores nothing and returns nothing; a message id taken by a
+    concurrent writer after the statement began fails the statement (it never stores a
+    transaction without one of its messages). Returns one row per message of each created
+    transaction, in order, beside the transaction's own columns (prefixed ``t_``). Binds: the
+    messages' arrays (:func:`rms.store.coalesced.insert_arrays`), then the transactions'."""
+    columns = ", ".join(name for name, _ in _CREATE_INPUT)
+    prepared = ledger.PREPARE.effects
+    given = {"check_after": "f.check_after_seconds"}
+    return f"""
+WITH input AS (
+    {INPUT_SQL}
+), asked AS (
+    {unnest_sql(_CREATE_INPUT, "t", first=INPUT_ARRAYS + 1)}
+), fresh AS (
+    SELECT a.* FROM asked a
+    WHERE NOT EXISTS (SELECT 1 FROM input i JOIN messages m ON m.message_id = i.message_id
+                      WHERE i.transaction_id = a.transaction_id)
+), created AS (
+    INSERT INTO transactions ({columns}, message_ids, {", ".join(prepared)})
+    SELECT {", ".join(f"f.{name}" for name, _ in _CREATE_INPUT)},
+           ARRAY(SELECT i.message_id FROM input i WHERE i.transaction_id = f.transaction_id
+                 ORDER BY i.transaction_position),
+           {", ".join(sql_of(effect, "f.", given) for effect in prepared.values())}
+    FROM fresh f
+    ON CONFLICT (transaction_id) DO NOTHING
+    RETURNING *
+), members AS (
+    SELECT i.* FROM input i WHERE i.transaction_id IN (SELECT transaction_id FROM created)
+), inserted AS (
+    {insert_rows_sql(ledger.PREPARE_MEMBER, "members", skip_taken=False)}
+), history AS (
+    {first_events_sql(ledger.PREPARE_MEMBER, "inserted")}
+)
+SELECT {_ROW_COLUMNS}, mm.*
+FROM created c LEFT JOIN inserted mm ON mm.transaction_id = c.transaction_id
+ORDER BY c.transaction_id, mm.transaction_position
+"""
+
+
+_CREATE = create_sql()
+
+
+@dataclass(frozen=True, slots=True)
+class CreateItem:
+    app: str
+    draft: NewTransaction
+
+
+async def create_many(driver: Any, items: Sequence[CreateItem]) -> list[TransactionView | None]:
+    """Run :data:`_CREATE`; per item the transaction it created, or None (it created nothing:
+    its id or a message id is taken, or an earlier item of the flush has its id)."""
+    first: dict[str, int] = {}
+    for index, item in enumerate(items):
+        first.setdefault(item.draft.transaction_id, index)
+    chosen = [items[index] for index in first.values()]
+    members = [PrepareItem(item.app, message, item.draft.transaction_id, position)
+               for item in chosen for position, message in enumerate(item.draft.messages)]
+    drafts = [item.draft for item in chosen]
+    rows = await driver.fetch(
+        _CREATE, *insert_arrays(members), [d.transaction_id for d in drafts],
+        [item.app for item in chosen], [d.check_url for d in drafts],
+        [float(d.check_after_seconds) for d in drafts], [d.max_checks for d in drafts])
+    created = _grouped(rows)
+    return [created.get(item.draft.transaction_id)
+            if first[item.draft.transaction_id] == index else None
+            for index, item in enumerate(items)]
+
+
 class TransactionStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
+        self._creates: Coalescer[CreateItem, TransactionView | None] = Coalescer(
+            self._creator, name="transaction-prepare", max_items=200, max_inflight=4,
+            item_specific=item_specific)
+        self._changes: dict[str, Coalescer[ChangeItem, TransactionView | None]] = {
+            action: Coalescer(self._changer(sql), name=f"transaction-{action}", max_items=500,
+                              max_inflight=4, item_specific=item_specific)
+            for action, sql in _CHANGES.items()}
+
+    async def _creator(self, items: Sequence[CreateItem]) -> list[TransactionView | None]:
+        async with driver_connection(self._engine) as driver:
+            return await create_many(driver, items)
+
+    def _changer(self, sql: str) -> Any:
+        async def flush(items: Sequence[ChangeItem]) -> list[TransactionView | None]:
+            async with driver_connection(self._engine) as driver:
+                return await change_many(driver, sql, items)
+        return flush
 
     # ---- create and read ---------------------------------------------------------------
 
@@ -159,7 +388,21 @@ class TransactionStore:
         """Store the transaction and its messages (``pending-send``, never checked on their
         own) in one database transaction. Returns ``(view, created)``; when the id is taken,
         the stored transaction with ``created=False`` (the caller compares content). A message
-        id already used raises 409 and stores nothing."""
+        id already used raises 409 and stores nothing.
+
+        Concurrent creates share one statement (:func:`create_sql`); one that stored nothing
+        there (its id or a message id taken, or taken meanwhile) is written alone, which
+        answers it exactly."""
+        try:
+            view = await self._creates.submit(CreateItem(app, draft))
+        except asyncpg.UniqueViolationError:  # a message id taken while the statement ran
+            view = None
+        if view is not None:
+            return view, True
+        return await self._create_alone(app, draft)
+
+    async def _create_alone(self, app: str, draft: NewTransaction
+                            ) -> tuple[TransactionView, bool]:
         async with self._engine.begin() as conn:
             row = (await conn.execute(
                 pg_insert(transactions).values(
@@ -252,7 +495,11 @@ class TransactionStore:
         in the target state). Raises NotFound (unknown, or another app's) or Conflict naming
         the current state. ``claim_token``: only while the worker's claim holds (a lost claim
         raises :class:`ClaimLost`); ``checked``: the check-back answer's detail, recorded as a
-        ``checked`` event on each message first."""
+        ``checked`` event on each message first. A producer's or operator's change (no claim,
+        no answer) shares one statement with concurrent ones (:func:`change_sql`)."""
+        if claim_token is None and checked is None and change.action in self._changes:
+            return await self._change_coalesced(transaction_id, change, app=app, actor=actor,
+                                                by=by)
         guard = [transactions.c.transaction_id == transaction_id,
                  transactions.c.state == change.source.value]
         if app is not None:
@@ -275,6 +522,21 @@ class TransactionStore:
             view = await self._view(conn, transaction_id)
         assert view is not None
         return view, True
+
+    async def _change_coalesced(self, transaction_id: str, change: TransactionTransition, *,
+                                app: str | None, actor: str, by: Actor
+                                ) -> tuple[TransactionView, bool]:
+        """A producer's or operator's confirm or cancel, written with concurrent ones in one
+        statement (:func:`change_sql`); a request that changed nothing is answered from the
+        transaction as it stands (a repeat, 409 or 404), exactly as when it runs alone."""
+        item = ChangeItem(transaction_id, app, actor,
+                          {"by": by.value, "transaction_id": transaction_id})
+        view = await self._changes[change.action].submit(item)
+        if view is not None:
+            return view, True
+        async with self._engine.connect() as conn:
+            current = await self._view(conn, transaction_id)
+        return _explain_miss(transaction_id, change, current, app, None), False
 
     # ---- the check-back ----------------------------------------------------------------
 

@@ -77,30 +77,36 @@ def _core(effect: Effect, given: Mapping[str, Any], target: Table) -> Any:
     return effect
 
 
-def set_sql(change: Row, row: str = "m.") -> str:
+def set_sql(change: Row, row: str = "m.", given: Mapping[str, str] | None = None) -> str:
     """The effects as the SET clause of ``UPDATE messages m`` (``row`` prefixes the row's own
-    columns)."""
-    return ", ".join(f"{name} = {sql_of(effect, row)}" for name, effect in change.effects.items())
+    columns; ``given`` supplies each :class:`Given` value as SQL text)."""
+    return ", ".join(f"{name} = {sql_of(effect, row, given)}"
+                     for name, effect in change.effects.items())
 
 
-def sql_of(effect: Effect, row: str = "m.") -> str:
-    """One effect as SQL text; column references are prefixed with ``row``."""
+def sql_of(effect: Effect, row: str = "m.", given: Mapping[str, str] | None = None) -> str:
+    """One effect as SQL text; column references are prefixed with ``row``, and each
+    :class:`Given` value is the SQL text ``given`` names for it."""
     if isinstance(effect, Scheduled):
-        return (f"CASE WHEN {row}deliver_after > now() THEN {sql_of(effect.waiting, row)} "
-                f"ELSE {sql_of(effect.due, row)} END")
+        return (f"CASE WHEN {row}deliver_after > now() THEN {sql_of(effect.waiting, row, given)} "
+                f"ELSE {sql_of(effect.due, row, given)} END")
     if isinstance(effect, Now):
         return "now()"
     if isinstance(effect, Column):
         return f"{row}{effect.name}"
+    if isinstance(effect, Given):
+        if given is None or effect.name not in given:
+            raise ValueError(f"no SQL given for {effect.name!r}")
+        return given[effect.name]
     if isinstance(effect, Plus):
         return f"{row}{effect.name} + {effect.by}"
     if isinstance(effect, Later):
-        return f"now() + make_interval(secs => {sql_of(effect.seconds, row)})"
+        return f"now() + make_interval(secs => {sql_of(effect.seconds, row, given)})"
     if isinstance(effect, NextInSequence):
         return f"nextval('{effect.name}')"
     if isinstance(effect, When):
-        return (f"CASE WHEN {row}{effect.flag} THEN {sql_of(effect.then, row)} "
-                f"ELSE {sql_of(effect.otherwise, row)} END")
+        return (f"CASE WHEN {row}{effect.flag} THEN {sql_of(effect.then, row, given)} "
+                f"ELSE {sql_of(effect.otherwise, row, given)} END")
     return _literal(effect)
 
 

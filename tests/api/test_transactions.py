@@ -4,6 +4,7 @@ API, real PostgreSQL, real broker."""
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from typing import Any
 
 import orjson
@@ -204,6 +205,56 @@ async def test_concurrent_confirm_and_cancel_one_wins_for_all(api: Api, unique: 
                                            headers=orders.headers)).json()["events"]
             changes = [e["event"] for e in events if e["event"] in ("confirmed", "cancelled")]
             assert len(changes) == 1
+
+
+async def test_concurrent_prepares_and_confirms_each_get_their_own_answer(
+        api: Api, unique: str) -> None:
+    """Concurrent requests share statements (group commit), yet each gets its own answer: new
+    transactions are stored whole, a repeated id once, and a transaction reusing a message id
+    (taken before, or by another transaction written at the same time) stores nothing."""
+    orders = await api.create_app("orders")
+    topic = f"orders.{unique}"
+    await create(api, orders, body([topic], f"old-{unique}"))
+    fresh = [body([topic] * 3, f"tx{n}-{unique}") for n in range(20)]
+    repeated = [body([topic] * 2, f"twice-{unique}") for _ in range(6)]
+    reusing = body([topic] * 2, f"reuse-{unique}")
+    reusing["messages"][1]["message_id"] = f"old-{unique}-m0"
+    clashing = [body([topic] * 2, f"clash{n}-{unique}") for n in range(2)]
+    for clash in clashing:
+        clash["messages"][1]["message_id"] = f"clash-{unique}"
+    requests = [*fresh, *repeated, reusing, *clashing]
+    responses = await asyncio.gather(*(api.post(orders, "/v1/transactions", json=b)
+                                       for b in requests))
+    codes = [r.status_code for r in responses]
+    assert codes[:20] == [201] * 20
+    assert Counter(codes[20:26]) == {201: 1, 200: 5}
+    assert len({r.content for r in responses[20:26]}) == 1
+    assert codes[26] == 409 and f"messages[1]: message id 'old-{unique}-m0'" in (
+        responses[26].json()["detail"])
+    assert sorted(codes[27:]) == [201, 409]
+    for sent, answer in zip(fresh, responses[:20], strict=True):
+        assert [m["message_id"] for m in answer.json()["messages"]] == [
+            m["message_id"] for m in sent["messages"]]
+    loser = clashing[codes[27:].index(409)]["transaction_id"]
+    for path in (f"/v1/transactions/reuse-{unique}", f"/v1/messages/reuse-{unique}-m0",
+                 f"/v1/transactions/{loser}", f"/v1/messages/{loser}-m0"):
+        missing = await api.client.get(path, headers=orders.headers)
+        assert missing.status_code == 404, path  # nothing of it was stored
+
+    ids = [b["transaction_id"] for b in fresh] + [f"twice-{unique}"] * 2
+    confirms = await asyncio.gather(*(api.post(orders, f"/v1/transactions/{t}/confirm")
+                                      for t in ids))
+    assert [c.status_code for c in confirms] == [200] * len(ids)
+    for transaction_id, answer in zip(ids, confirms, strict=True):
+        data = answer.json()
+        assert data["transaction_id"] == transaction_id and data["state"] == "confirmed"
+        assert [m["message_id"] for m in data["messages"]] == [
+            f"{transaction_id}-m{n}" for n in range(len(data["messages"]))]
+        assert [m["state"] for m in data["messages"]] == ["sent"] * len(data["messages"])
+    for member in (f"tx0-{unique}-m2", f"twice-{unique}-m1"):
+        history = (await api.client.get(f"/v1/messages/{member}/events",
+                                        headers=orders.headers)).json()["events"]
+        assert [e["event"] for e in history] == ["prepared", "confirmed", "published"]
 
 
 @pytest.mark.parametrize(("payload", "status"), [
