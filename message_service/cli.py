@@ -41,6 +41,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _app(settings: Settings) -> FastAPI:
+    from message_service import heap
     from message_service.app import create_app
 
-    return create_app(settings)
+    app = create_app(settings)
+    heap.settle()
+    return app
