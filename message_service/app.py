@@ -16,6 +16,7 @@ from message_service.api import admin, dead_letters, health, messages, transacti
 from message_service.body_limit import BodyLimitMiddleware
 from message_service.dashboard import router as dashboard
 from message_service.deps import Services
+from message_service.hot_paths import HotPaths
 from message_service.limits import Limits
 from rms.config import Settings
 from rms.delivery import dispatcher_for
@@ -102,6 +103,7 @@ def create_app(settings: Settings) -> FastAPI:
     problems.install(app)
     openapi_doc.install(app)
     api_docs.install(app)
+    app.add_middleware(HotPaths)  # the innermost: inside the body limit and admission
     app.add_middleware(
         BodyLimitMiddleware,
         single_limit=settings.max_payload_bytes + REQUEST_OVERHEAD_BYTES,

@@ -48,8 +48,12 @@ ServicesDep = Annotated[Services, Depends(services)]
 
 
 def bearer_token(request: Request) -> str:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
+    return token_of(request.headers.get("authorization", ""))
+
+
+def token_of(authorization: str) -> str:
+    """The token of an ``Authorization: Bearer <token>`` header value."""
+    scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized("missing bearer token: send 'Authorization: Bearer <api key>'")
     return token.strip()

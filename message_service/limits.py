@@ -25,7 +25,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 
 from fastapi import Depends, Request
@@ -165,6 +165,11 @@ class Limits:
         self.max_pending = settings.max_pending_per_app
         self.pending = PendingCounter()
 
+    def check_rate(self, app: str) -> None:
+        """One token of the app's bucket, or RateLimited (429)."""
+        if self.rate.enabled:
+            self.rate.check(app)
+
     async def reserve_pending(self, pending: Count, app: str, places: int) -> PendingSlots:
         """Hold ``places`` pending-send places for a prepare of that many messages, or raise
         RateLimited (429) if they would take the app past its cap. Counting and holding
@@ -192,17 +197,21 @@ def _limits(request: Request) -> Limits:
 
 async def rate_limit(request: Request, app: CurrentApp) -> None:
     """Dependency of every app-token route: one token of the app's bucket, or 429."""
-    limits = _limits(request)
-    if limits.rate.enabled:
-        limits.rate.check(app.name)
+    _limits(request).check_rate(app.name)
+
+
+def pending_places(request: Request, app: str, places: int
+                   ) -> AbstractAsyncContextManager[PendingSlots]:
+    """The prepare routes' hold on ``places`` pending-send places (429 past the cap), given
+    back when the request ends; the route sets how many became messages."""
+    return hold_pending(_limits(request), request.app.state.services, app, places)
 
 
 @asynccontextmanager
-async def pending_places(request: Request, app: str, places: int) -> AsyncIterator[PendingSlots]:
-    """The prepare routes' hold on ``places`` pending-send places (429 past the cap), given
-    back when the request ends; the route sets how many became messages."""
-    wired: Services = request.app.state.services
-    slots = await _limits(request).reserve_pending(wired.service.pending_count, app, places)
+async def hold_pending(limits: Limits, wired: Services, app: str, places: int
+                       ) -> AsyncIterator[PendingSlots]:
+    """:func:`pending_places` of the application whose ``limits`` and use cases are given."""
+    slots = await limits.reserve_pending(wired.service.pending_count, app, places)
     try:
         yield slots
     finally:

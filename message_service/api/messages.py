@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 from fastapi import APIRouter, Path, Request, Response
 
 from message_service.api.convert import batch_response, event_out, message_response
-from message_service.deps import CurrentApp, RequestTrace, ServicesDep
-from message_service.limits import LIMIT_RESPONSES, RATE_LIMIT, pending_places
+from message_service.deps import CurrentApp, RequestTrace, Services, ServicesDep
+from message_service.limits import LIMIT_RESPONSES, RATE_LIMIT, PendingSlots, pending_places
 from message_service.schemas import (
     BatchIdsRequest,
     BatchOut,
@@ -18,7 +20,9 @@ from message_service.schemas import (
     Problem,
 )
 from message_service.strict_json import StrictJsonRoute
+from rms.domain.models import App
 from rms_client.ids import MESSAGE_ID_PATTERN
+from rms_client.trace import TraceContext
 
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/messages", tags=["messages"],
                    dependencies=[RATE_LIMIT], responses=LIMIT_RESPONSES)
@@ -35,9 +39,16 @@ ERRORS: dict[int | str, dict[str, object]] = {
 async def prepare(body: PrepareRequest, app: CurrentApp, wired: ServicesDep,
                   request: Request, trace: RequestTrace) -> Response:
     """Prepare a message: stored as pending-send, not delivered until confirmed."""
-    async with pending_places(request, app.name, 1) as places:
+    return await prepare_one(pending_places(request, app.name, 1), wired, app, body, trace)
+
+
+async def prepare_one(places: AbstractAsyncContextManager[PendingSlots], wired: Services,
+                      app: App, body: PrepareRequest, trace: TraceContext | None) -> Response:
+    """A prepare holding one of the app's pending-send ``places``: 201, or 200 for a repeat
+    (also the answer of :mod:`message_service.hot_paths`)."""
+    async with places as held:
         message, created = await wired.service.prepare(app, body, one_shot=False, trace=trace)
-        places.created = int(created)
+        held.created = int(created)
     return message_response(message, 201 if created else 200)
 
 
@@ -75,6 +86,10 @@ async def cancel_batch(body: BatchIdsRequest, app: CurrentApp, wired: ServicesDe
 async def confirm(app: CurrentApp, wired: ServicesDep,
                   message_id: MessageId = IdPath) -> Response:
     """Confirm: pending-send -> sent, then publish to Kafka (idempotent)."""
+    return await confirm_one(wired, app, message_id)
+
+
+async def confirm_one(wired: Services, app: App, message_id: str) -> Response:
     return message_response(await wired.service.confirm(app, message_id))
 
 
@@ -82,6 +97,10 @@ async def confirm(app: CurrentApp, wired: ServicesDep,
 async def cancel(app: CurrentApp, wired: ServicesDep,
                  message_id: MessageId = IdPath) -> Response:
     """Cancel: pending-send -> deleted; never delivered (idempotent)."""
+    return await cancel_one(wired, app, message_id)
+
+
+async def cancel_one(wired: Services, app: App, message_id: str) -> Response:
     return message_response(await wired.service.cancel(app, message_id))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -68,7 +69,11 @@ def to_message(row: Row[Any]) -> Message:
 
 
 def to_app(row: Row[Any]) -> App:
-    m = row._mapping
+    return app_from(row._mapping)
+
+
+def app_from(m: Mapping[Any, Any]) -> App:
+    """An app from its columns (a Core row's mapping or an asyncpg record)."""
     return App(
         name=m["name"],
         produce_topics=tuple(m["produce_topics"]),
