@@ -163,8 +163,9 @@ class Dispatcher:
         Each publish is a span ``span`` under its ``parents`` entry (default: the message's
         stored trace context)."""
         contexts = [m.trace for m in batch] if parents is None else parents
-        spans = [_publish_span(span, parent, m, m.delivery_count)
-                 for m, parent in zip(batch, contexts, strict=True)]
+        spans = ([_publish_span(span, parent, m, m.delivery_count)
+                  for m, parent in zip(batch, contexts, strict=True)] if tracing.enabled()
+                 else [tracing.Span(parent) for parent in contexts])  # spans recording nothing
         records = [build_record(message, message.delivery_count, publishing.context)
                    for message, publishing in zip(batch, spans, strict=True)]
         try:

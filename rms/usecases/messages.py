@@ -15,7 +15,7 @@ from rms.domain import transitions as table
 from rms.domain.errors import Invalid
 from rms.domain.models import Actor, App, Message, MessageEvent
 from rms.store.messages import MessageStore
-from rms.usecases.drafts import Drafts, PrepareInput, first_duplicate
+from rms.usecases.drafts import CheckedUrls, Drafts, PrepareInput, first_duplicate
 from rms_client import tracing
 from rms_client.trace import TraceContext
 
@@ -57,7 +57,8 @@ class MessageService:
     async def _prepare_batch(self, app: App, requests: Sequence[PrepareInput],
                              trace: TraceContext | None) -> list[Message]:
         self.drafts.check_batch_size(len(requests))
-        drafts = [replace(await self.drafts.draft_item(app, index, req, req), trace=trace)
+        urls: CheckedUrls = {}
+        drafts = [replace(await self.drafts.draft_item(app, index, req, req, urls), trace=trace)
                   for index, req in enumerate(requests)]
         duplicates = first_duplicate([d.message_id for d in drafts])
         if duplicates is not None:
@@ -143,7 +144,8 @@ class MessageService:
                                       actor: str) -> None:
         """:meth:`_publish_confirmed` for the messages of one batch confirm: the first
         publishes go to the producer together and their outcomes are recorded by one write."""
-        spans = [_confirm_span(message, started) for message in batch]
+        spans = ([_confirm_span(message, started) for message in batch] if tracing.enabled()
+                 else [tracing.Span(message.trace) for message in batch])  # record nothing
         try:
             await self.dispatcher.deliver_confirmed_many(
                 batch, actor=actor, parents=[span.context for span in spans])
