@@ -1,6 +1,6 @@
 """The one form of a batch statement: the rows come in as one array parameter per column and
-are turned back into rows by ``unnest``, so a batch of any size is one statement, one round
-trip and one commit.
+are turned back into rows by ``unnest``, so a batch of any size is one statement and one
+commit.
 
 A batch statement runs in a :func:`batch_transaction`, which has PostgreSQL plan it for the
 arrays it is given (``plan_cache_mode = force_custom_plan``). Under the default, a prepared

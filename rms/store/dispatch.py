@@ -9,7 +9,7 @@ and the publish cannot know the outcome, so that reserved number stays counted.
 
 Many outcomes are written by one statement (:meth:`DispatchStore.record_many`): the rows come
 in as one array parameter per column (``unnest``), every guarded change and every event are
-made by the same statement, so a batch costs one round trip and one commit whatever its size.
+made by the same statement, so a batch costs one statement and one commit whatever its size.
 """
 
 from __future__ import annotations
