@@ -137,12 +137,35 @@ class Dispatcher:
             return None
         return await self.deliver(message, actor=actor, reschedule=False, parent=parent)
 
-    async def publish_many(self, batch: Sequence[Message], *, span: str = "rms.publish"
+    async def deliver_confirmed_many(self, batch: Sequence[Message], *, actor: str,
+                                     parents: Sequence[TraceContext | None]) -> None:
+        """:meth:`deliver_confirmed` for the messages one batch confirm made ``sent`` (each
+        publish a span under its ``parents`` entry): the reserved ones are handed to the
+        producer at once and their outcomes recorded by one write; returns once they are
+        durably recorded."""
+        due: list[Message] = []
+        due_parents: list[TraceContext | None] = []
+        for message, parent in zip(batch, parents, strict=True):
+            if reserved(message):
+                due.append(message)
+                due_parents.append(parent)
+            elif not sequenced(message):
+                metrics.SCHEDULED.inc()
+        if due:
+            outcomes = await self.publish_many(due, parents=due_parents)
+            await self.record(due, outcomes, actor=actor, reschedule=False)
+
+    async def publish_many(self, batch: Sequence[Message], *, span: str = "rms.publish",
+                           parents: Sequence[TraceContext | None] | None = None
                            ) -> list[PublishOutcome]:
         """Publish every message (concurrently) without recording anything yet: the caller
         must pass the outcomes to :meth:`record` (a worker overlaps that with its next batch).
-        Each publish is a span ``span`` under the message's stored trace context."""
-        spans = [_publish_span(span, m.trace, m, m.delivery_count) for m in batch]
+        Each publish is a span ``span`` under its ``parents`` entry (default: the message's
+        stored trace context)."""
+        contexts = [m.trace for m in batch] if parents is None else parents
+        spans = ([_publish_span(span, parent, m, m.delivery_count)
+                  for m, parent in zip(batch, contexts, strict=True)] if tracing.enabled()
+                 else [tracing.Span(parent) for parent in contexts])  # spans recording nothing
         records = [build_record(message, message.delivery_count, publishing.context)
                    for message, publishing in zip(batch, spans, strict=True)]
         try:

@@ -9,7 +9,7 @@ and the publish cannot know the outcome, so that reserved number stays counted.
 
 Many outcomes are written by one statement (:meth:`DispatchStore.record_many`): the rows come
 in as one array parameter per column (``unnest``), every guarded change and every event are
-made by the same statement, so a batch costs one round trip and one commit whatever its size.
+made by the same statement, so a batch costs one statement and one commit whatever its size.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from rms.domain.models import PublishOutcome
 from rms.domain.states import Event
 from rms.domain.transitions import PUBLISH_ACCEPTED, PUBLISH_REFUSED
-from rms.store.batch import batch_params, unnest_cte
+from rms.store.batch import batch_params, batch_transaction, unnest_cte
 from rms.store.raw import RawStatement
 from rms.store.schema import message_events, messages
 from rms.store.transitions import core_values
@@ -102,12 +102,13 @@ class DispatchStore:
         self._record = RawStatement(RECORD, engine.dialect)
 
     async def record_many(self, records: Sequence[Recorded]) -> list[bool]:
-        """Write every outcome with one statement (atomic on its own, so autocommit). Returns,
+        """Write every outcome with one statement (in its own transaction). Returns,
         per record, whether its message row changed (False: acked or re-reserved meanwhile,
         or the confirm path's accepted publish, which only appends its event)."""
         if not records:
             return []
-        rows = await self._record.fetch(self._engine, **_params(records))
+        async with batch_transaction(self._engine) as driver:
+            rows = await driver.fetch(self._record.sql, *self._record.args(**_params(records)))
         changed = {row["message_id"] for row in rows}
         return [r.outcome.message_id in changed
                 and (not r.outcome.ok or r.next_due_seconds is not None) for r in records]

@@ -19,6 +19,8 @@ from rms.kafka.records import RESERVED_HEADER_PREFIX
 from rms_client.ids import new_message_id
 
 T = TypeVar("T")
+# the check URLs one request validated already, as given -> as stored (normalised)
+CheckedUrls = dict[str, str]
 
 
 class ContentInput(Protocol):
@@ -68,21 +70,17 @@ class Drafts:
         """Validate a prepare against the app's permissions and the limits."""
         return await self.draft_content(app, request, request)
 
-    async def draft_content(self, app: App, content: ContentInput, checkback: CheckBackInput
-                            ) -> NewMessage:
+    async def draft_content(self, app: App, content: ContentInput, checkback: CheckBackInput,
+                            urls: CheckedUrls | None = None) -> NewMessage:
         """Validate a message's ``content`` with the ``checkback`` fields it is stored with
-        (its own for a prepare, its transaction's for a message of a transaction)."""
+        (its own for a prepare, its transaction's for a message of a transaction).
+        ``urls``: the check URLs already validated for the same app in this request."""
         self._check_topic(app, content.topic)
         self._check_payload(content, checkback)
         _check_key(content.key)
         self._check_headers(content.headers)
         self._check_delay(content)
-        check_url = checkback.check_url or app.default_check_url
-        if check_url is None:
-            raise Invalid("check_url is required (the app has no default_check_url)")
-        check_url = await validate_check_url(check_url, app.check_url_prefixes,
-                                             allow_private=self.settings.allow_private_callbacks,
-                                             passed=self.passed_hosts)
+        check_url = await self._check_url(app, checkback.check_url, urls)
         policy = self.settings.policy
         return NewMessage(
             message_id=content.message_id or new_message_id(),
@@ -101,13 +99,29 @@ class Drafts:
         )
 
     async def draft_item(self, app: App, index: int, content: ContentInput,
-                         checkback: CheckBackInput) -> NewMessage:
+                         checkback: CheckBackInput, urls: CheckedUrls | None = None
+                         ) -> NewMessage:
         """:meth:`draft_content` for an item of a batch or a transaction: a refusal names the
         item."""
         try:
-            return await self.draft_content(app, content, checkback)
+            return await self.draft_content(app, content, checkback, urls)
         except (Forbidden, Invalid, PayloadTooLarge) as exc:
             raise type(exc)(f"messages[{index}]: {exc.detail}") from exc
+
+    async def _check_url(self, app: App, given: str | None, urls: CheckedUrls | None) -> str:
+        """The check URL to store: ``given`` or the app's default, validated (once per
+        request when ``urls`` keeps what was validated)."""
+        check_url = given or app.default_check_url
+        if check_url is None:
+            raise Invalid("check_url is required (the app has no default_check_url)")
+        if urls is not None and (known := urls.get(check_url)) is not None:
+            return known
+        checked = await validate_check_url(check_url, app.check_url_prefixes,
+                                           allow_private=self.settings.allow_private_callbacks,
+                                           passed=self.passed_hosts)
+        if urls is not None:
+            urls[check_url] = checked
+        return checked
 
     def _check_topic(self, app: App, topic: str) -> None:
         ack_topic = self.settings.ack_topic

@@ -5,7 +5,6 @@ confirmed or sent message is published through the one publish path."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -16,7 +15,7 @@ from rms.domain import transitions as table
 from rms.domain.errors import Invalid
 from rms.domain.models import Actor, App, Message, MessageEvent
 from rms.store.messages import MessageStore
-from rms.usecases.drafts import Drafts, PrepareInput, first_duplicate
+from rms.usecases.drafts import CheckedUrls, Drafts, PrepareInput, first_duplicate
 from rms_client import tracing
 from rms_client.trace import TraceContext
 
@@ -58,7 +57,8 @@ class MessageService:
     async def _prepare_batch(self, app: App, requests: Sequence[PrepareInput],
                              trace: TraceContext | None) -> list[Message]:
         self.drafts.check_batch_size(len(requests))
-        drafts = [replace(await self.drafts.draft_item(app, index, req, req), trace=trace)
+        urls: CheckedUrls = {}
+        drafts = [replace(await self.drafts.draft_item(app, index, req, req, urls), trace=trace)
                   for index, req in enumerate(requests)]
         duplicates = first_duplicate([d.message_id for d in drafts])
         if duplicates is not None:
@@ -89,7 +89,7 @@ class MessageService:
         results = await self._batch(app, message_ids, table.CONFIRM)
         changed = [message for message, did in results if did]
         metrics.TRANSITIONS.labels("confirmed").inc(len(changed))
-        await asyncio.gather(*(self._publish_confirmed(message, started) for message in changed))
+        await self._publish_confirmed_many(changed, started, actor=f"app:{app.name}")
         return [message for message, _ in results]
 
     async def cancel_batch(self, app: App, message_ids: Sequence[str]) -> list[Message]:
@@ -137,10 +137,25 @@ class MessageService:
     async def _publish_confirmed(self, message: Message, started: int | None) -> None:
         """The first publish of a confirmed message, under a confirm span parented on the
         message's stored trace context (the span starts when the confirm began)."""
-        with tracing.start("rms.confirm", message.trace, started_ns=started,
-                           attributes={"rms.app": message.app,
-                                       "rms.message_id": message.message_id}) as span:
+        with _confirm_span(message, started) as span:
             await self._publish_first(message, span.context)
+
+    async def _publish_confirmed_many(self, batch: Sequence[Message], started: int | None, *,
+                                      actor: str) -> None:
+        """:meth:`_publish_confirmed` for the messages of one batch confirm: the first
+        publishes go to the producer together and their outcomes are recorded by one write."""
+        spans = ([_confirm_span(message, started) for message in batch] if tracing.enabled()
+                 else [tracing.Span(message.trace) for message in batch])  # record nothing
+        try:
+            await self.dispatcher.deliver_confirmed_many(
+                batch, actor=actor, parents=[span.context for span in spans])
+        except BaseException as exc:
+            for span in spans:
+                span.fail(f"{type(exc).__name__}: {exc}")
+            raise
+        finally:
+            for span in spans:
+                span.end()
 
     async def _batch(self, app: App, message_ids: Sequence[str], change: table.Transition
                      ) -> list[tuple[Message, bool]]:
@@ -151,3 +166,10 @@ class MessageService:
             raise Invalid(f"message_ids[{duplicate[1]}]: {duplicate[0]!r} appears twice")
         return await self.store.transition_many(
             message_ids, change, app=app.name, actor=f"app:{app.name}", by=Actor.PRODUCER)
+
+
+def _confirm_span(message: Message, started: int | None) -> tracing.Span:
+    """The confirm span of a message's first publish, parented on its stored trace context
+    (it starts when the confirm began)."""
+    return tracing.start("rms.confirm", message.trace, started_ns=started,
+                         attributes={"rms.app": message.app, "rms.message_id": message.message_id})
