@@ -1,25 +1,16 @@
 """The one form of a batch statement: the rows come in as one array parameter per column and
 are turned back into rows by ``unnest``, so a batch of any size is one statement and one
-commit.
-
-A batch statement runs in a :func:`batch_transaction`, which has PostgreSQL plan it for the
-arrays it is given (``plan_cache_mode = force_custom_plan``). Under the default, a prepared
-statement soon gets a generic plan that assumes ten rows per array and keeps the table size
-seen at that moment: on a table that was small then (a new deployment, before autovacuum's
-first ``ANALYZE``), that plan joins each batch by scanning the whole ``messages`` table once
-per row. Planning a statement of hundreds of rows costs a fraction of a millisecond.
+commit. PostgreSQL plans each execution for the arrays it is given (``plan_cache_mode`` of
+every RMS connection, :func:`rms.store.database.create_engine`), never with a cached generic
+plan that assumes ten rows per array.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import ARRAY, CTE, bindparam, column, func, select
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from rms.store.raw import driver_connection
 
 # (column name, PostgreSQL type) for SQL text; (column name, SQLAlchemy type) for Core
 TextColumns = Sequence[tuple[str, str]]
@@ -48,15 +39,3 @@ def batch_params(columns: CoreColumns, rows: Sequence[Sequence[Any]]) -> dict[st
     """The binds of :func:`unnest_cte` for ``rows`` (each a value per column, in order)."""
     return {f"rows_{name}": [row[index] for row in rows]
             for index, (name, _) in enumerate(columns)}
-
-
-CUSTOM_PLANS = "SET LOCAL plan_cache_mode = force_custom_plan"
-
-
-@asynccontextmanager
-async def batch_transaction(engine: AsyncEngine) -> AsyncIterator[Any]:
-    """A pooled connection's asyncpg connection in a transaction whose statements are planned
-    for the values they are given (see the module's text)."""
-    async with driver_connection(engine) as driver, driver.transaction():
-        await driver.execute(CUSTOM_PLANS)
-        yield driver

@@ -53,6 +53,14 @@ def create_engine(settings: WorkerSettings, *, pool_size: int | None = None) -> 
             # keep its transaction's row locks until TCP keepalive notices, hours later
             "idle_in_transaction_session_timeout":
                 str(int(settings.db_idle_in_transaction_timeout_seconds * 1000)),
+            # RMS's statements are prepared once per connection and run with arrays of any
+            # length (unnest) against a table whose size and state mix change fast. Under the
+            # default, a prepared statement soon gets a generic plan that assumes ten rows per
+            # array and keeps the statistics seen at that moment: on a table that was small
+            # then (a new deployment, or a burst ahead of autovacuum's ANALYZE), that plan
+            # joins each batch by scanning every matching row of `messages` once per item.
+            # Planning each execution for its values costs a fraction of a millisecond.
+            "plan_cache_mode": "force_custom_plan",
         }},
         json_serializer=_json_dumps,
         json_deserializer=orjson.loads,

@@ -35,8 +35,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from rms.domain.models import PublishOutcome
 from rms.domain.states import Event
 from rms.domain.transitions import PUBLISH_ACCEPTED, PUBLISH_REFUSED
-from rms.store.batch import batch_params, batch_transaction, unnest_cte
-from rms.store.raw import RawStatement
+from rms.store.batch import batch_params, unnest_cte
+from rms.store.raw import RawStatement, driver_connection
 from rms.store.schema import message_events, messages
 from rms.store.transitions import core_values
 
@@ -107,7 +107,7 @@ class DispatchStore:
         or the confirm path's accepted publish, which only appends its event)."""
         if not records:
             return []
-        async with batch_transaction(self._engine) as driver:
+        async with driver_connection(self._engine) as driver:
             rows = await driver.fetch(self._record.sql, *self._record.args(**_params(records)))
         changed = {row["message_id"] for row in rows}
         return [r.outcome.message_id in changed

@@ -17,7 +17,6 @@ from rms.domain import transitions as table
 from rms.domain.errors import Conflict, IllegalTransition, NotFound, PartOfTransaction
 from rms.domain.models import Actor, Message, MessageEvent, NewMessage
 from rms.domain.states import State
-from rms.store.batch import batch_transaction
 from rms.store.coalesced import (
     ACK_TARGETS,
     AckTarget,
@@ -29,6 +28,7 @@ from rms.store.coalesced import (
     transition_sql,
     update_messages,
 )
+from rms.store.raw import driver_connection
 from rms.store.rows import to_event, to_message
 from rms.store.schema import message_events, messages
 from rms.store.transitions import core_values, delivery_detail, event_of, with_event
@@ -96,7 +96,7 @@ class MessageStore:
         self, app: str, drafts: Sequence[NewMessage], *, one_shot: bool = False
     ) -> list[tuple[Message, bool]]:
         """All or nothing: one transaction; any conflicting item rolls the whole batch back."""
-        async with batch_transaction(self._engine) as driver:
+        async with driver_connection(self._engine) as driver, driver.transaction():
             written = await insert_messages(
                 driver, [PrepareItem(app, draft) for draft in drafts], insert_statement(one_shot))
             return [(stored, True) if created and stored is not None
@@ -192,7 +192,7 @@ class MessageStore:
             raise ValueError(f"{change.action} has no batch form")
         items = [TransitionItem(message_id, app, actor, {"by": by.value})
                  for message_id in message_ids]
-        async with batch_transaction(self._engine) as driver:
+        async with driver_connection(self._engine) as driver, driver.transaction():
             written = await update_messages(driver, sql, items)
             return [_batch_answer(index, message_id, rendered, app, current, did)
                     for index, (message_id, (current, did))
@@ -205,7 +205,7 @@ class MessageStore:
         if not ids:
             return []
         detail = orjson.dumps({"via": via}).decode()
-        async with batch_transaction(self._engine) as driver:
+        async with driver_connection(self._engine) as driver:
             rows = await driver.fetch(_ACK_MANY_SQL, ids, [None] * len(ids),
                                       [actor] * len(ids), [detail] * len(ids))
         return [row["message_id"] for row in rows]
@@ -228,7 +228,7 @@ class MessageStore:
         instance checks need, without payloads."""
         if not message_ids:
             return {}
-        async with batch_transaction(self._engine) as driver:
+        async with driver_connection(self._engine) as driver:
             rows = await driver.fetch(ACK_TARGETS.sql, *ACK_TARGETS.args(ids=list(message_ids)))
         return {row["message_id"]: AckTarget(row["topic"], row["created_at"]) for row in rows}
 
