@@ -97,19 +97,21 @@ def _bulk(result: dict[str, Any]) -> Iterator[Judged]:
         yield name, f"{cost:.3f} ms", cost <= BULK_MS_PER_MESSAGE
 
 
+def _worker(result: dict[str, Any], path: str, what: str, rate: float, group: str,
+            label: str, limit_ms: float) -> Iterator[Judged]:
+    """A worker path's run with one worker: its rate, and ``group``'s CPU per message."""
+    for run in (r for r in _runs(result, path) if r["load"] == "w=1"):
+        cost = _ms_per(run, run["messages"], group)
+        yield (f"{what}, 1 worker: >= {rate:,.0f}/s, {label} CPU <= {limit_ms} ms each",
+               f"{run['throughput']:,.0f}/s, {cost:.3f} ms",
+               run["throughput"] >= rate and cost <= limit_ms)
+
+
 def _workers(result: dict[str, Any]) -> Iterator[Judged]:
-    checks = [r for r in _runs(result, "checkback") if r["load"] == "w=1"]
-    for run in checks:
-        cost = _ms_per(run, run["messages"], "confirm-worker")
-        yield (f"check-back, 1 worker: >= {CHECKBACK_RATE:,.0f} resolved/s, worker CPU <= "
-               f"{CHECKBACK_MS} ms each", f"{run['throughput']:,.0f}/s, {cost:.3f} ms",
-               run["throughput"] >= CHECKBACK_RATE and cost <= CHECKBACK_MS)
-    redeliveries = [r for r in _runs(result, "redelivery") if r["load"] == "w=1"]
-    for run in redeliveries:
-        cost = _ms_per(run, run["messages"], "postgres")
-        yield (f"redelivery, 1 worker: >= {REDELIVERY_RATE:,.0f}/s, PostgreSQL CPU <= "
-               f"{REDELIVERY_PG_MS} ms each", f"{run['throughput']:,.0f}/s, {cost:.3f} ms",
-               run["throughput"] >= REDELIVERY_RATE and cost <= REDELIVERY_PG_MS)
+    yield from _worker(result, "checkback", "check-back", CHECKBACK_RATE, "confirm-worker",
+                       "worker", CHECKBACK_MS)
+    yield from _worker(result, "redelivery", "redelivery", REDELIVERY_RATE, "postgres",
+                       "PostgreSQL", REDELIVERY_PG_MS)
 
 
 def _overload(result: dict[str, Any]) -> Iterator[Judged]:

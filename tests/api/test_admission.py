@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import httpx
 import orjson
@@ -121,18 +121,27 @@ def test_only_the_producer_and_consumer_api_is_limited(path: str, expected: bool
     assert limited(path) is expected
 
 
-async def test_requests_beyond_the_limit_are_refused_at_once_with_retry_after() -> None:
-    release, entered = asyncio.Event(), asyncio.Event()
+def _held(count: int, entered: asyncio.Event, release: asyncio.Event
+          ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+    """An application whose requests wait for ``release``; ``entered`` is set once ``count``
+    of them are waiting."""
     waiting = 0
 
     async def slow(scope: Scope, receive: Receive, send: Send) -> None:
         nonlocal waiting
         waiting += 1
-        if waiting == 3:
+        if waiting == count:
             entered.set()
         await release.wait()
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"ok"})
+
+    return slow
+
+
+async def test_requests_beyond_the_limit_are_refused_at_once_with_retry_after() -> None:
+    release, entered = asyncio.Event(), asyncio.Event()
+    slow = _held(3, entered, release)
 
     policy = LimitPolicy(initial=3, minimum=1, maximum=3)
     app = AdmissionMiddleware(slow, Admission(GradientLimit(policy)))
@@ -174,16 +183,7 @@ def test_confirms_cancels_and_acks_finish_work(method: str, path: str, expected:
 async def test_at_the_limit_new_work_is_refused_and_finishing_work_still_admitted() -> None:
     """A prepare beyond the limit is refused; a confirm is admitted up to the maximum."""
     release, entered = asyncio.Event(), asyncio.Event()
-    waiting = 0
-
-    async def slow(scope: Scope, receive: Receive, send: Send) -> None:
-        nonlocal waiting
-        waiting += 1
-        if waiting == 2:
-            entered.set()
-        await release.wait()
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"ok"})
+    slow = _held(2, entered, release)
 
     app = AdmissionMiddleware(slow, Admission(GradientLimit(LimitPolicy(initial=2, minimum=1,
                                                                      maximum=3))))
