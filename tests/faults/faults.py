@@ -16,7 +16,7 @@ from typing import Protocol
 from sqlalchemy.exc import SQLAlchemyError
 
 from tests.faults.cluster import BROKER_SESSION_MS, LEASE_SECONDS, RmsProcess, Stack
-from tests.faults.ha import TTL, PatroniCluster
+from tests.faults.ha import TTL, HaError, PatroniCluster
 from tests.faults.history import Failover
 from tests.faults.load import Consumer, Load
 from tests.faults.proxy import Toxics
@@ -311,9 +311,13 @@ class LosePrimary:
         if self.how == "switchover":
             new = await asyncio.to_thread(cluster.switchover)
         else:
-            await asyncio.to_thread(old.kill if self.how == "node" else old.kill_postgres)
+            killed = None
+            if self.how == "node":
+                await asyncio.to_thread(old.kill)
+            elif (killed := await asyncio.to_thread(old.kill_postgres)) is None:
+                raise HaError(f"{self.name}: no running PostgreSQL found on {old.name}")
             new = await asyncio.to_thread(cluster.wait_primary, PROMOTION_SECONDS + TTL,
-                                          old.name)
+                                          old.name, killed)
         failover.new, failover.promoted_at = new.name, time.monotonic()
         ctx.injected["pg-promotion"] += 1
         await _claims_after(ctx, failover)

@@ -135,15 +135,16 @@ class Node:
             return int((self.data_dir / "postmaster.pid").read_text().split()[0])
         return None
 
-    def kill_postgres(self) -> bool:
-        """SIGKILL of this member's PostgreSQL (its postmaster; the backends then stop)."""
+    def kill_postgres(self) -> int | None:
+        """SIGKILL of this member's PostgreSQL (its postmaster; the backends then stop): the
+        pid killed, or None when no running postmaster was found."""
         pid = self.postmaster_pid()
         if pid is None:
-            return False
+            return None
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-            return True
-        return False
+            return pid
+        return None
 
     def kill(self) -> None:
         """The whole member gone: Patroni and its PostgreSQL killed."""
@@ -236,11 +237,18 @@ class PatroniCluster:
     def node(self, name: str) -> Node:
         return next(n for n in self.nodes if n.name == name)
 
-    def wait_primary(self, timeout: float, other_than: str | None = None) -> Node:
+    def wait_primary(self, timeout: float, other_than: str | None = None,
+                     restarted_from: int | None = None) -> Node:
+        """A running primary other than ``other_than``; with ``restarted_from`` (the pid of
+        ``other_than``'s killed postmaster) also that member again once its PostgreSQL runs
+        anew: Patroni, still holding the leader key, may restart a crashed primary in place
+        before the key passes to a standby."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             primary = self.primary()
-            if primary is not None and primary.name != other_than:
+            if primary is not None and (primary.name != other_than or (
+                    restarted_from is not None
+                    and primary.postmaster_pid() not in (None, restarted_from))):
                 return primary
             time.sleep(0.2)
         raise HaError(f"no primary after {timeout:.0f}s: {self.members()}")
