@@ -106,11 +106,15 @@ def _required(headers: Mapping[str, str]) -> tuple[str, str, str]:
     return values[0], values[1], values[2]
 
 
+_TIMESTAMP_DIGITS = 12  # Unix seconds up to the year 33658
+
+
 def _timestamp(value: str) -> int:
-    try:
-        return int(value)
-    except ValueError as exc:
-        raise SignatureError(f"webhook-timestamp {value!r} is not unix seconds") from exc
+    """Unix seconds written as plain decimal digits: anything else (a sign, spaces,
+    underscores, hundreds of digits that no float holds) is no timestamp a signer writes."""
+    if not (value.isascii() and value.isdigit() and len(value) <= _TIMESTAMP_DIGITS):
+        raise SignatureError(f"webhook-timestamp {value[:40]!r} is not unix seconds")
+    return int(value)
 
 
 def _v1_signatures(header: str) -> list[bytes]:
