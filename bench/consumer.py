@@ -64,7 +64,7 @@ class Acker:
             if delivery <= 1 and record.topic in self.skip_first:
                 continue
             value = ack_value(message_id, self.app, header(list(record.headers),
-                                                           HEADER_CREATED_AT))
+                                                           HEADER_CREATED_AT) or "")
             topic = self.routes.get(record.topic, self.ack_topic)
             sends.append(await self.producer.send(topic, value, key=message_id.encode(),
                                                   headers=signed_ack_headers([self.secret], value)))

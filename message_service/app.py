@@ -79,7 +79,7 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.engine = engine
         app.state.publisher = publisher
         app.state.services = wired = _services(settings, engine, publisher)
-        acks = AckConsumer(settings, wired.acks.apply_records)
+        acks = AckConsumer(settings, wired.acks.apply_records, wired.health.admin.reachable)
         if settings.ack_consumer_enabled:
             acks.start()
         probe = asyncio.create_task(_report_unreachable_database(engine, settings.database_url))

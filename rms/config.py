@@ -159,6 +159,9 @@ class Settings(WorkerSettings, RetentionSettings):
     ack_consumer_enabled: bool = True
     ack_consumer_group: str = "rms-ack-consumer"
     ack_consumer_max_wait_ms: int = Field(default=50, ge=1)
+    # tries of an ack-topic batch that fails while PostgreSQL answers, before it is applied
+    # record by record and what still fails is set aside (an outage is retried without limit)
+    ack_batch_max_tries: int = Field(default=5, ge=1)
     # ack records must carry the consumer app's Standard Webhooks signature; "optional" accepts
     # unsigned ones (still refusing a wrong signature) where Kafka ACLs guard the ack topic
     ack_signatures: Literal["required", "optional"] = "required"

@@ -22,6 +22,10 @@ PUBLISH_SECONDS = Histogram(
 )
 ACKS = Counter("rms_acks_total", "Messages acknowledged (sent -> done)", ["via"])
 ACKS_REJECTED = Counter("rms_acks_rejected_total", "Ack-topic records ignored", ["reason"])
+ACK_BATCHES_SET_ASIDE = Counter(
+    "rms_ack_batches_set_aside_total",
+    "Ack-topic batches that kept failing while PostgreSQL answered, applied record by record "
+    "after RMS_ACK_BATCH_MAX_TRIES tries")
 CHECKS = Counter("rms_checks_total", "Check-back calls by outcome", ["outcome"])
 CHECK_SECONDS = Histogram("rms_check_seconds", "Check-back call latency")
 CHECK_BATCH = Histogram("rms_check_batch_size",

@@ -75,6 +75,14 @@ class Api:
     async def post(self, app: AppKeys, path: str, **kwargs: Any) -> httpx.Response:
         return await self.client.post(path, headers=app.headers, **kwargs)
 
+    async def ack_body(self, owner: AppKeys, message_id: str, consumer: str) -> dict[str, str]:
+        """The value of ``consumer``'s ack record of ``message_id`` (owned by ``owner``), naming
+        the instance stored now by its ``created_at``."""
+        response = await self.client.get(f"/v1/messages/{message_id}", headers=owner.headers)
+        assert response.status_code == 200, response.text
+        return {"message_id": message_id, "consumer": consumer,
+                "created_at": str(response.json()["created_at"])}
+
 
 async def read_topic(bootstrap: str, topic: str, *, expect: int, timeout: float = 10.0,
                      settle: float = 0.0, options: dict[str, Any] | None = None,

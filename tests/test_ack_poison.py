@@ -50,11 +50,11 @@ async def test_poisoned_records_do_not_stop_the_acks_behind_them(api: Api, topic
     failures_before = _ack_loop_failures()
 
     nul = orjson.dumps({"message_id": first, "consumer": "poi\u0000nts"})
-    real = orjson.dumps({"message_id": first, "consumer": "points"})
+    real = orjson.dumps(await api.ack_body(producer, first, "points"))
     signed = signed_ack_headers([points.signing_secret], real)
     null_header: list[tuple[str, bytes | None]] = [(name, None) for name, _ in signed]
     await write_records(servers, acks, [(nul, list(signed)), (real, null_header)])
-    await produce(servers, acks, [{"message_id": second, "consumer": "points"}],
+    await produce(servers, acks, [await api.ack_body(producer, second, "points")],
                   points.signing_secret)
 
     await eventually(lambda: _is_done(api, producer, second), timeout=20)
@@ -63,7 +63,7 @@ async def test_poisoned_records_do_not_stop_the_acks_behind_them(api: Api, topic
     assert _rejected("bad-signature") >= before["bad-signature"] + 1
     assert _ack_loop_failures() == failures_before  # nothing was raised, nothing retried
 
-    await produce(servers, acks, [{"message_id": first, "consumer": "points"}],
+    await produce(servers, acks, [await api.ack_body(producer, first, "points")],
                   points.signing_secret)  # the valid ack of the same message still counts
     await eventually(lambda: _is_done(api, producer, first), timeout=20)
 
@@ -74,12 +74,13 @@ async def test_a_flood_of_unknown_consumers_costs_one_lookup_and_one_line_per_ba
     points = await api.create_app("points", produce=["none"], consume=["orders.*"])
     (message_id,) = await _sent(api, producer, topic, 1)
     servers, acks = api.settings.kafka_bootstrap_servers, api.settings.ack_topic
-    junk = [(orjson.dumps({"message_id": message_id, "consumer": f"nobody-{n}"}),
+    junk = [(orjson.dumps({"message_id": message_id, "consumer": f"nobody-{n}",
+                           "created_at": "2026-11-26T08:00:00Z"}),
              list[tuple[str, bytes | None]]()) for n in range(5000)]
     before = _rejected("unknown-consumer")
     with structlog.testing.capture_logs() as logs:
         await _write_raw_fast(servers, acks, junk)
-        await produce(servers, acks, [{"message_id": message_id, "consumer": "points"}],
+        await produce(servers, acks, [await api.ack_body(producer, message_id, "points")],
                       points.signing_secret)
         started = time.monotonic()
         await eventually(lambda: _is_done(api, producer, message_id), timeout=30)
@@ -110,16 +111,19 @@ async def _is_done(api: Api, producer: AppKeys, message_id: str) -> bool:
 @pytest.mark.parametrize("consumer", ["poi\u0000nts", "Points", "points\n", "", "-x", "a" * 64,
                                       "points/../x", "pöints"])
 def test_a_consumer_that_cannot_be_an_app_name_is_malformed(consumer: str) -> None:
-    assert parse_ack(orjson.dumps({"message_id": "m-1", "consumer": consumer})) is None
+    assert parse_ack(orjson.dumps({"message_id": "m-1", "consumer": consumer,
+                                   "created_at": "2026-11-26T08:00:00Z"})) == "malformed"
 
 
 @pytest.mark.parametrize("message_id", ["m\u00001", "", "a" * 129, "batch", "..", "m 1", "m\n"])
 def test_a_message_id_that_cannot_be_one_is_malformed(message_id: str) -> None:
-    assert parse_ack(orjson.dumps({"message_id": message_id, "consumer": "points"})) is None
+    assert parse_ack(orjson.dumps({"message_id": message_id, "consumer": "points",
+                                   "created_at": "2026-11-26T08:00:00Z"})) == "malformed"
 
 
 def test_headers_without_values_are_a_bad_signature_not_an_error() -> None:
-    value = orjson.dumps({"message_id": "m-1", "consumer": "points"})
+    value = orjson.dumps({"message_id": "m-1", "consumer": "points",
+                          "created_at": "2026-11-26T08:00:00Z"})
     secret = "whsec_" + "QUJD" * 8
     signed = signed_ack_headers([secret], value)
     record = AckRecord.of(value, [(name, None) for name, _ in signed])
@@ -137,7 +141,7 @@ async def test_acks_compressed_with_any_kafka_codec_are_applied(api: Api, topic:
     producer = await api.create_app("orders", consume=["none"])
     points = await api.create_app("points", produce=["none"], consume=["orders.*"])
     (message_id,) = await _sent(api, producer, topic, 1)
-    value = orjson.dumps({"message_id": message_id, "consumer": "points"})
+    value = orjson.dumps(await api.ack_body(producer, message_id, "points"))
     writer = AIOKafkaProducer(bootstrap_servers=api.settings.kafka_bootstrap_servers,
                               enable_idempotence=False, compression_type=codec)
     await writer.start()

@@ -144,7 +144,7 @@ async def test_poison_on_every_partition_causes_no_rebalance(settings: Settings,
                           {"message_id": before, "consumer": "nobody"},
                           {"not": "an ack"}]
                 await _write(settings, partition, points.signing_secret,
-                             [*poison, {"message_id": behind, "consumer": "points"}])
+                             [*poison, await api.ack_body(orders, behind, "points")])
             for message_id in (ids[1], ids[3]):
                 await eventually(lambda m=message_id: _is(_state(api, orders, m), "done"),
                                  timeout=20)

@@ -1,8 +1,9 @@
 """An ack record applies only to the message instance it was written for (design section 6):
 a captured ack replayed after retention freed its id and another prepare reused it changes
 nothing and is counted as ``stale``; the ack written for the new instance applies, however
-old its signature; a record without ``created_at`` applies only when written after the
-instance was created. Real API, PostgreSQL, broker and retention."""
+old its signature; a record without ``created_at`` names no instance and is refused, and a
+record repeating a ``webhook-*`` header is refused before its signature is read. Real API,
+PostgreSQL, broker and retention."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
+import pytest
 from prometheus_client import REGISTRY
 
 from history.retention import RetentionRequest, run_retention
@@ -20,6 +22,7 @@ from rms_client.ack_records import (
     AckClaim,
     AckRecord,
     ack_value,
+    claim_of,
     parse_ack,
     signed_ack_headers,
     written_for,
@@ -30,8 +33,12 @@ from tests.support import Api, AppKeys, eventually, read_topic, write_records
 Record = tuple[bytes, list[tuple[str, bytes]]]
 
 
+def _rejected(reason: str) -> float:
+    return REGISTRY.get_sample_value("rms_acks_rejected_total", {"reason": reason}) or 0.0
+
+
 def _stale() -> float:
-    return REGISTRY.get_sample_value("rms_acks_rejected_total", {"reason": "stale"}) or 0.0
+    return _rejected("stale")
 
 
 def _signed(secret: str, value: bytes, stamp: int | None = None) -> Record:
@@ -72,7 +79,8 @@ async def test_a_replayed_ack_never_finishes_the_next_message_under_its_id(
     await _send(api, shop, topic, "m-1")
     first_instance = await _created_at(api, topic, 1)
     captured = [_signed(points.signing_secret, ack_value("m-1", "points", first_instance)),
-                _signed(points.signing_secret, ack_value("m-1", "points"))]  # no created_at
+                _signed(points.signing_secret, orjson.dumps({"message_id": "m-1",
+                                                             "consumer": "points"}))]
     await write_records(bootstrap, acks, captured[:1])
     await eventually(lambda: _is(_state(api, shop, "m-1"), "done"), timeout=20)
 
@@ -85,9 +93,11 @@ async def test_a_replayed_ack_never_finishes_the_next_message_under_its_id(
     second_instance = await _created_at(api, topic, 2)
     assert second_instance != first_instance
 
-    before = _stale()
+    before, missing = _stale(), _rejected("missing-created-at")
     await write_records(bootstrap, acks, captured)  # the captured records, replayed as they were
-    await eventually(lambda: _at_least(_stale, before + 2), timeout=20)
+    await eventually(lambda: _at_least(_stale, before + 1), timeout=20)
+    await eventually(lambda: _at_least(lambda: _rejected("missing-created-at"), missing + 1),
+                     timeout=20)
     assert await _state(api, other, "m-1") == "sent"
 
     hour_old = int(time.time()) - 3600  # written while RMS was down: still applies
@@ -112,31 +122,21 @@ def test_created_at_binds_the_ack_to_one_instance() -> None:
     value = ack_value("m-1", "points", "2026-11-26T08:00:00.123456Z")
     claim = parse_ack(value)
     assert claim == AckClaim("m-1", "points", CREATED)
-    record = AckRecord.of(value, signed_ack_headers(["whsec_c2VjcmV0"], value))
-    assert written_for(claim, record, CREATED)
-    assert not written_for(claim, record, CREATED + timedelta(microseconds=1))
+    assert written_for(claim, CREATED)
+    assert not written_for(claim, CREATED + timedelta(microseconds=1))
 
 
 def test_a_created_at_that_is_not_rfc3339_is_malformed() -> None:
-    for written in ("yesterday", 1764144000, "2026-11-26T08:00:00"):
-        assert parse_ack(orjson.dumps({"message_id": "m-1", "consumer": "points",
-                                       "created_at": written})) is None
+    for written in ("yesterday", 1764144000, "2026-11-26T08:00:00", None, ""):
+        body = {"message_id": "m-1", "consumer": "points", "created_at": written}
+        assert parse_ack(orjson.dumps(body)) in ("malformed", "missing-created-at")
+    assert parse_ack(orjson.dumps({"message_id": "m-1", "consumer": "points",
+                                   "created_at": "yesterday"})) == "malformed"
 
 
-def test_an_ack_without_created_at_applies_when_written_after_the_creation_second() -> None:
-    value = ack_value("m-1", "points")
-    claim = parse_ack(value)
-    assert claim is not None and claim.created_at is None
-    created = CREATED.timestamp()
-
-    def signed_at(stamp: float) -> AckRecord:
-        return AckRecord.of(value, _signed("whsec_c2VjcmV0", value, int(stamp))[1])
-
-    assert written_for(claim, signed_at(created), CREATED)  # the same second
-    assert written_for(claim, signed_at(created + 3600), CREATED)  # an hour late
-    assert not written_for(claim, signed_at(created - 1), CREATED)  # before it existed
-    unsigned_late = AckRecord.of(value, [], timestamp_ms=int((created + 5) * 1000))
-    unsigned_early = AckRecord.of(value, [], timestamp_ms=int((created - 5) * 1000))
-    assert written_for(claim, unsigned_late, CREATED)
-    assert not written_for(claim, unsigned_early, CREATED)
-    assert not written_for(claim, AckRecord.of(value, []), CREATED)  # no time at all
+def test_an_ack_without_created_at_names_no_instance_and_is_refused() -> None:
+    value = orjson.dumps({"message_id": "m-1", "consumer": "points"})
+    record = AckRecord.of(value, signed_ack_headers(["whsec_c2VjcmV0"], value))
+    assert claim_of(record) == "missing-created-at"
+    with pytest.raises(ValueError, match="rms-created-at"):
+        ack_value("m-1", "points", "")

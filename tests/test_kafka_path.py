@@ -72,11 +72,11 @@ async def test_ack_topic_marks_done_and_ignores_strangers(api: Api, topic: str) 
     for message_id in ids:
         await api.post(producer, f"/v1/messages/{message_id}/confirm")
     servers, acks = api.settings.kafka_bootstrap_servers, api.settings.ack_topic
-    await produce(servers, acks, [{"message_id": ids[0], "consumer": "points"}] * 2,
+    await produce(servers, acks, [await api.ack_body(producer, ids[0], "points")] * 2,
                   points.signing_secret)  # a duplicate is harmless
-    await produce(servers, acks, [{"message_id": ids[1], "consumer": "audit"}],
+    await produce(servers, acks, [await api.ack_body(producer, ids[1], "audit")],
                   audit.signing_secret)  # may not consume orders.*: ignored
-    await produce(servers, acks, [{"message_id": ids[2], "consumer": "nobody"}],
+    await produce(servers, acks, [await api.ack_body(producer, ids[2], "nobody")],
                   points.signing_secret)  # unknown app: ignored
     await produce(servers, acks, [{"not": "an ack"}])
 
@@ -85,7 +85,7 @@ async def test_ack_topic_marks_done_and_ignores_strangers(api: Api, topic: str) 
         return str(response.json()["state"])
 
     await eventually(lambda: _is(state(ids[0]), "done"), timeout=20)
-    await produce(servers, acks, [{"message_id": ids[1], "consumer": "points"}],
+    await produce(servers, acks, [await api.ack_body(producer, ids[1], "points")],
                   points.signing_secret)
     await eventually(lambda: _is(state(ids[1]), "done"), timeout=20)
     assert await state(ids[2]) == "sent"  # the stranger's ack was refused
@@ -108,16 +108,16 @@ async def test_forged_acks_change_nothing_and_are_counted(api: Api, topic: str) 
     servers, acks = api.settings.kafka_bootstrap_servers, api.settings.ack_topic
     before = {r: _rejected(r) for r in ("unsigned", "bad-signature")}
 
-    await produce(servers, acks, [{"message_id": ids[0], "consumer": "points"}])  # unsigned
-    await produce(servers, acks, [{"message_id": ids[1], "consumer": "points"}],
+    await produce(servers, acks, [await api.ack_body(producer, ids[0], "points")])  # unsigned
+    await produce(servers, acks, [await api.ack_body(producer, ids[1], "points")],
                   other.signing_secret)  # signed by another app
-    await produce(servers, acks, [{"message_id": ids[2], "consumer": "points"}],
+    await produce(servers, acks, [await api.ack_body(producer, ids[2], "points")],
                   "whsec_" + "QUJD" * 8)  # a made-up secret
     forged = AIOKafkaProducer(bootstrap_servers=servers, enable_idempotence=False)
     await forged.start()
     try:  # a valid signature of another value: the value was changed after signing
-        original = orjson.dumps({"message_id": ids[0], "consumer": "points"})
-        tampered = orjson.dumps({"message_id": ids[3], "consumer": "points"})
+        original = orjson.dumps(await api.ack_body(producer, ids[0], "points"))
+        tampered = orjson.dumps(await api.ack_body(producer, ids[3], "points"))
         await forged.send_and_wait(acks, tampered,
                                    headers=signed_ack_headers([points.signing_secret], original))
     finally:
@@ -145,9 +145,9 @@ async def test_acks_signed_with_either_secret_during_a_rotation_overlap(api: Api
     assert rotated.status_code == 200, rotated.text
     new_secret = rotated.json()["signing_secret"]
     servers, acks = api.settings.kafka_bootstrap_servers, api.settings.ack_topic
-    await produce(servers, acks, [{"message_id": ids[0], "consumer": "points"}],
+    await produce(servers, acks, [await api.ack_body(producer, ids[0], "points")],
                   points.signing_secret)
-    await produce(servers, acks, [{"message_id": ids[1], "consumer": "points"}], new_secret)
+    await produce(servers, acks, [await api.ack_body(producer, ids[1], "points")], new_secret)
 
     async def both_done() -> bool:
         states = [(await api.client.get(f"/v1/messages/{i}", headers=producer.headers))

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -26,8 +27,22 @@ const (
 // DefaultAckTopic is RMS's default ack topic (RMS_ACK_TOPIC).
 const DefaultAckTopic = "rms.acks"
 
-// ErrNotRMSRecord means a record has no rms-message-id header: RMS did not publish it.
-var ErrNotRMSRecord = errors.New("rms: the record has no " + HeaderMessageID + " header")
+// ErrNotRMSRecord means a record has no valid rms-message-id header: RMS did not publish
+// it, or it was damaged on the way. The consumer sets such a record aside and goes on.
+var ErrNotRMSRecord = errors.New("rms: the record has no valid " + HeaderMessageID + " header")
+
+// ErrNoCreatedAt means an ack record was asked for without the acknowledged record's
+// rms-created-at: RMS refuses an ack record that names no instance (design section 6).
+var ErrNoCreatedAt = errors.New("rms: an ack record needs the acknowledged record's " +
+	HeaderCreatedAt + " header; ack this one over HTTP")
+
+// messageIDPattern is RMS's message-id pattern; ids a path would rewrite are reserved.
+var messageIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+func validMessageID(id string) bool {
+	return messageIDPattern.MatchString(id) && id != "batch" && id != "send" && id != "." &&
+		id != ".."
+}
 
 // Record is a consumed RMS record with its headers read.
 type Record struct {
@@ -75,14 +90,15 @@ func ParseRecord(record *kgo.Record) (*Record, error) {
 	return r, nil
 }
 
-// ReadRecord reads the RMS headers of a record from any Kafka client.
+// ReadRecord reads the RMS headers of a record from any Kafka client; [ErrNotRMSRecord]
+// when it cannot be RMS's. It never panics, whatever the headers hold.
 func ReadRecord(topic string, key, value []byte, headers map[string][]byte) (*Record, error) {
 	text := make(map[string]string, len(headers))
 	for name, raw := range headers {
 		text[name] = string(raw)
 	}
 	id := text[HeaderMessageID]
-	if id == "" {
+	if !validMessageID(id) {
 		return nil, ErrNotRMSRecord
 	}
 	delivery, err := strconv.Atoi(text[HeaderDelivery])
@@ -244,9 +260,8 @@ func NewTopicAcker(producer *kgo.Client, brokers []string, consumerApp, signingS
 }
 
 // Ack implements [Acker]: the signed record, with the W3C trace context of ctx as
-// further headers (not covered by the signature). An empty createdAt leaves the field out:
-// RMS then applies the ack only if it was signed no earlier than the message's creation
-// second (design section 6).
+// further headers (not covered by the signature). An empty createdAt is [ErrNoCreatedAt]:
+// nothing is written, since RMS refuses an ack record that names no instance.
 func (a *TopicAcker) Ack(ctx context.Context, messageID, createdAt string) error {
 	record, err := SignedAck(a.topic, messageID, createdAt, a.consumer, a.secret, time.Now())
 	if err != nil {
@@ -268,14 +283,17 @@ func (a *TopicAcker) Close() {
 }
 
 // SignedAck is the ack record of messageID, the instance created at createdAt (its
-// rms-created-at header as it came; empty: left out), by the app consumer on topic: the
-// value {"message_id", "consumer", "created_at"} and the Standard Webhooks headers signing
-// it at time at.
+// rms-created-at header as it came; empty: [ErrNoCreatedAt]), by the app consumer on topic:
+// the value {"message_id", "consumer", "created_at"} and the Standard Webhooks headers
+// signing it at time at.
 func SignedAck(topic, messageID, createdAt, consumer, secret string, at time.Time) (*kgo.Record, error) {
+	if createdAt == "" {
+		return nil, ErrNoCreatedAt
+	}
 	value, err := json.Marshal(struct {
 		MessageID string `json:"message_id"`
 		Consumer  string `json:"consumer"`
-		CreatedAt string `json:"created_at,omitempty"`
+		CreatedAt string `json:"created_at"`
 	}{messageID, consumer, createdAt})
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/textproto"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,12 +84,38 @@ func TestSignedAckIsVerifiableWithTheConsumersSecret(t *testing.T) {
 	}
 }
 
-func TestAnAckWithoutCreatedAtLeavesTheFieldOut(t *testing.T) {
+func TestAnAckWithoutCreatedAtIsRefused(t *testing.T) {
 	record, err := SignedAck("rms.acks", "m-1", "", "points", secretOf("s"), time.Now())
-	if err != nil {
-		t.Fatal(err)
+	if !errors.Is(err, ErrNoCreatedAt) || record != nil {
+		t.Fatalf("record %v, err %v", record, err)
 	}
-	if string(record.Value) != `{"message_id":"m-1","consumer":"points"}` {
-		t.Fatalf("value %s", record.Value)
+}
+
+// Hostile records (ids RMS never writes, huge or non-ASCII numbers, empty or binary
+// headers, values that are no JSON) are set aside as not RMS's, never a panic; a valid id
+// with odd other headers is still read.
+func TestHostileRecordsAreSetAsideNeverAPanic(t *testing.T) {
+	hostile := []map[string][]byte{
+		{},
+		{HeaderMessageID: nil},
+		{HeaderMessageID: []byte("a/b\n")},
+		{HeaderMessageID: []byte(strings.Repeat("m", 5000))},
+		{HeaderMessageID: []byte("\xff\xfe")},
+		{HeaderMessageID: []byte("..")},
+		{HeaderMessageID: []byte("m\x00")},
+		{HeaderDelivery: []byte(strings.Repeat("9", 5000))},
+	}
+	for _, headers := range hostile {
+		if _, err := ReadRecord("t", nil, []byte("{"), headers); !errors.Is(err, ErrNotRMSRecord) {
+			t.Fatalf("headers %q: want ErrNotRMSRecord, got %v", headers, err)
+		}
+	}
+	for _, delivery := range []string{strings.Repeat("9", 5000), "²", "-1", "1e9", ""} {
+		record, err := ReadRecord("t", nil, nil, map[string][]byte{
+			HeaderMessageID: []byte("m-1"), HeaderDelivery: []byte(delivery),
+			"traceparent": []byte("00-" + strings.Repeat("f", 300))})
+		if err != nil || record.Delivery != 0 || record.MessageID != "m-1" {
+			t.Fatalf("delivery %q: record %+v, err %v", delivery, record, err)
+		}
 	}
 }

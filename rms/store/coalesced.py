@@ -107,22 +107,27 @@ class AckTarget:
     topic: str
     created_at: datetime
 _ITEMS = (("message_id", "text"), ("app", "text"), ("actor", "text"), ("detail", "text"))
+# an item that names one instance of its message id: the row changes only while it is that one
+_INSTANCE_ITEMS = (*_ITEMS, ("created_at", "timestamptz"))
 
 
-def transition_sql(change: Transition, returning: str = "m.*") -> str:
+def transition_sql(change: Transition, returning: str = "m.*", *, instance: bool = False) -> str:
     """``change`` for many ids, each guarded by its source state and (when given) its app,
     appending one event per changed row with that item's actor and detail; returns
     ``returning`` of each changed row. A transition that applies to a message only outside a
-    transaction (``alone``) leaves the messages of a transaction unchanged."""
+    transaction (``alone``) leaves the messages of a transaction unchanged. With ``instance``
+    each item also carries a ``created_at`` that the row must have: an id freed and used again
+    between a check and this statement names another instance, which stays unchanged."""
     alone = " AND m.transaction_id IS NULL" if change.alone else ""
+    same = " AND m.created_at = u.created_at" if instance else ""
     return f"""
 WITH input AS (
-    {unnest_sql(_ITEMS)}
+    {unnest_sql(_INSTANCE_ITEMS if instance else _ITEMS)}
 ), changed AS (
     UPDATE messages m SET {set_sql(change)}
     FROM input u
     WHERE m.message_id = u.message_id AND m.state = '{change.source.value}'{alone}
-      AND (u.app IS NULL OR m.app = u.app)
+      AND (u.app IS NULL OR m.app = u.app){same}
     RETURNING {returning}, u.actor AS event_actor, u.detail AS event_detail
 ), history AS (
     INSERT INTO message_events (message_id, event, actor, detail)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -19,7 +20,6 @@ from rms.domain.models import Actor, Message, MessageEvent, NewMessage
 from rms.domain.states import State
 from rms.store.coalesced import (
     ACK_TARGETS,
-    AckTarget,
     CoalescedWrites,
     PrepareItem,
     TransitionItem,
@@ -27,6 +27,9 @@ from rms.store.coalesced import (
     insert_statement,
     transition_sql,
     update_messages,
+)
+from rms.store.coalesced import (
+    AckTarget as AckTarget,  # the ack use case judges records against it
 )
 from rms.store.raw import driver_connection
 from rms.store.rows import to_event, to_message
@@ -67,7 +70,7 @@ _FORMS: dict[tuple[str, bool], _Rendered] = {
     (rule.action, coalesced): _rendered(rule, coalesced=coalesced)
     for rule in _COALESCED for coalesced in (True, False)} | {
     (table.RESEND.action, False): _rendered(table.RESEND, coalesced=False)}
-_ACK_MANY_SQL = transition_sql(table.ACK, returning="m.message_id")
+_ACK_MANY_SQL = transition_sql(table.ACK, returning="m.message_id", instance=True)
 
 
 def _form(change: table.Transition, coalesced: bool) -> _Rendered:
@@ -198,16 +201,21 @@ class MessageStore:
                     for index, (message_id, (current, did))
                     in enumerate(zip(message_ids, written, strict=True))]
 
-    async def ack_many(self, message_ids: Sequence[str], *, actor: str, via: str) -> list[str]:
-        """Mark many ``sent`` messages done in one statement (the ack-topic consumer's path).
-        Returns the ids that changed; others were done already, unknown or not yet sent."""
-        ids = list(dict.fromkeys(message_ids))
-        if not ids:
+    async def ack_many(self, instances: Sequence[tuple[str, datetime]], *, actor: str,
+                       via: str) -> list[str]:
+        """Mark many ``sent`` messages done in one statement (the ack-topic consumer's path),
+        each ``(message_id, created_at)`` only while the stored row is that instance. Returns
+        the ids that changed; others were done already, unknown, not yet sent or another
+        instance of their id."""
+        unique = list(dict.fromkeys(instances))  # at most one of an id's instances matches
+        if not unique:
             return []
+        ids = [message_id for message_id, _ in unique]
         detail = orjson.dumps({"via": via}).decode()
         async with driver_connection(self._engine) as driver:
             rows = await driver.fetch(_ACK_MANY_SQL, ids, [None] * len(ids),
-                                      [actor] * len(ids), [detail] * len(ids))
+                                      [actor] * len(ids), [detail] * len(ids),
+                                      [created_at for _, created_at in unique])
         return [row["message_id"] for row in rows]
 
     # ---- reads ---------------------------------------------------------------------------

@@ -3,8 +3,8 @@ message (:func:`may_ack`), and both paths mark it ``done`` through the ACK trans
 
 An ack-topic record counts only when ``consumer`` names an app whose ``consume_topics`` cover
 the message's topic, (when signatures are required) it carries that app's signature, and it
-was written for the message instance that holds the id now (:func:`written_for`); anything
-else is counted by reason and skipped.
+was written for the message instance that holds the id now (:func:`written_for`, checked again
+by the statement that writes the ack); anything else is counted by reason and skipped.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
 import structlog
 
@@ -22,13 +23,14 @@ from rms.domain.errors import Forbidden, NotFound
 from rms.domain.models import App, Message
 from rms.domain.topics import topic_allowed
 from rms.store.apps import AppStore
-from rms.store.messages import MessageStore
+from rms.store.messages import AckTarget, MessageStore
 from rms_client.ack_records import (
     AckClaim,
     AckRecord,
     Rejection,
-    parse_ack,
+    claim_of,
     signature_problem,
+    total,
     written_for,
 )
 
@@ -65,12 +67,14 @@ class Acks:
     async def apply_records(self, records: Iterable[AckRecord]) -> int:
         """Apply a batch of ack-topic records; returns how many messages became ``done``.
 
-        Each record is judged alone: one that is malformed, unsigned, names an unknown app or
-        a message its app may not acknowledge is counted and skipped, never raised, so it
-        cannot hold back the records after it; so is one written for another instance of its
-        message id (``stale``: replayed, or read after the id was freed and used again). The
-        batch costs three queries whatever its size: its consumers, its messages' topics and
-        creation times, and one ``ack_many`` per consumer."""
+        Each record is judged alone by total functions (:mod:`rms_client.ack_records`): one
+        that is malformed, unsigned, names an unknown app or a message its app may not
+        acknowledge is counted and skipped, never raised, so it cannot hold back the records
+        after it; so is one written for another instance of its message id (``stale``:
+        replayed, or read after the id was freed and used again). What still raises is the
+        database's (the loop's concern, :mod:`rms.kafka.ack_consumer`). The batch costs
+        three queries whatever its size: its consumers, its messages' topics and creation
+        times, and one ``ack_many`` per consumer."""
         rejected = _Rejections()
         by_consumer = _by_consumer(records, rejected)
         apps = await self.apps.get_many(by_consumer)
@@ -85,13 +89,14 @@ class Acks:
             [claim.message_id for acks in signed.values() for claim, _ in acks])
         applied = 0
         for consumer, acks in signed.items():
-            permitted = [(claim, record) for claim, record in acks
-                         if (target := targets.get(claim.message_id)) is not None
-                         and may_ack(apps[consumer], target.topic)]
-            rejected.add("not-permitted-or-unknown", len(acks) - len(permitted), consumer)
-            allowed = [claim.message_id for claim, record in permitted
-                       if written_for(claim, record, targets[claim.message_id].created_at)]
-            rejected.add("stale", len(permitted) - len(allowed), consumer)
+            allowed = []
+            for claim, _ in acks:
+                problem = total(partial(_target_problem, apps[consumer], claim,
+                                        targets.get(claim.message_id)))
+                if problem is None:
+                    allowed.append((claim.message_id, claim.created_at))
+                else:
+                    rejected.add(problem, 1, consumer)
             done = await self.messages.ack_many(allowed, actor=f"app:{consumer}", via="ack-topic")
             metrics.ACKS.labels("ack-topic").inc(len(done))
             applied += len(done)
@@ -112,16 +117,24 @@ class Acks:
         return kept
 
 
+def _target_problem(app: App, claim: AckClaim, target: AckTarget | None) -> Rejection | None:
+    """None when ``app`` may acknowledge the stored message ``claim`` names, the instance the
+    claim was written for."""
+    if target is None or not may_ack(app, target.topic):
+        return "not-permitted-or-unknown"
+    return None if written_for(claim, target.created_at) else "stale"
+
+
 def _by_consumer(records: Iterable[AckRecord],
                  rejected: _Rejections) -> dict[str, list[tuple[AckClaim, AckRecord]]]:
-    """The well-formed records grouped by the app they name; the rest counted as malformed."""
+    """The well-formed records grouped by the app they name; the rest counted by reason."""
     grouped: dict[str, list[tuple[AckClaim, AckRecord]]] = defaultdict(list)
     for record in records:
-        claim = parse_ack(record.value)
-        if claim is None:
-            rejected.add("malformed", 1)
-        else:
+        claim = claim_of(record)
+        if isinstance(claim, AckClaim):
             grouped[claim.consumer].append((claim, record))
+        else:
+            rejected.add(claim, 1)
     return grouped
 
 

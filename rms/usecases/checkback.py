@@ -185,7 +185,7 @@ class CheckBackWorker:
             attributes |= {f"rms.{name}": value for name, value in names.items()}
             with tracing.start("rms.check-back", subject.trace(item), kind="client",
                                attributes=attributes) as span:
-                result = await subject.call(item, app, span.context)
+                result = await _answer_of(subject, item, app, span.context)
                 span.set("rms.outcome", result.outcome.value)
                 if result.error is not None:
                     span.fail(result.error)
@@ -293,6 +293,18 @@ class MessageCheckBacks:
         outcomes = await self._dispatcher.publish_many(batch)
         await self._dispatcher.record(batch, outcomes, actor=self._actor, reschedule=False)
         return outcomes
+
+
+async def _answer_of(subject: Subject[T], item: T, app: App,
+                     trace: TraceContext | None) -> CheckResult:
+    """The call's result; whatever the producer's answer made the call raise (a fault the
+    caller did not foresee) is an ``unknown`` answer with its reason, so every call ends in a
+    counted outcome and the item's retries stay bounded by ``max_checks``."""
+    try:
+        return await subject.call(item, app, trace)
+    except Exception as exc:  # the answer alone decides this call, never the worker
+        log.exception("check.call_raised", **subject.names(item), app=app.name)
+        return CheckResult(Outcome.UNKNOWN, f"{type(exc).__name__}: {exc}"[:300])
 
 
 def _never(_: Exception) -> bool:

@@ -410,12 +410,12 @@ class Consumer:
         if len(self.acks) >= ACKS_IN_FLIGHT:
             return  # a consumer's bounded concurrency: this one comes again, acked later
         task = asyncio.create_task(self._ack(consumed.message_id, producer,
-                                             headers.get("rms-created-at")))
+                                             headers.get("rms-created-at", "")))
         self.acks.add(task)
         task.add_done_callback(self.acks.discard)
 
     async def _ack(self, message_id: str, producer: AIOKafkaProducer,
-                   created_at: str | None) -> None:
+                   created_at: str) -> None:
         if self.rng.random() < 0.25:
             value = ack_value(message_id, self.apps.consumer, created_at)
             signed = signed_ack_headers([self.apps.consumer_secret], value)

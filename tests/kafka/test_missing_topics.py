@@ -121,7 +121,7 @@ async def test_a_missing_ack_topic_is_reported_until_created(
         message_id = await api.prepared_id(orders, topic)
         assert (await api.post(orders, f"/v1/messages/{message_id}/confirm")).status_code == 200
         await produce(local.kafka_bootstrap_servers, local.ack_topic,
-                      [{"message_id": message_id, "consumer": "points"}],
+                      [await api.ack_body(orders, message_id, "points")],
                       points.signing_secret)
 
         async def done() -> bool:

@@ -7,51 +7,55 @@ An ack applies only to the message instance it was written for: ``created_at`` i
 the ack only to the message with that id *and* that creation time. A message id freed by
 retention and used again names a new instance, so an old ack record, replayed or read late,
 changes nothing. There is no freshness window: a valid ack stays valid however late it is read
-(an ack topic consumed after an outage is still applied).
+(an ack topic consumed after an outage is still applied). A record without ``created_at``
+names no instance and is refused (``missing-created-at``).
 
-A record without ``created_at`` (written by a client that predates it) applies when it was
-written no earlier than the message was created: its signed ``webhook-timestamp`` (or, for an
-unsigned record where signatures are optional, its Kafka timestamp) is at or after the
-message's creation second.
+Judging a record is total: :func:`claim_of` and :func:`signature_problem` return a reason for
+whatever a record holds (``unreadable`` for anything their checks did not foresee) and never
+raise, so one record cannot stop the loop that reads the topic.
 """
 
 from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import orjson
 
 from rms_client.ids import is_valid_app_name, is_valid_message_id
-from rms_client.signing import HEADER_TIMESTAMP, SignatureError, Verifier, signed_headers
+from rms_client.signing import SignatureError, Verifier, signed_headers
 from rms_client.timestamps import TimestampError, parse_rfc3339
 
 KafkaHeaders = list[tuple[str, bytes]]
-Rejection = Literal["malformed", "unsigned", "bad-signature", "unknown-consumer",
-                    "not-permitted-or-unknown", "stale"]
+Rejection = Literal["malformed", "missing-created-at", "duplicate-header", "unsigned",
+                    "bad-signature", "unknown-consumer", "not-permitted-or-unknown", "stale",
+                    "unreadable"]
+WEBHOOK_HEADER_PREFIX = "webhook-"
+_Judged = TypeVar("_Judged")
 
 
-def ack_value(message_id: str, consumer: str, created_at: str | None = None) -> bytes:
+def ack_value(message_id: str, consumer: str, created_at: str) -> bytes:
     """The value of an ack record; ``created_at`` is the acknowledged record's
-    ``rms-created-at`` header exactly as it came."""
-    body = {"message_id": message_id, "consumer": consumer}
-    if created_at is not None:
-        body["created_at"] = created_at
-    return orjson.dumps(body)
+    ``rms-created-at`` header exactly as it came (RMS refuses a record without it)."""
+    if not created_at:
+        raise ValueError(f"an ack record of {message_id!r} needs the acknowledged record's "
+                         "rms-created-at (the instance it acknowledges)")
+    return orjson.dumps({"message_id": message_id, "consumer": consumer,
+                         "created_at": created_at})
 
 
 @dataclass(frozen=True, slots=True)
 class AckClaim:
     """What an ack record says: ``consumer`` acknowledges ``message_id``, the instance created
-    at ``created_at`` (None in a record from a client that predates the field)."""
+    at ``created_at``."""
 
     message_id: str
     consumer: str
-    created_at: datetime | None = None
+    created_at: datetime
 
 
 def signed_ack_headers(secrets: Sequence[str], value: bytes) -> KafkaHeaders:
@@ -60,80 +64,96 @@ def signed_ack_headers(secrets: Sequence[str], value: bytes) -> KafkaHeaders:
     return [(name, text.encode()) for name, text in headers.items()]
 
 
-def parse_ack(value: bytes | None) -> AckClaim | None:
-    """The claim of an ack record, or None when malformed. The id and the app name must match
-    their patterns, so nothing a record carries reaches a database statement unless it could
-    name a real message and app; ``created_at``, when present, must be an RFC 3339 time."""
+def parse_ack(value: bytes | None) -> AckClaim | Rejection:
+    """The claim of an ack record's value, or why it is none. The id and the app name must
+    match their patterns, so nothing a record carries reaches a database statement unless it
+    could name a real message and app; ``created_at`` must be an RFC 3339 time."""
     try:
         body: Any = orjson.loads(value or b"")
     except orjson.JSONDecodeError:
-        return None
+        return "malformed"
     if not isinstance(body, dict):
-        return None
+        return "malformed"
     message_id, consumer = body.get("message_id"), body.get("consumer")
     if not (isinstance(message_id, str) and isinstance(consumer, str)):
-        return None
+        return "malformed"
     if not (is_valid_message_id(message_id) and is_valid_app_name(consumer)):
-        return None
+        return "malformed"
     written = body.get("created_at")
     if written is None:
-        return AckClaim(message_id, consumer)
+        return "missing-created-at"
     if not isinstance(written, str):
-        return None
+        return "malformed"
     try:
         return AckClaim(message_id, consumer, parse_rfc3339(written))
     except TimestampError:
-        return None
+        return "malformed"
 
 
 @dataclass(frozen=True, slots=True)
 class AckRecord:
     value: bytes | None
     headers: Sequence[tuple[str, bytes]]
-    timestamp_ms: int | None = None  # the record's Kafka timestamp
 
     @classmethod
-    def of(cls, value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None,
-           timestamp_ms: int | None = None) -> AckRecord:
+    def of(cls, value: bytes | None,
+           headers: Sequence[tuple[str, bytes | None]] | None) -> AckRecord:
         """A record as the broker hands it over: a header may have no value (Kafka allows a
         null header value), which reads as empty."""
-        return cls(value, [(str(name), raw or b"") for name, raw in headers or ()],
-                   timestamp_ms if timestamp_ms is not None and timestamp_ms >= 0 else None)
-
-    def written_at(self) -> float | None:
-        """When the record says it was written, in Unix seconds: its ``webhook-timestamp``
-        when signed (checked with the signature), else its Kafka timestamp."""
-        for name, raw in self.headers if self.signed else ():
-            if name.lower() == HEADER_TIMESTAMP:
-                try:
-                    return float(int(raw))
-                except ValueError:
-                    return None
-        return None if self.timestamp_ms is None else self.timestamp_ms / 1000
+        return cls(value, [(str(name), raw or b"") for name, raw in headers or ()])
 
     @property
     def signed(self) -> bool:
         return any(name.lower() == "webhook-signature" for name, _ in self.headers)
 
+    def duplicates_webhook_header(self) -> bool:
+        """Whether a ``webhook-*`` header comes more than once (names compared as Standard
+        Webhooks does, ignoring case): the signature covers one header set, and a second
+        value beside it could be read in its place."""
+        names = [name.lower() for name, _ in self.headers
+                 if name.lower().startswith(WEBHOOK_HEADER_PREFIX)]
+        return len(names) != len(set(names))
+
+
+def total(judge: Callable[[], _Judged | Rejection]) -> _Judged | Rejection:
+    """``judge()``, or ``unreadable`` when it raises: what a record holds decides that
+    record's fate alone, never the loop's."""
+    try:
+        return judge()
+    except Exception:  # whatever a record holds: that record alone is rejected
+        return "unreadable"
+
+
+def claim_of(record: AckRecord) -> AckClaim | Rejection:
+    """What ``record`` claims, judged without any app: its value and its headers' shape."""
+    def judge() -> AckClaim | Rejection:
+        if record.duplicates_webhook_header():
+            return "duplicate-header"
+        return parse_ack(record.value)
+    return total(judge)
+
 
 def signature_problem(record: AckRecord, secrets: Sequence[str], *,
                       required: bool) -> Rejection | None:
-    """None when the record may be applied for the app whose ``secrets`` are given."""
-    if not record.signed:
-        return "unsigned" if required else None
-    text_headers = {name: raw.decode("latin-1") for name, raw in record.headers}
-    try:
-        Verifier(secrets, tolerance_seconds=math.inf).verify(text_headers, record.value or b"")
-    except (SignatureError, ValueError, TypeError):  # UnicodeError is a ValueError
-        return "bad-signature"
-    return None
+    """None when the record may be applied for the app whose ``secrets`` are given. Every
+    signed field (``webhook-id``, ``webhook-timestamp``, the value) is read from the one
+    header set the signature is checked over: a record repeating a ``webhook-*`` header is
+    refused before it gets here."""
+    def judge() -> Rejection | None:
+        if record.duplicates_webhook_header():
+            return "duplicate-header"
+        if not record.signed:
+            return "unsigned" if required else None
+        text_headers = {name: raw.decode("latin-1") for name, raw in record.headers}
+        try:
+            Verifier(secrets, tolerance_seconds=math.inf).verify(text_headers,
+                                                                 record.value or b"")
+        except (SignatureError, ValueError, TypeError):  # UnicodeError is a ValueError
+            return "bad-signature"
+        return None
+    return total(judge)
 
 
-def written_for(claim: AckClaim, record: AckRecord, created_at: datetime) -> bool:
-    """Whether the ack was written for the message instance created at ``created_at``: the
-    same creation time, or (a record without it) written no earlier than its creation
-    second."""
-    if claim.created_at is not None:
-        return claim.created_at == created_at
-    written = record.written_at()
-    return written is not None and written >= math.floor(created_at.timestamp())
+def written_for(claim: AckClaim, created_at: datetime) -> bool:
+    """Whether the ack was written for the message instance created at ``created_at``."""
+    return claim.created_at == created_at

@@ -19,6 +19,9 @@ that into exactly-once *effect* on the consumer's own database:
 A handler that raises is neither acked nor retried in place: RMS re-publishes the message when
 its ack deadline passes (with backoff, up to ``max_deliveries``, then it is a dead letter an
 operator can inspect and resend), so one bad message never blocks its partition.
+A record that cannot be RMS's (no valid ``rms-message-id``, or unreadable) is set aside:
+logged, counted in :attr:`BatchReport.skipped`, and committed with its batch; an acker that
+raises fails that ack alone. No record stops the consumer.
 
 Usage::
 
@@ -60,6 +63,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from rms_client import http, tracing
 from rms_client.ack_records import ack_value, signed_ack_headers
+from rms_client.ids import is_valid_message_id
 from rms_client.kafka_security import KafkaSecurity
 from rms_client.signing import secret_key
 from rms_client.trace import TraceContext
@@ -70,6 +74,7 @@ HEADER_MESSAGE_ID = "rms-message-id"
 HEADER_APP = "rms-app"
 HEADER_DELIVERY = "rms-delivery"
 HEADER_CREATED_AT = "rms-created-at"
+_DELIVERY_DIGITS = 9  # more deliveries than any max_deliveries allows
 DEFAULT_INBOX = "rms_inbox"
 _TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -121,18 +126,28 @@ class RmsRecord:
 
     @classmethod
     def parse(cls, record: ConsumerRecord[bytes, bytes]) -> RmsRecord | None:
-        """None for a record without ``rms-message-id`` (not published by RMS)."""
-        headers = {name: (value or b"").decode(errors="replace")
-                   for name, value in record.headers}
+        """None for a record RMS did not publish or cannot have published (no valid
+        ``rms-message-id``) and for one this function cannot read: it never raises, so one
+        record cannot stop the consumer (the caller sets it aside and goes on)."""
+        try:
+            return cls._parse(record)
+        except Exception:  # whatever the record holds: set aside, never raised
+            return None
+
+    @classmethod
+    def _parse(cls, record: ConsumerRecord[bytes, bytes]) -> RmsRecord | None:
+        headers = {str(name): (value or b"").decode(errors="replace")
+                   for name, value in record.headers or ()}
         message_id = headers.get(HEADER_MESSAGE_ID)
-        if not message_id:
+        if not message_id or not is_valid_message_id(message_id):
             return None
         try:
             payload = orjson.loads(record.value) if record.value is not None else None
         except orjson.JSONDecodeError:
             payload = record.value
         delivery = headers.get(HEADER_DELIVERY, "")
-        return cls(message_id=message_id, delivery=int(delivery) if delivery.isdigit() else 0,
+        counted = delivery.isascii() and delivery.isdigit() and len(delivery) <= _DELIVERY_DIGITS
+        return cls(message_id=message_id, delivery=int(delivery) if counted else 0,
                    app=headers.get(HEADER_APP), topic=record.topic, key=record.key,
                    payload=payload, headers=headers, record=record,
                    created_at=headers.get(HEADER_CREATED_AT))
@@ -272,6 +287,10 @@ class TopicAcker:
         self._started = not self._owned
 
     async def ack(self, message_id: str, created_at: str | None = None) -> Ack:
+        """Refused without ``created_at``: RMS applies no ack record that names no instance."""
+        if not created_at:
+            return Ack(message_id, AckResult.REFUSED, None, "an ack record needs the "
+                       "acknowledged record's rms-created-at header; ack this one over HTTP")
         value = ack_value(message_id, self._consumer_app, created_at)
         headers = signed_ack_headers([self._secret], value)
         headers += [(name, text.encode()) for name, text in _trace_headers().items()]
@@ -328,7 +347,7 @@ def _problem_detail(response: httpx.Response) -> str:
 class BatchReport:
     outcomes: list[tuple[str, Outcome]] = field(default_factory=list)
     acks: list[Ack] = field(default_factory=list)
-    skipped: int = 0  # records without rms-message-id (not from RMS): logged, not handled
+    skipped: int = 0  # records that cannot be RMS's (no valid rms-message-id): logged, set aside
 
     def count(self, outcome: Outcome) -> int:
         return sum(1 for _, found in self.outcomes if found is outcome)
@@ -405,6 +424,7 @@ class RmsConsumer:
             message = RmsRecord.parse(record)
             if message is None:
                 log.warning("consumer.not_an_rms_record", topic=record.topic,
+                            hint="no valid rms-message-id, or unreadable: set aside",
                             partition=record.partition, offset=record.offset)
                 report.skipped += 1
                 continue
@@ -436,7 +456,7 @@ class RmsConsumer:
             with tracing.start("rms.ack", trace, kind="client",
                                attributes={"rms.message_id": message_id}) as span, \
                     tracing.current(span):
-                ack = await self._acker.ack(message_id, created_at)
+                ack = await self._acked(message_id, created_at)
                 if ack.result is not AckResult.ACKED:
                     span.fail(f"{ack.result.value}: {ack.detail}")
         if ack.result is AckResult.REFUSED:
@@ -445,6 +465,14 @@ class RmsConsumer:
         elif ack.result is AckResult.FAILED:
             log.warning("consumer.ack_failed", message_id=message_id, detail=ack.detail)
         return ack
+
+    async def _acked(self, message_id: str, created_at: str | None) -> Ack:
+        """The acker's answer; an acker that raises fails this ack alone (the message comes
+        again), never the batch."""
+        try:
+            return await self._acker.ack(message_id, created_at)
+        except Exception as exc:  # an acker of the caller's: any failure means "not acked"
+            return Ack(message_id, AckResult.FAILED, None, f"{type(exc).__name__}: {exc}")
 
     async def _commit(self) -> None:
         """A failed commit (e.g. a rebalance) only means the records may come again."""

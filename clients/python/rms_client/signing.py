@@ -106,17 +106,29 @@ def _required(headers: Mapping[str, str]) -> tuple[str, str, str]:
     return values[0], values[1], values[2]
 
 
+_TIMESTAMP_DIGITS = 12  # Unix seconds up to the year 33658
+
+
 def _timestamp(value: str) -> int:
-    try:
-        return int(value)
-    except ValueError as exc:
-        raise SignatureError(f"webhook-timestamp {value!r} is not unix seconds") from exc
+    """Unix seconds written as plain decimal digits: anything else (a sign, spaces,
+    underscores, hundreds of digits that no float holds) is no timestamp a signer writes."""
+    if not (value.isascii() and value.isdigit() and len(value) <= _TIMESTAMP_DIGITS):
+        raise SignatureError(f"webhook-timestamp {value[:40]!r} is not unix seconds")
+    return int(value)
+
+
+_MAX_SIGNATURES = 16  # a signer sends one per secret: two during a rotation
 
 
 def _v1_signatures(header: str) -> list[bytes]:
-    """The decodable ``v1`` entries; other versions and garbage are ignored, as the spec asks."""
+    """The decodable ``v1`` entries; other versions and garbage are ignored, as the spec asks.
+    A header of more entries than any signer sends is refused before any is checked, so a
+    record cannot make its verification cost seconds."""
+    entries = header.split(maxsplit=_MAX_SIGNATURES)
+    if len(entries) > _MAX_SIGNATURES:
+        raise SignatureError(f"webhook-signature has more than {_MAX_SIGNATURES} entries")
     found = []
-    for entry in header.split():
+    for entry in entries:
         version, _, encoded = entry.partition(",")
         if version != "v1":
             continue

@@ -66,12 +66,26 @@ export function recordHeaders(message: Pick<KafkaMessage, "headers">): Record<st
   return headers;
 }
 
-/** The RMS record, or null for a record without `rms-message-id` (not published by RMS). */
+/** RMS's message-id pattern; ids a path would rewrite are reserved. */
+const MESSAGE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const RESERVED_IDS = new Set(["batch", "send", ".", ".."]);
+
+/** The RMS record, or null for a record that cannot be one (no valid `rms-message-id`) or
+ * cannot be read. Never throws, whatever the record holds: the consumer sets it aside. */
 export function parseRecord(topic: string, partition: number,
                             message: Pick<KafkaMessage, "headers" | "key" | "value" | "offset">): RmsRecord | null {
+  try {
+    return readRecord(topic, partition, message);
+  } catch {
+    return null;
+  }
+}
+
+function readRecord(topic: string, partition: number,
+                    message: Pick<KafkaMessage, "headers" | "key" | "value" | "offset">): RmsRecord | null {
   const headers = recordHeaders(message);
   const messageId = headers[HEADER_MESSAGE_ID];
-  if (!messageId) return null;
+  if (!messageId || !MESSAGE_ID.test(messageId) || RESERVED_IDS.has(messageId)) return null;
   const delivery = headers[HEADER_DELIVERY] ?? "";
   let payload: unknown = message.value;
   if (message.value !== null) {
@@ -83,7 +97,7 @@ export function parseRecord(topic: string, partition: number,
   }
   return {
     messageId,
-    delivery: /^\d+$/.test(delivery) ? Number(delivery) : 0,
+    delivery: /^[0-9]{1,9}$/.test(delivery) ? Number(delivery) : 0,
     app: headers[HEADER_APP] ?? null,
     createdAt: headers[HEADER_CREATED_AT] ?? null,
     topic,
@@ -212,13 +226,14 @@ export interface TopicAckerOptions {
   kafka?: Kafka;
 }
 
+const NO_CREATED_AT = "an ack record needs the acknowledged record's rms-created-at header; ack this one over HTTP";
+
 /** The ack value as written: `{"message_id", "consumer", "created_at"}`, where `createdAt` is
- * the acknowledged record's `rms-created-at` header as it came. Without it (null) the field is
- * left out, and RMS applies the ack only if it was signed no earlier than the message's
- * creation second. */
-export function ackValue(messageId: string, consumer: string, createdAt: string | null = null): string {
-  return JSON.stringify(createdAt === null ? { message_id: messageId, consumer }
-    : { message_id: messageId, consumer, created_at: createdAt });
+ * the acknowledged record's `rms-created-at` header as it came. Throws without it: RMS refuses
+ * an ack record that names no instance. */
+export function ackValue(messageId: string, consumer: string, createdAt: string | null): string {
+  if (!createdAt) throw new TypeError(NO_CREATED_AT);
+  return JSON.stringify({ message_id: messageId, consumer, created_at: createdAt });
 }
 
 /**
@@ -256,6 +271,7 @@ export class TopicAcker implements Acker {
 
   async ack(target: AckTarget, trace: Record<string, string> = {}): Promise<AckResult> {
     const { messageId, createdAt } = targetOf(target);
+    if (!createdAt) return { messageId, result: "refused", detail: NO_CREATED_AT }; // nothing written
     const value = ackValue(messageId, this.options.consumerApp, createdAt);
     const headers = { ...signedHeaders(this.secrets, value), ...trace };
     try {
@@ -293,6 +309,17 @@ export interface RmsConsumerOptions {
   fromBeginning?: boolean;
   /** Told about every RMS record once it is handled and acked. */
   onRecord?: (event: ConsumerEvent) => void;
+  /** Told about every record set aside (committed past without handling): one that cannot be
+   * RMS's, or whose handling threw. Without it, a warning is logged. */
+  onSetAside?: (setAside: SetAside) => void;
+}
+
+/** A record the consumer committed past without handling it, and why. */
+export interface SetAside {
+  topic: string;
+  partition: number;
+  offset: string;
+  reason: string;
 }
 
 /** Kafka records → inbox + handler (one transaction) → ack → offset commit, one record at a
@@ -310,11 +337,32 @@ export class RmsConsumer {
     await this.consumer.run({
       autoCommit: false,
       eachMessage: async ({ topic, partition, message }) => {
-        const record = parseRecord(topic, partition, message);
-        if (record !== null) await this.handle(record);
+        await this.handleOrSetAside(topic, partition, message);
         await this.consumer.commitOffsets([{ topic, partition, offset: (BigInt(message.offset) + 1n).toString() }]);
       },
     });
+  }
+
+  /** Records set aside so far (see {@link RmsConsumerOptions.onSetAside}). */
+  setAside = 0;
+
+  /** Handles the record, or sets it aside: nothing a record holds stops the consumer. */
+  private async handleOrSetAside(topic: string, partition: number, message: KafkaMessage): Promise<void> {
+    let reason: string;
+    try {
+      const record = parseRecord(topic, partition, message);
+      if (record !== null) {
+        await this.handle(record);
+        return;
+      }
+      reason = "not an RMS record (no valid rms-message-id)";
+    } catch (error) {
+      reason = `handling threw: ${error instanceof Error ? error.message : String(error)}`;
+    }
+    this.setAside += 1;
+    const setAside = { topic, partition, offset: message.offset, reason };
+    if (this.options.onSetAside) this.options.onSetAside(setAside);
+    else console.warn("rms: record set aside", setAside);
   }
 
   /** Stop consuming; offsets of records not fully handled stay uncommitted. */

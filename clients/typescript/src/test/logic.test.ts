@@ -71,7 +71,26 @@ describe("records", () => {
   it("ack values are the contract's JSON, created_at copied as it came", () => {
     assert.equal(ackValue("m-1", "points", "2026-11-26T08:00:00.123456Z"),
       '{"message_id":"m-1","consumer":"points","created_at":"2026-11-26T08:00:00.123456Z"}');
-    assert.equal(ackValue("m-1", "points"), '{"message_id":"m-1","consumer":"points"}');
+    assert.throws(() => ackValue("m-1", "points", null), /rms-created-at/);
+    assert.throws(() => ackValue("m-1", "points", ""), /rms-created-at/);
+  });
+
+  it("hostile records are set aside (null), never thrown; odd other headers still read", () => {
+    const message = (headers: Record<string, unknown>, value: Buffer | null = Buffer.from("{")) =>
+      ({ offset: "0", key: null, value, headers } as Parameters<typeof parseRecord>[2]);
+    for (const id of ["", "a/b\n", "m".repeat(5000), "..", "batch", "m\u0000", "m 1"]) {
+      assert.equal(parseRecord("t", 0, message({ "rms-message-id": Buffer.from(id) })), null, id);
+    }
+    assert.equal(parseRecord("t", 0, message({ "rms-message-id": Buffer.from([0xff, 0xfe]) })), null);
+    assert.equal(parseRecord("t", 0, message({ "rms-message-id": null }, null)), null);
+    assert.equal(parseRecord("t", 0, message({ "rms-message-id": { toString: () => { throw new Error("x"); } } })), null);
+    for (const delivery of ["9".repeat(5000), "\u0662", "-1", "1e9", "+5", "1234567890"]) {
+      const record = parseRecord("t", 0, message({ "rms-message-id": Buffer.from("m-1"), "rms-delivery": Buffer.from(delivery),
+                                                   traceparent: Buffer.from("00-" + "f".repeat(300)) },
+                                                 Buffer.from('{"n": 1' + "0".repeat(400) + "}")));
+      assert.equal(record?.delivery, 0, delivery);
+    }
+    assert.ok(parseRecord("t", 0, message({ "rms-message-id": Buffer.from("m-1") }, Buffer.from("[".repeat(5000)))));
   });
 });
 

@@ -93,7 +93,8 @@ public final class RmsConsumer {
     for (ConsumerRecord<byte[], byte[]> record : records) {
       Optional<RmsRecord> parsed = RmsRecord.parse(record);
       if (parsed.isEmpty()) {
-        LOG.log(System.Logger.Level.WARNING, "not an RMS record: {0}-{1} offset {2}",
+        LOG.log(System.Logger.Level.WARNING,
+            "not an RMS record (no valid rms-message-id), set aside: {0}-{1} offset {2}",
             record.topic(), record.partition(), record.offset());
         skipped++;
         continue;
@@ -131,13 +132,23 @@ public final class RmsConsumer {
   /** A handled record to acknowledge, with the context of its {@code rms.process} span. */
   private record Pending(RmsRecord message, Context context) {}
 
+  /** The acker's answer; an acker that throws fails this ack alone (the message comes again). */
+  private Ack ackOrFailure(RmsRecord message) {
+    try {
+      return acker.ack(message);
+    } catch (RuntimeException e) {
+      return new Ack(message.messageId(), Ack.Result.FAILED, 0,
+          e.getClass().getSimpleName() + ": " + e.getMessage());
+    }
+  }
+
   /** Acknowledges the record's message id and instance (its {@code rms-created-at}). */
   private Ack ack(RmsRecord message, Context processing) {
     String messageId = message.messageId();
     Span span = tracer.spanBuilder("rms.ack").setSpanKind(SpanKind.CLIENT)
         .setParent(processing).setAttribute("rms.message_id", messageId).startSpan();
     try (Scope ignored = processing.with(span).makeCurrent()) {
-      Ack ack = acker.ack(message);
+      Ack ack = ackOrFailure(message);
       if (ack.result() != Ack.Result.ACKED) {
         span.setStatus(StatusCode.ERROR, ack.result() + ": " + ack.detail());
         LOG.log(System.Logger.Level.WARNING, "ack of {0} {1}: {2}", messageId, ack.result(),

@@ -7,6 +7,8 @@ import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
+import java.util.regex.Pattern;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.common.header.Header;
 
@@ -31,15 +33,32 @@ public record RmsRecord(
   public static final String HEADER_DELIVERY = "rms-delivery";
   public static final String HEADER_CREATED_AT = "rms-created-at";
 
-  /** The record read as an RMS record; empty when it has no {@code rms-message-id}. */
+  /** RMS's message-id pattern; ids a path would rewrite are reserved. */
+  private static final Pattern MESSAGE_ID = Pattern.compile("[A-Za-z0-9._:-]{1,128}");
+  private static final Set<String> RESERVED_IDS = Set.of("batch", "send", ".", "..");
+
+  /**
+   * The record read as an RMS record; empty when it cannot be one (no valid {@code
+   * rms-message-id}) or cannot be read. Never throws, whatever the record holds: the consumer
+   * sets such a record aside and goes on.
+   */
   public static Optional<RmsRecord> parse(ConsumerRecord<byte[], byte[]> record) {
+    try {
+      return read(record);
+    } catch (RuntimeException unreadable) { // whatever the record holds: set aside
+      return Optional.empty();
+    }
+  }
+
+  private static Optional<RmsRecord> read(ConsumerRecord<byte[], byte[]> record) {
     Map<String, String> headers = new LinkedHashMap<>();
     for (Header header : record.headers()) {
       byte[] value = header.value();
       headers.put(header.key(), value == null ? "" : new String(value, StandardCharsets.UTF_8));
     }
     String messageId = headers.get(HEADER_MESSAGE_ID);
-    if (messageId == null || messageId.isEmpty()) {
+    if (messageId == null || !MESSAGE_ID.matcher(messageId).matches()
+        || RESERVED_IDS.contains(messageId)) {
       return Optional.empty();
     }
     return Optional.of(new RmsRecord(messageId, delivery(headers.get(HEADER_DELIVERY)),
@@ -54,7 +73,8 @@ public record RmsRecord(
   }
 
   private static int delivery(String value) {
-    if (value == null || value.isEmpty() || !value.chars().allMatch(Character::isDigit)) {
+    if (value == null || value.isEmpty() || value.length() > 9
+        || !value.chars().allMatch(c -> c >= '0' && c <= '9')) {
       return 0;
     }
     try {

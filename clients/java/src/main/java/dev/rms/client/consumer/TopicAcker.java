@@ -33,6 +33,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  */
 public final class TopicAcker implements Acker {
   public static final String DEFAULT_ACK_TOPIC = "rms.acks";
+  private static final String NO_CREATED_AT = "an ack record needs the acknowledged record's "
+      + "rms-created-at header; ack this one over HTTP";
 
   private final Producer<byte[], byte[]> producer;
   private final boolean ownsProducer;
@@ -82,17 +84,19 @@ public final class TopicAcker implements Acker {
 
   /**
    * The ack record's value for {@code messageId}, the instance created at {@code createdAt}
-   * (the record's {@code rms-created-at} as it came). A null {@code createdAt} leaves the field
-   * out: RMS then applies the ack only if it was signed no earlier than the message's creation
-   * second.
+   * (the record's {@code rms-created-at} as it came).
+   *
+   * @throws IllegalArgumentException without {@code createdAt}: RMS refuses an ack record that
+   *     names no instance
    */
   public byte[] value(String messageId, String createdAt) {
+    if (createdAt == null || createdAt.isEmpty()) {
+      throw new IllegalArgumentException(NO_CREATED_AT);
+    }
     Map<String, String> value = new LinkedHashMap<>();
     value.put("message_id", messageId);
     value.put("consumer", consumerApp);
-    if (createdAt != null) {
-      value.put("created_at", createdAt);
-    }
+    value.put("created_at", createdAt);
     return Json.bytes(value);
   }
 
@@ -108,8 +112,12 @@ public final class TopicAcker implements Acker {
     return record;
   }
 
+  /** REFUSED, nothing written, without {@code createdAt}. */
   @Override
   public Ack ack(String messageId, String createdAt) {
+    if (createdAt == null || createdAt.isEmpty()) {
+      return new Ack(messageId, Ack.Result.REFUSED, 0, NO_CREATED_AT);
+    }
     try {
       producer.send(record(messageId, createdAt)).get(timeout.toMillis(), TimeUnit.MILLISECONDS);
       return new Ack(messageId, Ack.Result.ACKED, 0, null);

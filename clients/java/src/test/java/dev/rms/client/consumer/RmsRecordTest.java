@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 import java.util.Optional;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.common.header.internals.RecordHeaders;
@@ -58,5 +59,27 @@ class RmsRecordTest {
         "two"), "not json")).orElseThrow();
     assertEquals(0, parsed.delivery());
     assertEquals("not json", parsed.payload().asText());
+  }
+
+  /** Hostile records are set aside (empty), never an exception; odd other headers still read. */
+  @Test
+  void hostileRecordsAreSetAsideNeverThrown() {
+    for (String id : List.of("", "a/b\n", "m".repeat(5000), "..", "batch", "m\0", "m 1")) {
+      assertTrue(RmsRecord.parse(record(headers("rms-message-id", id), "{")).isEmpty(), id);
+    }
+    RecordHeaders nullValue = new RecordHeaders();
+    nullValue.add("rms-message-id", null);
+    assertTrue(RmsRecord.parse(record(nullValue, null)).isEmpty());
+    RecordHeaders binary = new RecordHeaders();
+    binary.add("rms-message-id", new byte[] {(byte) 0xff, (byte) 0xfe});
+    assertTrue(RmsRecord.parse(record(binary, "{}")).isEmpty());
+    for (String delivery : List.of("9".repeat(5000), "\u0662", "-1", "1e9", "+5")) {
+      RmsRecord parsed = RmsRecord.parse(record(headers("rms-message-id", "m-1", "rms-delivery",
+          delivery, "traceparent", "00-" + "f".repeat(300)),
+          "{\"n\": 1" + "0".repeat(400) + "}")).orElseThrow();
+      assertEquals(0, parsed.delivery(), delivery);
+    }
+    assertTrue(RmsRecord.parse(record(headers("rms-message-id", "m-1"), "[".repeat(5000)))
+        .isPresent());
   }
 }

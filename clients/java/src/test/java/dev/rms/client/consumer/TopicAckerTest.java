@@ -62,9 +62,10 @@ class TopicAckerTest {
   }
 
   @Test
-  void anAckWithoutCreatedAtLeavesTheFieldOut() {
-    assertEquals("{\"message_id\":\"m-1\",\"consumer\":\"points\"}",
-        new String(acker().value("m-1", null), StandardCharsets.UTF_8));
+  void anAckWithoutCreatedAtIsRefusedAndNothingIsWritten() {
+    assertThrows(IllegalArgumentException.class, () -> acker().value("m-1", null));
+    assertEquals(Ack.Result.REFUSED, acker().ack("m-1", null).result());
+    assertEquals(Ack.Result.REFUSED, acker().ack("m-1", "").result());
   }
 
   @Test
