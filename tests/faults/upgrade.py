@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import time
 from collections import Counter
@@ -129,8 +130,8 @@ class RollingUpgrade:
         await old.stop(time.monotonic() + STOP_SECONDS)
         stack.retiring.remove(old)
         assert old.process is not None
-        if old.process.returncode != 0:
-            self.old_killed.append(f"{old.name} exited {old.process.returncode}")
+        if old.process.returncode == -signal.SIGKILL:  # (uvicorn ends by its SIGTERM, -15)
+            self.old_killed.append(f"{old.name} did not stop within {STOP_SECONDS:.0f}s")
 
     def _successor(self, stack: Stack, old: RmsProcess) -> RmsProcess:
         port = free_port() if old.port is not None else None
