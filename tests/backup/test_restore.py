@@ -51,10 +51,12 @@ class Drill:
     producer_key: str  # the apps' keys, issued before the restore point
     reader_key: str
     late_key: str
+    rotated_key: str  # the producer's key rotated after the point
     states: dict[str, str] = field(default_factory=dict)  # GET on the restored RMS, first
     confirm_after: dict[str, int] = field(default_factory=dict)  # status of each confirm
     get_after: dict[str, int] = field(default_factory=dict)
     late_key_status: int = 0  # a request with the late app's key
+    rotated_key_status: int = 0  # a request with the key rotated after the point
     apps: list[str] = field(default_factory=list)  # the restored RMS's apps
     redelivered: Counter[str] = field(default_factory=Counter)  # outcome of each record read
     handled: Counter[str] = field(default_factory=Counter)  # the handler's effects per id
@@ -229,9 +231,11 @@ async def _before_and_after(rms: Rms, primary: ArchivingServer, consumer: Consum
     await rms.wait_for(producer, acked_after, "done")
     prepared_after = await rms.send(producer, topic, MESSAGES, confirm=False)
     late = await rms.create_app(f"late-{tag}", "none", "none")
+    rotated = await rms.call("POST", f"/v1/admin/apps/points-{tag}/rotate-key", ADMIN)
+    assert rotated.status_code == 200, rotated.text
     await asyncio.to_thread(primary.archive_now)
     return Drill(acked_before, acked_after, prepared_after, f"late-{tag}", producer, reader,
-                 late)
+                 late, str(rotated.json()["api_key"]))
 
 
 async def _observe(rms: Rms, drill: Drill, consumer: Consumer, topic: str) -> None:
@@ -247,6 +251,8 @@ async def _observe(rms: Rms, drill: Drill, consumer: Consumer, topic: str) -> No
     drill.apps = [str(app["name"]) for app in apps["apps"]]
     drill.late_key_status = (await rms.call("GET", f"/v1/messages/{drill.prepared_after[0]}",
                                             drill.late_key)).status_code
+    drill.rotated_key_status = (await rms.call(
+        "GET", f"/v1/messages/{drill.acked_before[0]}", drill.rotated_key)).status_code
     await rms.start("confirm-worker", "recovery-worker")
     consumer.outcomes.clear()  # what the consumer reads from the restored RMS on
     await consumer.until(rms, reader, topic, drill.acked_after, Outcome.DUPLICATE)
@@ -297,6 +303,11 @@ def test_apps_created_after_the_point_are_gone(drill: Drill) -> None:
     assert drill.late_app not in drill.apps, drill.apps
     assert drill.late_key_status == 401, drill.late_key_status
     assert any(name.startswith("points-") for name in drill.apps), drill.apps
+
+
+def test_keys_rotated_after_the_point_are_back_to_the_previous_key(drill: Drill) -> None:
+    assert drill.rotated_key_status == 401, drill.rotated_key_status
+    assert set(drill.states.values()) <= {"done", "sent"}, drill.states  # the previous key
 
 
 def test_the_restore_is_timed(drill: Drill) -> None:
