@@ -46,6 +46,8 @@ class Drill:
 
     acked_before: list[str]  # acknowledged before the restore point
     acked_after: list[str]  # published before the point, acknowledged after it
+    confirmed_after: list[str]  # prepared before the point, confirmed (and acked) after it
+    published_after: list[str]  # prepared and confirmed after the point, not yet read
     prepared_after: list[str]
     late_app: str
     producer_key: str  # the apps' keys, issued before the restore point
@@ -54,6 +56,8 @@ class Drill:
     rotated_key: str  # the producer's key rotated after the point
     states: dict[str, str] = field(default_factory=dict)  # GET on the restored RMS, first
     confirm_after: dict[str, int] = field(default_factory=dict)  # status of each confirm
+    reconfirmed: dict[str, int] = field(default_factory=dict)  # confirmed_after, again
+    acks: Counter[str] = field(default_factory=Counter)  # "<id> <result> <status>"
     get_after: dict[str, int] = field(default_factory=dict)
     late_key_status: int = 0  # a request with the late app's key
     rotated_key_status: int = 0  # a request with the key rotated after the point
@@ -143,6 +147,7 @@ class Consumer:
         self.bootstrap = bootstrap
         self.group = group
         self.outcomes: Counter[str] = Counter()  # "<message id> <outcome>"
+        self.acks: Counter[str] = Counter()  # "<message id> <result> <status>"
 
     async def prepare(self) -> None:
         await ensure_inbox(self.engine)
@@ -152,19 +157,21 @@ class Consumer:
     async def handler(self, conn: AsyncConnection, message: RmsRecord) -> None:
         await conn.execute(text("INSERT INTO effects VALUES (:m)"), {"m": message.message_id})
 
-    async def until(self, rms: Rms, key: str, topic: str, ids: list[str],
-                    outcome: Outcome) -> None:
-        """Consume until every one of ``ids`` was handled with ``outcome`` and acked."""
+    async def until(self, rms: Rms, key: str, topic: str,
+                    *wanted: tuple[list[str], Outcome]) -> None:
+        """Consume until each id of each ``(ids, outcome)`` was handled with that outcome
+        (and its ack answered)."""
         consumer = RmsConsumer(engine=self.engine, handler=self.handler, group_id=self.group,
                                acker=HttpAcker(rms.url, key), bootstrap_servers=self.bootstrap,
                                topics=[topic])
         deadline = time.monotonic() + WAIT_SECONDS
         async with consumer:
-            while not all(self.outcomes[f"{i} {outcome}"] for i in ids):
-                assert time.monotonic() < deadline, (outcome, self.outcomes)
+            while not all(self.outcomes[f"{i} {o}"] for ids, o in wanted for i in ids):
+                assert time.monotonic() < deadline, (wanted, self.outcomes)
                 report = await consumer.run_once()
                 self.outcomes.update(f"{i} {o}" for i, o in report.outcomes)
-                assert all(a.result is AckResult.ACKED for a in report.acks), report.acks
+                self.acks.update(f"{a.message_id} {a.result} {a.status}" for a in report.acks)
+                assert not any(a.result is AckResult.FAILED for a in report.acks), report.acks
 
     async def effects(self) -> Counter[str]:
         async with self.engine.connect() as conn:
@@ -222,26 +229,36 @@ async def _before_and_after(rms: Rms, primary: ArchivingServer, consumer: Consum
     producer = await rms.create_app(f"points-{tag}", f"points-{tag}.*", "none")
     reader = await rms.create_app(f"ledger-{tag}", "none", f"points-{tag}.*")
     acked_before = await rms.send(producer, topic, MESSAGES)
-    await consumer.until(rms, reader, topic, acked_before, Outcome.PROCESSED)
+    await consumer.until(rms, reader, topic, (acked_before, Outcome.PROCESSED))
     await rms.wait_for(producer, acked_before, "done")
     acked_after = await rms.send(producer, topic, MESSAGES)
     await rms.wait_for(producer, acked_after, "sent")  # published, not yet acknowledged
+    confirmed_after = await rms.send(producer, topic, MESSAGES, confirm=False)
     primary.restore_point(POINT)
-    await consumer.until(rms, reader, topic, acked_after, Outcome.PROCESSED)
-    await rms.wait_for(producer, acked_after, "done")
+    for message_id in confirmed_after:
+        confirmed = await rms.call("POST", f"/v1/messages/{message_id}/confirm", producer)
+        assert confirmed.status_code == 200, confirmed.text
+    await consumer.until(rms, reader, topic, (acked_after + confirmed_after, Outcome.PROCESSED))
+    await rms.wait_for(producer, acked_after + confirmed_after, "done")
+    published_after = await rms.send(producer, topic, MESSAGES)
+    await rms.wait_for(producer, published_after, "sent")  # in Kafka, not read before the loss
     prepared_after = await rms.send(producer, topic, MESSAGES, confirm=False)
     late = await rms.create_app(f"late-{tag}", "none", "none")
     rotated = await rms.call("POST", f"/v1/admin/apps/points-{tag}/rotate-key", ADMIN)
     assert rotated.status_code == 200, rotated.text
     await asyncio.to_thread(primary.archive_now)
-    return Drill(acked_before, acked_after, prepared_after, f"late-{tag}", producer, reader,
-                 late, str(rotated.json()["api_key"]))
+    return Drill(acked_before, acked_after, confirmed_after, published_after, prepared_after,
+                 f"late-{tag}", producer, reader, late, str(rotated.json()["api_key"]))
 
 
 async def _observe(rms: Rms, drill: Drill, consumer: Consumer, topic: str) -> None:
     """Before the workers start, then with them: what the restored RMS answers."""
     producer, reader = drill.producer_key, drill.reader_key
-    drill.states = await rms.states(producer, drill.acked_before + drill.acked_after)
+    drill.states = await rms.states(producer, drill.acked_before + drill.acked_after
+                                    + drill.confirmed_after + drill.published_after)
+    for message_id in drill.confirmed_after:
+        drill.reconfirmed[message_id] = (await rms.call(
+            "POST", f"/v1/messages/{message_id}/confirm", producer)).status_code
     for message_id in drill.prepared_after:
         drill.get_after[message_id] = (await rms.call(
             "GET", f"/v1/messages/{message_id}", producer)).status_code
@@ -255,11 +272,15 @@ async def _observe(rms: Rms, drill: Drill, consumer: Consumer, topic: str) -> No
         "GET", f"/v1/messages/{drill.acked_before[0]}", drill.rotated_key)).status_code
     await rms.start("confirm-worker", "recovery-worker")
     consumer.outcomes.clear()  # what the consumer reads from the restored RMS on
-    await consumer.until(rms, reader, topic, drill.acked_after, Outcome.DUPLICATE)
-    await rms.wait_for(producer, drill.acked_after, "done")
+    consumer.acks.clear()
+    settled = drill.acked_after + drill.confirmed_after
+    await consumer.until(rms, reader, topic, (settled, Outcome.DUPLICATE),
+                         (drill.published_after, Outcome.PROCESSED))
+    await rms.wait_for(producer, settled, "done")
     drill.redelivered = consumer.outcomes
+    drill.acks = consumer.acks
     drill.handled = await consumer.effects()
-    drill.final = await rms.states(producer, drill.acked_before + drill.acked_after)
+    drill.final = await rms.states(producer, drill.acked_before + settled)
 
 
 @pytest.fixture(scope="module")
@@ -288,8 +309,27 @@ def test_messages_acknowledged_after_the_point_are_sent_again_and_republished(
     assert {drill.final[i] for i in drill.acked_after} == {"done"}, drill.final
 
 
+def test_messages_confirmed_after_the_point_are_pending_send_again_until_confirmed_again(
+        drill: Drill) -> None:
+    assert {drill.states[i] for i in drill.confirmed_after} == {"pending-send"}, drill.states
+    assert set(drill.reconfirmed.values()) == {200}, drill.reconfirmed
+    assert all(drill.redelivered[f"{i} {Outcome.DUPLICATE}"] for i in drill.confirmed_after)
+    assert {drill.final[i] for i in drill.confirmed_after} == {"done"}, drill.final
+
+
+def test_records_published_after_the_point_still_reach_consumers_whose_acks_answer_404(
+        drill: Drill) -> None:
+    """Kafka is not rolled back: what was published after the point is read after the
+    restore, of messages RMS no longer knows."""
+    assert {drill.states[i] for i in drill.published_after} == {"404"}, drill.states
+    assert all(drill.redelivered[f"{i} {Outcome.PROCESSED}"] for i in drill.published_after)
+    assert all(drill.acks[f"{i} {AckResult.REFUSED} 404"] for i in drill.published_after), \
+        drill.acks
+
+
 def test_the_consumers_inbox_keeps_each_effect_once(drill: Drill) -> None:
-    every = drill.acked_before + drill.acked_after
+    every = (drill.acked_before + drill.acked_after + drill.confirmed_after
+             + drill.published_after)
     assert {drill.handled[i] for i in every} == {1}, drill.handled
     assert set(drill.handled) == set(every), drill.handled
 
@@ -307,7 +347,7 @@ def test_apps_created_after_the_point_are_gone(drill: Drill) -> None:
 
 def test_keys_rotated_after_the_point_are_back_to_the_previous_key(drill: Drill) -> None:
     assert drill.rotated_key_status == 401, drill.rotated_key_status
-    assert set(drill.states.values()) <= {"done", "sent"}, drill.states  # the previous key
+    assert "401" not in drill.states.values(), drill.states  # the previous key answers
 
 
 def test_the_restore_is_timed(drill: Drill) -> None:
