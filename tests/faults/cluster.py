@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -53,6 +54,8 @@ START_SECONDS = 60.0
 STOP_SECONDS = 10.0  # after SIGTERM, then SIGKILL
 QUERY_SECONDS = 60.0  # one query of the harness's own (a failover's reconnect included)
 CLOSE_SECONDS = 30.0  # a proxy or the harness's connection pool closed
+
+THIS_RELEASE = (sys.executable, "-m", "rms.cli")  # how an RMS process of this tree starts
 
 # short timings so every scenario converges in seconds (README "Configuration" names them)
 SETTINGS = {
@@ -93,6 +96,7 @@ class Infra:
     base: Path
     brokers: int = 3
     ha: PatroniCluster | None = None  # a PostgreSQL that fails over instead of ``postgres``
+    migrate: bool = True  # False: an empty database, migrated by whoever runs on it first
     postgres: EmbeddedPostgres = field(init=False)
     kafka: KafkaCluster = field(init=False)
 
@@ -139,7 +143,8 @@ class Infra:
         else:
             self.postgres.start()
             self.postgres.create_database(DATABASE)
-        upgrade(self.database_url(DATABASE))
+        if self.migrate:
+            upgrade(self.database_url(DATABASE))
         self.kafka.start()
 
     def stop(self) -> None:
@@ -176,6 +181,7 @@ class RmsProcess:
     env: dict[str, str]
     log: Path
     port: int | None = None  # rms serve only
+    command: tuple[str, ...] = THIS_RELEASE  # the ``rms`` program, without its arguments
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
 
@@ -191,7 +197,7 @@ class RmsProcess:
     def start(self) -> None:
         with self.log.open("ab") as sink:
             self.process = subprocess.Popen(  # gone with the harness, even if it is killed
-                [sys.executable, "-m", "rms.cli", *self.args], env=self.env, stdout=sink,
+                [*self.command, *self.args], env=self.env, stdout=sink,
                 stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=tied_to_parent())
         self.starts += 1
 
@@ -276,10 +282,15 @@ class Stack:
     workers: list[RmsProcess]
     http: httpx.AsyncClient
     engine: AsyncEngine
+    # ``rms serve`` processes answering beside ``serve`` (a rolling upgrade): requests go to
+    # any of them, as behind a load balancer
+    beside: list[RmsProcess] = field(default_factory=list)
+    retiring: list[RmsProcess] = field(default_factory=list)  # stopping, out of the rotation
 
     @property
     def api(self) -> str:
-        return f"http://127.0.0.1:{self.serve.port}"
+        serving = [self.serve, *(p for p in self.beside if p.alive)]
+        return f"http://127.0.0.1:{random.choice(serving).port}"
 
     @property
     def check_url(self) -> str:
@@ -414,17 +425,21 @@ def rms_env(infra: Infra, pg_proxy: FaultProxy) -> dict[str, str]:
                              "RMS_KAFKA_BOOTSTRAP_SERVERS": infra.bootstrap_servers}
 
 
-def _processes(base: Path, env: dict[str, str], workers: int) -> tuple[RmsProcess, list[RmsProcess]]:
+def _processes(base: Path, env: dict[str, str], workers: int, command: tuple[str, ...]
+               ) -> tuple[RmsProcess, list[RmsProcess]]:
     port = free_port()
-    serve = RmsProcess("serve", ["serve", "--port", str(port)], env, base / "serve.log", port)
-    spawned = [RmsProcess(f"{kind}-{n}", [kind], env, base / f"{kind}-{n}.log")
+    serve = RmsProcess("serve", ["serve", "--port", str(port)], env, base / "serve.log", port,
+                       command)
+    spawned = [RmsProcess(f"{kind}-{n}", [kind], env, base / f"{kind}-{n}.log", None, command)
                for kind in ("confirm-worker", "recovery-worker") for n in range(workers)]
     return serve, spawned
 
 
 @contextlib.asynccontextmanager
-async def running_stack(infra: Infra, workers: int = 2) -> AsyncIterator[Stack]:
-    """Proxies, a callback server and the RMS processes, all stopped at the end."""
+async def running_stack(infra: Infra, workers: int = 2, command: tuple[str, ...] = THIS_RELEASE
+                        ) -> AsyncIterator[Stack]:
+    """Proxies, a callback server and the RMS processes (started by ``command``), all
+    stopped at the end."""
     base = infra.base / f"stack-{uuid.uuid4().hex[:6]}"
     base.mkdir()
     pg_proxy = FaultProxy(upstream_port=infra.pg_port, seed=1)
@@ -432,7 +447,7 @@ async def running_stack(infra: Infra, workers: int = 2) -> AsyncIterator[Stack]:
     kafka_proxy = FaultProxy(upstream_port=node_port, port=proxy_port, seed=3)
     callbacks = CallbackServer()
     callback_proxy = FaultProxy(upstream_port=callbacks.port, seed=2)
-    serve, spawned = _processes(base, rms_env(infra, pg_proxy), workers)
+    serve, spawned = _processes(base, rms_env(infra, pg_proxy), workers, command)
     engine = create_async_engine(infra.database_url(DATABASE), pool_pre_ping=True,
                                  connect_args={"server_settings": {"application_name": HARNESS}})
     async with serving(callbacks, port=callbacks.port), httpx.AsyncClient() as http:
@@ -447,10 +462,11 @@ async def running_stack(infra: Infra, workers: int = 2) -> AsyncIterator[Stack]:
             yield stack
         finally:
             callbacks.closing.set()
-            for process in stack.processes:
+            every = [*stack.processes, *stack.beside, *stack.retiring]
+            for process in every:
                 process.terminate()
             deadline = time.monotonic() + STOP_SECONDS
-            for process in stack.processes:
+            for process in every:
                 await process.stop(deadline)
             for proxy in (pg_proxy, kafka_proxy, callback_proxy):
                 await bounded(proxy.stop(), CLOSE_SECONDS, f"stopping the proxy {proxy.address}")

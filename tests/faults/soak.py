@@ -2,8 +2,11 @@
 for ``SOAK_SECONDS`` (default 1800), on a three-node Kafka cluster (leader kills, frozen
 brokers, rolling restarts) and now and then on a single broker that loses its log. The load
 mixes transactions, ordered keys and delayed messages, and retention runs (some killed) go on
-beside it. Prints each round's report and a summary at the end: operations by kind, faults
-injected by kind, invariant violations (must be 0). Exits 1 on any violation or harness error.
+beside it. The soak starts with a rolling upgrade from the previous release under that load
+(``tests/faults/upgrade.py``, on its own PostgreSQL and broker), so every migration is tried
+while the previous release's processes run on it. Prints each round's report and a summary
+at the end: operations by kind, faults injected by kind, invariant violations (must be 0).
+Exits 1 on any violation or harness error.
 
 ``--failover sync`` runs on a PostgreSQL that fails over (Patroni, synchronous replication):
 the primary killed, its whole node killed, switchovers, next to every other fault.
@@ -36,7 +39,10 @@ from tests.faults import ha
 from tests.faults.checker import Violation, summary
 from tests.faults.cluster import Infra, Stack, running_stack
 from tests.faults.faults import Fault, every_fault
+from tests.faults.load import Mix
+from tests.faults.release import Release, ReleaseMissing, previous_release
 from tests.faults.scenario import FailoverReport, Report, Scenario, run
+from tests.faults.upgrade import RollingUpgrade, previous_schema
 
 ROUND_SECONDS = 60.0  # load per round; then heal, settle and check
 ROUNDS_PER_STACK = 4  # fresh RMS processes now and then
@@ -137,12 +143,36 @@ async def _rounds(stack: Stack, totals: Totals, deadline: float, seed: int, plan
         print(report.describe(), flush=True)
 
 
-async def soak(infras: Sequence[Infra], seconds: float, seed: int, plan: Plan = Plan()
-               ) -> Totals:
-    """Fresh stacks in turn on each infra (the cluster, then the single broker that loses its
-    log), ``SINGLE_EVERY``-th stack on the single broker."""
+async def _upgrade(infra: Infra, release: Release, totals: Totals, seed: int) -> None:
+    """The previous release's processes under the soak's load, upgraded to this one."""
+    upgrade = RollingUpgrade()
+    try:
+        async with running_stack(infra, command=(str(release.rms),)) as stack:
+            # no retention runs: ``rms retention run`` here is this release's, which need not
+            # work on the previous release's schema before the migrations
+            scenario = Scenario("soak-upgrade", [upgrade], seconds=10.0, gap=(3.0, 5.0),
+                                at_least=1, mix=Mix(transactions=0.3, ordered=0.3, delayed=0.2))
+            report = await run(stack, scenario, seed)
+        totals.add(report)
+        print(report.describe(), flush=True)
+        print(f"upgrade: {upgrade.timelines[0].seconds:.1f}s from the migrations to the last "
+              f"old process stopped; old processes SIGTERM did not end: "
+              f"{upgrade.old_killed or 'none'}", flush=True)
+        totals.errors += [f"upgrade: {killed}" for killed in upgrade.old_killed]
+    except Exception:
+        totals.errors.append(traceback.format_exc(limit=5))
+        print(totals.errors[-1], flush=True)
+
+
+async def soak(infras: Sequence[Infra], seconds: float, seed: int, plan: Plan = Plan(),
+               upgrade: tuple[Infra, Release] | None = None) -> Totals:
+    """The upgrade (with ``upgrade``: its infra and the previous release), then fresh stacks
+    in turn on each infra (the cluster, then the single broker that loses its log),
+    ``SINGLE_EVERY``-th stack on the single broker."""
     totals = Totals()
     deadline = time.monotonic() + seconds
+    if upgrade is not None:
+        await _upgrade(*upgrade, totals, seed)
     stacks = 0
     while time.monotonic() < deadline - 5:
         infra = infras[-1] if stacks % SINGLE_EVERY == SINGLE_EVERY - 1 else infras[0]
@@ -175,13 +205,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan = Plan(args.failover, frozenset(filter(None, args.only.split(","))))
     base = args.base or Path(tempfile.mkdtemp(prefix="rms-soak-"))
     print(f"soak: {args.seconds:.0f}s, seed {args.seed}, logs in {base}", flush=True)
-    infras = _infras(base, args.failover)
     try:
-        for infra in infras:
+        release = previous_release()
+    except ReleaseMissing as exc:
+        print(f"soak: {exc}", file=sys.stderr)
+        return 2
+    infras = _infras(base, args.failover)
+    upgrading = Infra(base / "upgrade", brokers=1, migrate=False)
+    try:
+        for infra in [*infras, upgrading]:
             infra.start()  # outside the event loop: migrations run their own
-        totals = asyncio.run(soak(infras, args.seconds, args.seed, plan))
+        previous_schema(upgrading, release)
+        totals = asyncio.run(soak(infras, args.seconds, args.seed, plan, (upgrading, release)))
     finally:
-        for infra in infras:
+        for infra in [*infras, upgrading]:
             infra.stop()
     command = (f"SOAK_SECONDS={args.seconds:.0f} python -m tests.faults.soak --seed {args.seed}"
                + (f" --failover {args.failover}" if args.failover else "")
