@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rms.domain.transitions import TABLE
 
-DESIGN = (Path(__file__).resolve().parent.parent / "docs" / "design.md").read_text()
+DESIGN = (Path(__file__).resolve().parents[2] / "docs" / "design.md").read_text()
 
 
 def _documented() -> set[tuple[str | None, str]]:
