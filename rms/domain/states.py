@@ -39,6 +39,8 @@ class Event(StrEnum):
 
 
 TERMINAL_STATES = frozenset({State.DONE, State.DELETED})
+# the states a message can still leave (the ones retention never removes)
+OPEN_STATES = frozenset(State) - TERMINAL_STATES
 # the column that records when a message reached each terminal state
 FINISHED_AT: Mapping[State, str] = MappingProxyType(
     {State.DONE: "done_at", State.DELETED: "deleted_at"})
