@@ -32,34 +32,9 @@ from rms.domain import phase
 from rms.domain.models import Message, PublishOutcome
 from rms.domain.ordering import run_of
 from rms.store.ordering import Key, OrderingStore
+from rms.usecases.reports import Report
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass
-class KeyReport:
-    """What one pass over a key did."""
-
-    published: int = 0
-    failed: int = 0
-    dead: int = 0
-    held: bool = False
-
-
-@dataclass
-class SequenceReport:
-    rounds: int = 0
-    keys: int = 0
-    published: int = 0
-    failed: int = 0
-    dead: int = 0
-
-    def add(self, keys: Sequence[KeyReport]) -> None:
-        self.rounds += 1
-        self.keys += len(keys)
-        self.published += sum(k.published for k in keys)
-        self.failed += sum(k.failed for k in keys)
-        self.dead += sum(k.dead for k in keys)
 
 
 @dataclass
@@ -69,9 +44,9 @@ class Sequencer:
     dispatcher: Dispatcher
     worker_id: str
 
-    async def tick(self) -> SequenceReport:
+    async def tick(self) -> Report:
         """Rounds until one publishes nothing (every due key is done or held back)."""
-        report = SequenceReport()
+        report = Report()
         while True:
             token = self._token()
             keys = await self.store.lease_keys(
@@ -83,7 +58,9 @@ class Sequencer:
                 done = await self._round(token)
             finally:
                 await self.store.release(token)
-            report.add(done)
+            report.add(Report(rounds=1, keys=len(done)))
+            for key_report in done:
+                report.add(key_report)
             if not any(k.published for k in done):
                 break
         if report.keys:
@@ -92,7 +69,7 @@ class Sequencer:
                      dead=report.dead)
         return report
 
-    async def _round(self, token: str) -> list[KeyReport]:
+    async def _round(self, token: str) -> list[Report]:
         """Every leased key: the runs of all keys claimed in one statement, then the keys
         worked on concurrently (at most ``RMS_WORKER_CONCURRENCY`` at once)."""
         queues = await self.store.queues(token, self.settings.worker_batch_size)
@@ -102,7 +79,7 @@ class Sequencer:
             ids, key_token=token, token=self._token(),
             lease_seconds=self.settings.worker_lease_seconds, actor=self.worker_id)
         claimed = {m.message_id: m for m in found.claimed}
-        reports = {key: KeyReport() for key in plans}
+        reports = {key: Report() for key in plans}
         for message in found.dead:
             self._report_dead(message, reports[Key.of(message)])
         gate = asyncio.Semaphore(max(1, self.settings.worker_concurrency))
@@ -116,7 +93,7 @@ class Sequencer:
         return list(reports.values())
 
     async def _pass(self, key: Key, run: list[Message], blocking: Message | None,
-                    claimed: dict[str, Message], report: KeyReport) -> None:
+                    claimed: dict[str, Message], report: Report) -> None:
         """One key: publish its claimed run one message at a time (each only after the broker
         accepted the one before), record the outcomes in one statement; the rest of the key
         waits behind the first message not accepted."""
@@ -149,7 +126,7 @@ class Sequencer:
         return outcomes
 
     def _count(self, published: Sequence[Message], outcomes: Sequence[PublishOutcome],
-               report: KeyReport) -> None:
+               report: Report) -> None:
         for message, outcome in zip(published, outcomes, strict=True):
             if not outcome.ok:
                 report.failed += 1
@@ -158,10 +135,10 @@ class Sequencer:
             if not phase.holds(phase.FIRST_DELIVERY, message):
                 metrics.REDELIVERIES.inc()
 
-    def _report_dead(self, message: Message, report: KeyReport) -> None:
+    def _report_dead(self, message: Message, report: Report) -> None:
         report.dead += 1
         metrics.DEAD_LETTERS.labels("delivery-exhausted").inc()
-        log.warning("recovery.dead", message_id=message.message_id, app=message.app,
+        log.warning("redelivery.dead", message_id=message.message_id, app=message.app,
                     topic=message.topic, attempt=message.deliveries_in_budget,
                     reason="delivery-exhausted", ordered=True)
 

@@ -15,7 +15,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.kafka.records import header
-from rms.usecases.redelivery import RedeliveryWorker, TickReport
+from rms.usecases.redelivery import RedeliveryWorker
+from rms.usecases.reports import Report
 from tests.support import Api
 
 
@@ -60,9 +61,9 @@ class SqlHelper:
 
 
 async def tick_until(worker: RedeliveryWorker, done: Any, timeout: float = 20.0,
-                     interval: float = 0.05) -> list[TickReport]:
+                     interval: float = 0.05) -> list[Report]:
     """Tick the worker (as the scheduler would) until the async ``done()`` is truthy."""
-    reports: list[TickReport] = []
+    reports: list[Report] = []
     deadline = time.monotonic() + timeout
     while not await done():
         assert time.monotonic() < deadline, f"not done after {timeout}s; ticks: {reports[-3:]}"
