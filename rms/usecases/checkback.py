@@ -33,7 +33,7 @@ import structlog
 from rms import metrics
 from rms.batching import Coalescer
 from rms.config import WorkerSettings
-from rms.delivery import Dispatcher, reserved
+from rms.dispatcher import Dispatcher, reserved
 from rms.domain.checkback import Action, Asked, Outcome, decide
 from rms.domain.models import App, Message, PublishOutcome
 from rms.domain.states import DeadReason

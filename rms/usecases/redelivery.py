@@ -1,7 +1,7 @@
 """Redelivery, the redelivery worker's use case (its process: ``rms recovery-worker``,
 :mod:`recovery_service`): each tick flags spent messages dead and re-publishes due ones, in
 rounds of ``RMS_WORKER_BATCH_SIZE`` until nothing is due, then runs the ordering sequencer
-(:mod:`rms.usecases.ordering`).
+(:mod:`rms.usecases.sequencer`).
 
 How deliveries are counted (see also :mod:`rms.store.dispatch`):
 
@@ -39,14 +39,14 @@ import structlog
 
 from rms import metrics
 from rms.config import WorkerSettings
-from rms.delivery import Dispatcher
+from rms.dispatcher import Dispatcher
 from rms.domain import phase
 from rms.domain.models import Message, PublishOutcome
 from rms.kafka.publisher import Publisher
 from rms.store.admin import AdminStore
 from rms.store.redelivery import RedeliveryStore, Round
-from rms.usecases.ordering import Sequencer
 from rms.usecases.reports import Report
+from rms.usecases.sequencer import Sequencer
 
 log = structlog.get_logger(__name__)
 # the oldest-unacked gauge is refreshed at most this often (a scrape every 15 s is common)
@@ -88,11 +88,11 @@ class RedeliveryWorker:
 
     async def drain(self) -> Report:
         """Rounds until one claims less than a full batch (the backlog is drained) or a publish
-        fails, then the sequencer's rounds (ordered messages, :mod:`rms.usecases.ordering`).
+        fails, then the sequencer's rounds (ordered messages, :mod:`rms.usecases.sequencer`).
 
         The rounds are pipelined for throughput: while a batch is being published the next one
         is already being claimed (only after a full batch), and a batch's outcomes are written
-        (one statement, :meth:`rms.delivery.Dispatcher.record`) while the next batch is
+        (one statement, :meth:`rms.dispatcher.Dispatcher.record`) while the next batch is
         published. Every guard still holds per message, so the overlap changes timing only.
         """
         report = Report()

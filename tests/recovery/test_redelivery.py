@@ -8,7 +8,7 @@ from datetime import datetime
 from prometheus_client import REGISTRY
 
 from recovery_service.runtime import build
-from rms.delivery import dispatcher_for
+from rms.dispatcher import dispatcher_for
 from rms.usecases.redelivery import RedeliveryWorker
 from rms.worker import WorkerContext
 from tests.recovery.helpers import SqlHelper, deliveries, events, message, tick_until

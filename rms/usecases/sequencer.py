@@ -11,7 +11,7 @@ stops at the first message that holds it back; the due messages behind it are lo
 after ``RMS_PUBLISH_RETRY_SECONDS`` (so a blocked key does not cost every tick), or at once
 after the one holding them back was published.
 
-Every publish goes through the one publish path (:class:`rms.delivery.Dispatcher`) and every
+Every publish goes through the one publish path (:class:`rms.dispatcher.Dispatcher`) and every
 claim is the redelivery claim (delivery reserved under a lease, budget spent: dead), re-checked
 against the key's lease in the same statement.
 """
@@ -27,7 +27,7 @@ import structlog
 
 from rms import metrics
 from rms.config import WorkerSettings
-from rms.delivery import Dispatcher
+from rms.dispatcher import Dispatcher
 from rms.domain import phase
 from rms.domain.models import Message, PublishOutcome
 from rms.domain.ordering import run_of
