@@ -46,7 +46,8 @@ def test_the_open_states_are_the_ones_not_final() -> None:
 
 # a state compared with in SQL or in a Spark column expression, written as a literal
 _COMPARED = re.compile(
-    r"""\bstate\s*=\s*'([\w-]+)'|col\("state"\)\s*==\s*"([\w-]+)"|\bstate\s+IN\s*\(([^)]*)\)""",
+    r"""\bstate\s*=\s*'([\w-]+)'|(?:col\("state"\)|\["state"\])\s*[!=]=\s*"([\w-]+)"|"""
+    r"""\bstate\s+IN\s*\(([^)]*)\)""",
     re.IGNORECASE)
 KNOWN = set(STATES) | {state.value for state in TransactionState}
 
@@ -82,3 +83,4 @@ def test_the_scan_sees_a_state() -> None:
     assert _compared_states('col("state") == "done"') == {"done"}
     assert _compared_states('state = "ok"  # a Python name') == set()
     assert _compared_states("AND state = 'sent'") == {"sent"}
+    assert _compared_states('if current["state"] != "parked":') == {"parked"}
