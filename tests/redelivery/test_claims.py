@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from rms.store.redelivery import RedeliveryStore
-from tests.recovery.helpers import SqlHelper
+from tests.redelivery.helpers import SqlHelper
 from tests.support import Api
 
 

@@ -14,7 +14,7 @@ from rms.config import Settings
 from rms.kafka.records import header
 from rms.usecases.redelivery import RedeliveryWorker
 from rms.worker import worker_context
-from tests.recovery.helpers import SqlHelper, events, message, tick_until
+from tests.redelivery.helpers import SqlHelper, events, message, tick_until
 from tests.support import CHECK_PREFIX, Api, AppKeys, read_topic
 
 

@@ -13,7 +13,7 @@ from recovery_service.runtime import from_context
 from rms.config import Settings
 from rms.usecases.redelivery import RedeliveryWorker
 from rms.worker import WorkerContext, worker_context
-from tests.recovery.helpers import SqlHelper
+from tests.redelivery.helpers import SqlHelper
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from rms.config import Settings
 from rms.domain.checkback import Action
 from rms.store.checkback import Answer, CheckBackStore, Claim, Resolution
 from rms.store.database import create_engine
-from tests.confirm.helpers import FAST, events, message
-from tests.confirm.servers import CallbackServer
+from tests.checkback.helpers import FAST, events, message
+from tests.checkback.servers import CallbackServer
 from tests.support import Api, AppKeys
 
 ACTIONS = (Action.CONFIRM, Action.CANCEL, Action.RETRY, Action.EXHAUST)

@@ -22,8 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from rms.config import Settings
 from rms.devstack.embedded import free_port
 from rms.store.database import create_engine
-from tests.confirm.helpers import prepare_many
-from tests.confirm.servers import Call, CallbackServer, Reply
+from tests.checkback.helpers import prepare_many
+from tests.checkback.servers import Call, CallbackServer, Reply
 from tests.support import Api, AppKeys
 
 MESSAGES = 2000

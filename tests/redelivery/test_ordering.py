@@ -25,7 +25,7 @@ from rms.devstack.kafka_broker import EmbeddedKafka
 from rms.kafka.records import header
 from rms.usecases.redelivery import RedeliveryWorker
 from rms.worker import worker_context
-from tests.recovery.helpers import SqlHelper, events, message, tick_until
+from tests.redelivery.helpers import SqlHelper, events, message, tick_until
 from tests.support import CHECK_PREFIX, Api, AppKeys, read_topic
 
 PARTITIONS = 4
@@ -329,7 +329,7 @@ async def test_a_dead_letter_blocks_its_key_until_resolved_while_other_keys_flow
 async def test_every_confirm_path_leaves_the_publish_to_the_sequencer(
         api: Api, worker: RedeliveryWorker, settings: Settings, topic: str) -> None:
     from confirm_service.runtime import checkback_worker
-    from tests.confirm.servers import Call, Reply, callback_server
+    from tests.checkback.servers import Call, Reply, callback_server
 
     await _create_topic(api, topic)
 

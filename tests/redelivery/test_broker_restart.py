@@ -22,7 +22,7 @@ from rms.devstack.kafka_broker import EmbeddedKafka
 from rms.worker import worker_context
 from rms_client.consumer import HttpAcker, RmsConsumer, RmsRecord, ensure_inbox
 from tests.conftest import ADMIN_TOKEN
-from tests.recovery.helpers import events, read_until_all
+from tests.redelivery.helpers import events, read_until_all
 from tests.support import Api
 
 CONFIRMED_BEFORE, CONFIRMED_DURING = 20, 5

@@ -11,7 +11,7 @@ from rms.domain.models import PublishOutcome
 from rms.store.messages import MessageStore
 from rms.store.redelivery import RedeliveryStore
 from rms.usecases.redelivery import RedeliveryWorker
-from tests.recovery.helpers import SqlHelper
+from tests.redelivery.helpers import SqlHelper
 from tests.support import Api
 
 

@@ -18,8 +18,8 @@ from rms import callback_urls
 from rms.callback_urls import CallTarget, IPAddress, is_public
 from rms.config import Settings
 from tests.api.helpers import assert_problem
-from tests.confirm.helpers import FAST, all_settled, drive, events, message
-from tests.confirm.servers import Call, CallbackServer, Reply, callback_server
+from tests.checkback.helpers import FAST, all_settled, drive, events, message
+from tests.checkback.servers import Call, CallbackServer, Reply, callback_server
 from tests.conftest import ADMIN_TOKEN
 from tests.support import Api, AppKeys
 

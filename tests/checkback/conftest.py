@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from rms.config import Settings
-from tests.confirm.servers import CallbackServer, callback_server
+from tests.checkback.servers import CallbackServer, callback_server
 from tests.support import Api, AppKeys
 
 

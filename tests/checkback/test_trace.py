@@ -7,8 +7,8 @@ from __future__ import annotations
 from confirm_service.runtime import checkback_worker
 from rms.config import Settings
 from rms.kafka.records import header
-from tests.confirm.helpers import FAST, all_settled, drive
-from tests.confirm.servers import Call, CallbackServer, Reply
+from tests.checkback.helpers import FAST, all_settled, drive
+from tests.checkback.servers import Call, CallbackServer, Reply
 from tests.support import Api, AppKeys, read_topic
 from tests.tracing_support import (
     PRODUCER_PARENT,

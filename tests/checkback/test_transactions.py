@@ -27,8 +27,8 @@ from rms_client.checkback import (
 from rms_client.checkback_fastapi import checkback_router
 from rms_client.producer import Draft, RmsProducer
 from rms_client.signing import Verifier
-from tests.confirm.helpers import drive
-from tests.confirm.servers import CallbackServer, Reply, free_port, serving
+from tests.checkback.helpers import drive
+from tests.checkback.servers import CallbackServer, Reply, free_port, serving
 from tests.support import Api, AppKeys, read_topic
 
 

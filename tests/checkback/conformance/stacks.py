@@ -93,7 +93,7 @@ def java_stack() -> Stack:
 
 
 def python_stacks() -> list[Stack]:
-    module = [sys.executable, "-m", "tests.confirm.conformance.python_servers"]
+    module = [sys.executable, "-m", "tests.checkback.conformance.python_servers"]
     verifier = "PyPI standardwebhooks"
     return [Stack("python-http.server-1.1", [*module, "http.server-1.1"], ALL_MODES, verifier),
             Stack("python-http.server-1.0", [*module, "http.server-1.0"], ALL_MODES, verifier),

@@ -9,8 +9,8 @@ from datetime import datetime, timedelta
 from confirm_service.runtime import checkback_worker
 from rms.config import Settings
 from rms.kafka.records import header
-from tests.confirm.helpers import FAST, drive, events, message
-from tests.confirm.servers import Call, CallbackServer, Reply
+from tests.checkback.helpers import FAST, drive, events, message
+from tests.checkback.servers import Call, CallbackServer, Reply
 from tests.support import Api, AppKeys, read_topic
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from recovery_service import dead_cli
 from rms.cli import main
-from tests.recovery.helpers import SqlHelper, events, message
+from tests.redelivery.helpers import SqlHelper, events, message
 from tests.support import Api
 
 

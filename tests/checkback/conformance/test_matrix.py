@@ -19,8 +19,8 @@ import pytest
 from confirm_service.runtime import checkback_worker
 from rms.config import Settings
 from rms.devstack.embedded import free_port
-from tests.confirm.conformance.stacks import ToolMissing, every_stack
-from tests.confirm.helpers import FAST, all_settled, drive, message
+from tests.checkback.conformance.stacks import ToolMissing, every_stack
+from tests.checkback.helpers import FAST, all_settled, drive, message
 from tests.support import Api
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -12,8 +12,8 @@ from confirm_service.runtime import checkback_worker
 from rms.config import Settings
 from rms.kafka.records import header
 from rms_client.signing import Verifier
-from tests.confirm.helpers import FAST, all_settled, drive, events, message
-from tests.confirm.servers import Behaviour, Call, CallbackServer, Reply
+from tests.checkback.helpers import FAST, all_settled, drive, events, message
+from tests.checkback.servers import Behaviour, Call, CallbackServer, Reply
 from tests.support import Api, AppKeys, read_topic
 
 MAX_CHECKS = 4

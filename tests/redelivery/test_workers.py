@@ -18,7 +18,7 @@ import pytest
 
 from rms.config import Settings
 from rms.devstack.embedded import free_port
-from tests.recovery.helpers import SqlHelper, deliveries, read_until_all
+from tests.redelivery.helpers import SqlHelper, deliveries, read_until_all
 from tests.support import Api
 
 MESSAGES = 2000

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rms.kafka.records import header
 from rms.usecases.redelivery import RedeliveryWorker
-from tests.recovery.helpers import message, tick_until
+from tests.redelivery.helpers import message, tick_until
 from tests.support import Api, read_topic
 from tests.tracing_support import (
     PRODUCER_PARENT,

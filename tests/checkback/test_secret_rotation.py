@@ -15,8 +15,8 @@ from rms.config import Settings
 from rms.store.database import create_engine
 from rms_client.signing import SignatureError, Verifier
 from tests.api.helpers import assert_problem
-from tests.confirm.helpers import FAST, drive
-from tests.confirm.servers import Call, CallbackServer
+from tests.checkback.helpers import FAST, drive
+from tests.checkback.servers import Call, CallbackServer
 from tests.support import Api, AppKeys
 
 

@@ -14,8 +14,8 @@ import pytest
 from confirm_service.runtime import checkback_worker
 from rms.config import Settings
 from rms.devstack.embedded import free_port
-from tests.confirm.helpers import FAST, all_settled, drive, events, message
-from tests.confirm.servers import Call, CallbackServer, Reply
+from tests.checkback.helpers import FAST, all_settled, drive, events, message
+from tests.checkback.servers import Call, CallbackServer, Reply
 from tests.support import Api, AppKeys
 
 MAX_CHECKS = 2
@@ -134,7 +134,7 @@ async def test_a_connection_dropped_after_the_request_is_one_unknown_call(
     """A server that read the call and closed without answering got the call: the attempt is
     unknown (no second call with the same webhook-id), the next attempt asks again, and
     max_checks bounds the calls. (Only a reused keep-alive connection closed before the call
-    reached the server is retried at once: tests/confirm/test_http11.py.)"""
+    reached the server is retried at once: tests/checkback/test_http11.py.)"""
     dropping = DroppingServer(drops)
     server = await asyncio.start_server(dropping.handle, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]

@@ -11,7 +11,7 @@ from recovery_service.runtime import build
 from rms.dispatcher import dispatcher_for
 from rms.usecases.redelivery import RedeliveryWorker
 from rms.worker import WorkerContext
-from tests.recovery.helpers import SqlHelper, deliveries, events, message, tick_until
+from tests.redelivery.helpers import SqlHelper, deliveries, events, message, tick_until
 from tests.support import Api, read_topic
 
 

@@ -16,7 +16,7 @@ from rms.config import Settings
 from rms.domain.checkback import Action
 from rms.store.checkback import Answer, CheckBackStore
 from rms.store.database import create_engine
-from tests.confirm.helpers import (
+from tests.checkback.helpers import (
     FAST,
     all_settled,
     drive,
@@ -25,7 +25,7 @@ from tests.confirm.helpers import (
     prepare_many,
     record_answer,
 )
-from tests.confirm.servers import CallbackServer
+from tests.checkback.servers import CallbackServer
 from tests.support import Api, AppKeys
 
 

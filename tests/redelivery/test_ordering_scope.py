@@ -13,7 +13,7 @@ from aiokafka import ConsumerRecord
 
 from rms.kafka.records import header
 from rms.usecases.redelivery import RedeliveryWorker
-from tests.recovery.helpers import SqlHelper, events, message, tick_until
+from tests.redelivery.helpers import SqlHelper, events, message, tick_until
 from tests.support import CHECK_PREFIX, Api, AppKeys, read_topic
 
 

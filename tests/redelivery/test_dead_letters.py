@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from rms.usecases.redelivery import RedeliveryWorker
-from tests.recovery.helpers import SqlHelper, deliveries, events, message
+from tests.redelivery.helpers import SqlHelper, deliveries, events, message
 from tests.support import Api, read_topic
 
 RESEND = "/v1/admin/dead-letters/resend"
