@@ -36,6 +36,10 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
+## The pure-logic tests (no PostgreSQL, no Kafka): seconds
+unit: $(STAMP)
+	$(BIN)/pytest tests/unit -q
+
 ## Lint, type-check and run the whole test suite against real PostgreSQL and Kafka
 test: $(STAMP) system-deps lint typecheck imports
 	@$(BIN)/python -m rms.devstack.kafka_broker

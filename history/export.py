@@ -32,6 +32,7 @@ from typing import Any
 
 from history.dburl import asyncpg_dsn
 from history.options import UsageError, Window
+from history.states import open_states_sql
 from history.tables import EVENT_COLUMNS, JSON_COLUMNS, MESSAGE_COLUMNS, arrow_schema
 
 MANIFEST = "_export.json"
@@ -130,7 +131,7 @@ def queries(window: Window) -> dict[str, tuple[str, list[datetime]]]:
         ),
         "open": (
             f"SELECT {messages} FROM messages AS m WHERE {open_where} "
-            "AND (m.dead OR m.state IN ('pending-send', 'sent'))",
+            f"AND (m.dead OR m.state IN ({open_states_sql()}))",
             open_args,
         ),
     }

@@ -61,18 +61,22 @@ from history.dburl import asyncpg_dsn
 from history.export import select_list
 from history.options import ReportError, UsageError
 from history.tables import EVENT_COLUMNS, MESSAGE_COLUMNS
+from rms.store.retention import (
+    FINISHED,
+    delete_events,
+    delete_finished_messages,
+    delete_transactions,
+    take_late_events,
+)
 
 # pg_try_advisory_lock key: "rms-retention" (one run at a time per database)
 LOCK_KEY = 0x726D735F72657431
-
-_FINISHED = """NOT m.dead
-  AND ((m.state = 'done' AND m.done_at < $1) OR (m.state = 'deleted' AND m.deleted_at < $1))"""
 
 # a message finished before the cutoff was created before it: the index bounds the scan
 _CANDIDATES = f"""
 SELECT {select_list(MESSAGE_COLUMNS, "m")}
 FROM messages AS m
-WHERE m.created_at < $1 AND (m.created_at, m.message_id) > ($2, $3) AND {_FINISHED}
+WHERE m.created_at < $1 AND (m.created_at, m.message_id) > ($2, $3) AND {FINISHED}
 ORDER BY m.created_at, m.message_id
 LIMIT $4
 """
@@ -84,43 +88,10 @@ _COUNT = f"""
 SELECT count(*) AS messages,
        (SELECT count(*) FROM message_events AS e
         WHERE e.message_id IN (SELECT m.message_id FROM messages AS m
-                               WHERE m.created_at < $1 AND {_FINISHED})) AS events
-FROM messages AS m WHERE m.created_at < $1 AND {_FINISHED}
+                               WHERE m.created_at < $1 AND {FINISHED})) AS events
+FROM messages AS m WHERE m.created_at < $1 AND {FINISHED}
 """
-# the guard repeats the selection, so a journal can never delete a message that is not final
-_DELETE_MESSAGES = """
-DELETE FROM messages AS m
-WHERE m.message_id = ANY($1::text[]) AND NOT m.dead AND m.state IN ('done', 'deleted')
-RETURNING m.message_id
-"""
-_DELETE_LATE_EVENTS = f"""
-DELETE FROM message_events AS e
-WHERE e.message_id = ANY($1::text[]) AND NOT (e.id = ANY($2::bigint[]))
-RETURNING {select_list(EVENT_COLUMNS, "e")}
-"""
-# without an archive: the events of the deleted messages, and journaled orphans
-_DELETE_EVENTS = """
-DELETE FROM message_events AS e
-WHERE e.message_id = ANY($1::text[])
-   OR (e.id = ANY($2::bigint[])
-       AND NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.message_id = e.message_id))
-"""
-# with an archive: only the events archived (journaled or just written as late ones), each of
-# a deleted message or an orphan; an event committed after the late ones were read stays
-_DELETE_ARCHIVED_EVENTS = """
-DELETE FROM message_events AS e
-WHERE e.id = ANY($2::bigint[])
-  AND (e.message_id = ANY($1::text[])
-       OR NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.message_id = e.message_id))
-"""
-# a transaction finished before the cutoff goes once none of its messages is left (its messages
-# carry transaction_id and transaction_position into the archive)
-_DELETE_TRANSACTIONS = """
-DELETE FROM transactions AS t
-WHERE t.state IN ('confirmed', 'cancelled') AND NOT t.dead
-  AND coalesce(t.confirmed_at, t.cancelled_at) < $1
-  AND NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.transaction_id = t.transaction_id)
-"""
+_EVENT_LIST = select_list(EVENT_COLUMNS, "e")
 # events older than the cutoff whose message is gone (a publish outcome recorded after its
 # message was removed)
 _ORPHANS = f"""
@@ -237,8 +208,7 @@ class Retention:
                 break
             await self._pause()
         await self.remove_orphans()
-        status: str = await self._conn.execute(_DELETE_TRANSACTIONS, self.result.cutoff)
-        self.result.transactions = int(status.split()[-1])
+        self.result.transactions = await delete_transactions(self._conn, self.result.cutoff)
         return self.result
 
     async def _pause(self) -> None:
@@ -321,16 +291,14 @@ class Retention:
         """One transaction: the messages (still final), their late events (archived before
         the commit), then their other events."""
         async with self._conn.transaction():
-            gone = [r["message_id"] for r in await self._conn.fetch(_DELETE_MESSAGES, message_ids)]
-            if self._archive is None:
-                status: str = await self._conn.execute(_DELETE_EVENTS, gone, event_ids)
-            else:
-                late = await self._conn.fetch(_DELETE_LATE_EVENTS, gone, event_ids)
+            gone = await delete_finished_messages(self._conn, message_ids)
+            if self._archive is not None:
+                late = await take_late_events(self._conn, gone, event_ids, _EVENT_LIST)
                 self._write_late(late, late_files)
                 self.result.late_events += len(late)
                 self.result.events += len(late)
-                status = await self._conn.execute(_DELETE_ARCHIVED_EVENTS, gone, event_ids)
-            self.result.events += int(status.split()[-1])
+            self.result.events += await delete_events(self._conn, gone, event_ids,
+                                                      archived=self._archive is not None)
             self.result.messages += len(gone)
             if self._archive is not None:
                 self.result.archived += len(gone)

@@ -19,7 +19,7 @@ from message_service.deps import Services
 from message_service.hot_paths import HotPaths
 from message_service.limits import Limits
 from rms.config import Settings
-from rms.delivery import dispatcher_for
+from rms.dispatcher import dispatcher_for
 from rms.heap import settle_heap
 from rms.kafka.ack_consumer import AckConsumer
 from rms.kafka.publisher import KafkaPublisher

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from message_service.api.messages import cancel_one, confirm_one, prepare_one
@@ -35,6 +36,33 @@ MESSAGES = "/v1/messages"
 Handler = Callable[[Request, Any], Response | Awaitable[Response]]
 _MESSAGE_ID: TypeAdapter[str] = TypeAdapter(MessageId)
 _TRACE_HEADERS = (TRACEPARENT.encode(), TRACESTATE.encode())
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """What the fast path takes from a request to one of its routes, in the route's terms:
+    the path template, path parameters, headers and body model the route declares, and the
+    route's dependencies whose work the fast path does itself (rate limit, app key, the wired
+    services, trace context). A test holds each equal to what the route declares, so a new
+    parameter on a route cannot be silently ignored here."""
+
+    path: str
+    path_params: frozenset[str] = frozenset()
+    headers: frozenset[str] = frozenset()
+    body: type[BaseModel] | None = None
+    dependencies: frozenset[str] = frozenset({"rate_limit", "current_app", "services"})
+
+
+_PREPARE_BODY = PrepareRequest
+_PREPARE = Inputs(MESSAGES, headers=frozenset({TRACEPARENT, TRACESTATE}), body=_PREPARE_BODY,
+                  dependencies=frozenset({"rate_limit", "current_app", "services",
+                                          "request_trace"}))
+# by route name (message_service.api.messages)
+INPUTS: dict[str, Inputs] = {
+    "prepare": _PREPARE,
+    "confirm": Inputs(MESSAGES + "/{message_id}/confirm", frozenset({"message_id"})),
+    "cancel": Inputs(MESSAGES + "/{message_id}/cancel", frozenset({"message_id"})),
+}
 
 
 class HotPaths:
@@ -150,7 +178,7 @@ def _prepare_request(received: list[Message]) -> PrepareRequest | None:
     if not body:
         return None
     try:
-        return PrepareRequest.model_validate(strict_loads(body), from_attributes=True)
+        return _PREPARE_BODY.model_validate(strict_loads(body), from_attributes=True)
     except Exception:
         return None
 

@@ -23,6 +23,8 @@ from typing import Any, TextIO
 import httpx
 import orjson
 
+from rms.domain.states import State
+
 EXIT_OK, EXIT_API, EXIT_USAGE = 0, 1, 2
 DEFAULT_URL = "http://127.0.0.1:8000"
 MAX_BULK = 1000
@@ -214,7 +216,7 @@ class Session:
             self.emit(f"resent {message_id} (delivery {resent['delivery_count']})")
             return
         current = await self.call("GET", f"/v1/admin/messages/{message_id}")
-        if current["state"] != "sent":
+        if current["state"] != State.SENT.value:
             raise ApiError(f"cannot resend: its state is {current['state']!r}")
         self.emit(f"would resend {message_id} (delivery {current['delivery_count'] + 1})")
 

@@ -12,13 +12,13 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.config import WorkerSettings
-from rms.delivery import Dispatcher
+from rms.dispatcher import Dispatcher
 from rms.kafka.publisher import Publisher
 from rms.store.admin import AdminStore
 from rms.store.ordering import OrderingStore
 from rms.store.redelivery import RedeliveryStore
-from rms.usecases.ordering import Sequencer
 from rms.usecases.redelivery import RedeliveryWorker
+from rms.usecases.sequencer import Sequencer
 from rms.worker import WorkerContext, worker_context
 
 log = structlog.get_logger(__name__)

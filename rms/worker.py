@@ -23,7 +23,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.config import WorkerSettings
-from rms.delivery import Dispatcher, dispatcher_for
+from rms.dispatcher import Dispatcher, dispatcher_for
 from rms.heap import settle_heap
 from rms.kafka.publisher import KafkaPublisher
 from rms.outage import OutageLog

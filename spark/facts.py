@@ -61,6 +61,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from rms.domain.states import State
+
 STAGES = (
     "prepare_to_confirm",
     "confirm_to_first_publish",
@@ -248,18 +250,18 @@ def message_facts(messages: Any, events: Any, now: datetime) -> Any:
     done_at = F.coalesce(col("done_at"), col("ev_acked_at"))
     one_shot = ev_flag["ev_sent"] & ~ev_flag["ev_prepared"]
     dead = F.coalesce(col("dead"), F.lit(False))
-    cancelled = ((col("state") == "deleted") | col("deleted_at").isNotNull()
+    cancelled = ((col("state") == State.DELETED.value) | col("deleted_at").isNotNull()
                  | ev_cancelled_at.isNotNull())
     flags = {
         "prepared": ev_flag["ev_prepared"],
         "one_shot": one_shot,
         "sent": confirmed_at.isNotNull(),
         "cancelled": cancelled,
-        "done": (col("state") == "done") | done_at.isNotNull(),
-        "pending_send": (col("state") == "pending-send") & ~dead,
-        "unacked": (col("state") == "sent") & ~dead,
+        "done": (col("state") == State.DONE.value) | done_at.isNotNull(),
+        "pending_send": (col("state") == State.PENDING_SEND.value) & ~dead,
+        "unacked": (col("state") == State.SENT.value) & ~dead,
         "delayed": col("deliver_after").isNotNull(),
-        "scheduled": (col("state") == "sent") & ~dead & (col("deliver_after") > F.lit(now)),
+        "scheduled": (col("state") == State.SENT.value) & ~dead & (col("deliver_after") > F.lit(now)),
         "dead": dead,
     }
     codes = {

@@ -40,6 +40,7 @@ from typing import Any
 from history.archive import archived_days, day_dir
 from history.dburl import jdbc_target
 from history.options import ReportError, Window
+from history.states import open_states_sql
 from history.tables import (
     EVENT_COLUMNS,
     MESSAGE_COLUMNS,
@@ -234,7 +235,7 @@ def _load_jdbc(spark: Any, source: JdbcSource, window: Window) -> History:
     events = read(_EVENTS_SQL, slice_predicates(
         window, "message_created_at", low, high, source.partitions))
     opened = read(
-        f"{_message_select()} WHERE (dead OR state IN ('pending-send', 'sent')) AND "
+        f"{_message_select()} WHERE (dead OR state IN ({open_states_sql()})) AND "
         f"{window_sql(Window(until=window.until), 'created_at')}"
     )
     return History(_normalise(messages, MESSAGES_DDL), _normalise(events, EVENTS_DDL),

@@ -21,7 +21,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from rms.domain.states import State
 from spark.facts import seconds_between
+
+_PENDING = State.PENDING_SEND.value
 
 DEFAULT_GRACE_SECONDS = 60.0
 
@@ -54,11 +57,11 @@ def _stuck(opened: Any, now: datetime, grace_seconds: float) -> Any:
 
     kind = (
         F.when(col("dead"), F.lit("dead"))
-        .when((col("state") == "pending-send") & overdue("next_check_at"), F.lit("pending-send"))
-        .when((col("state") == "sent") & overdue("next_delivery_at"), F.lit("unacked"))
+        .when((col("state") == _PENDING) & overdue("next_check_at"), F.lit(_PENDING))
+        .when((col("state") == State.SENT.value) & overdue("next_delivery_at"), F.lit("unacked"))
     )
     deadline = (F.when(col("dead"), F.lit(None))
-                .when(col("state") == "pending-send", col("next_check_at"))
+                .when(col("state") == _PENDING, col("next_check_at"))
                 .otherwise(col("next_delivery_at")))
     rows = opened.select(
         "message_id", "app", "topic", kind.alias("kind"), "state",

@@ -15,7 +15,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from rms.delivery import Dispatcher
+from rms.dispatcher import Dispatcher
 from rms.domain.models import Message
 from rms.domain.states import State
 from rms.kafka.failures import PublishFailure

@@ -27,6 +27,8 @@ ASSETS = {
     "index.html": "text/html; charset=utf-8",
     "dashboard.js": "text/javascript; charset=utf-8",
     "format.js": "text/javascript; charset=utf-8",
+    "draw.js": "text/javascript; charset=utf-8",
+    "report.js": "text/javascript; charset=utf-8",
     "dashboard.css": "text/css; charset=utf-8",
 }
 CONTENT_SECURITY_POLICY = (

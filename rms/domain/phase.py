@@ -57,6 +57,15 @@ class Equals:
 
 
 @dataclass(frozen=True, slots=True)
+class Reached:
+    """The row's ``column`` less its ``base`` has reached its ``limit`` (three columns)."""
+
+    column: str
+    base: str
+    limit: str
+
+
+@dataclass(frozen=True, slots=True)
 class Passed:
     """The row's time ``column`` has come (``<= now``; NULL: not)."""
 
@@ -107,12 +116,17 @@ class LastEvent:
     event: Event
 
 
-Term = (Flag | Present | Exceeds | Equals | Passed | Ahead | Not | All | AnyOf | EarlierMember
-        | HasEvent | LastEvent)
+Term = (Flag | Present | Exceeds | Equals | Reached | Passed | Ahead | Not | All | AnyOf
+        | EarlierMember | HasEvent | LastEvent)
+# the terms on the row's own columns, which every form renders (SQL text, Core, Python)
+ColumnTerm = Flag | Present | Exceeds | Equals | Reached | Passed | Ahead
 
 
 DEAD = Flag("dead")
 ORDERED = Flag("ordered")
+# the delivery budget is spent: the deliveries counted since the budget started have reached
+# ``max_deliveries`` (the redelivery claim flags such a message dead instead of publishing it)
+BUDGET_SPENT = Reached("delivery_count", "delivery_base", "max_deliveries")
 # a delivery of the current budget is reserved: its publish is in flight or the broker accepted
 # it (a refused publish gives its number back). A confirm, a one-shot send and the claims
 # reserve one; a delayed message before its time and an ordered one get none at confirm.
@@ -155,19 +169,26 @@ QUEUED = All((Not(DEAD), Not(RESERVED), Not(IN_FLIGHT), DUE))
 
 
 # the columns of a message row the predicates read (with ``message_id`` for its history)
-COLUMNS = ("message_id", "dead", "ordered", "delivery_count", "delivery_base", "claim_token",
-           "next_delivery_at", "deliver_after", "transaction_id", "transaction_position")
+COLUMNS = ("message_id", "dead", "ordered", "delivery_count", "delivery_base", "max_deliveries",
+           "claim_token", "next_delivery_at", "deliver_after", "transaction_id",
+           "transaction_position")
 
 
 def holds(term: Term, message: Message, now: datetime | None = None) -> bool:
     """Whether ``term`` holds for ``message``; ``now`` (the database clock when the row was
     read) is needed by the time predicates."""
-    return _holds(term, _columns(message), now)
+    return holds_on(term, _columns(message), now)
+
+
+def holds_on(term: Term, row: Mapping[str, Any], now: datetime | None = None) -> bool:
+    """Whether ``term`` holds for a row given as its columns by name."""
+    return _holds(term, row, now)
 
 
 def _columns(message: Message) -> Mapping[str, Any]:
     return {"dead": message.dead, "ordered": message.ordered,
             "delivery_count": message.delivery_count, "delivery_base": message.delivery_base,
+            "max_deliveries": message.max_deliveries,
             "claim_token": message.claim_token, "next_delivery_at": message.next_delivery_at,
             "deliver_after": message.deliver_after}
 
@@ -181,6 +202,8 @@ def _holds(term: Term, row: Mapping[str, Any], now: datetime | None) -> bool:
         return bool(row[term.column] > row[term.other])
     if isinstance(term, Equals):
         return bool(row[term.column] == term.value)
+    if isinstance(term, Reached):
+        return bool(row[term.column] - row[term.base] >= row[term.limit])
     if isinstance(term, Passed | Ahead):
         return _timed(term, row[term.column], now)
     if isinstance(term, Not):

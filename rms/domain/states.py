@@ -3,7 +3,9 @@ them are the table in :mod:`rms.domain.transitions`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
+from types import MappingProxyType
 
 
 class State(StrEnum):
@@ -37,3 +39,8 @@ class Event(StrEnum):
 
 
 TERMINAL_STATES = frozenset({State.DONE, State.DELETED})
+# the states a message can still leave (the ones retention never removes)
+OPEN_STATES = frozenset(State) - TERMINAL_STATES
+# the column that records when a message reached each terminal state
+FINISHED_AT: Mapping[State, str] = MappingProxyType(
+    {State.DONE: "done_at", State.DELETED: "deleted_at"})

@@ -11,9 +11,11 @@ transaction as the change of the transaction row, so a transaction never splits.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from types import MappingProxyType
 
 from rms.domain.models import Message, NewMessage
 from rms.domain.states import DeadReason
@@ -24,6 +26,11 @@ class TransactionState(StrEnum):
     PENDING = "pending"
     CONFIRMED = "confirmed"
     CANCELLED = "cancelled"
+
+
+# the column that records when a transaction reached each of its final states
+TRANSACTION_FINISHED_AT: Mapping[TransactionState, str] = MappingProxyType({
+    TransactionState.CONFIRMED: "confirmed_at", TransactionState.CANCELLED: "cancelled_at"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,10 +11,11 @@ here and nowhere else.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from rms.domain import phase
 from rms.domain.states import DeadReason, Event, State
 
 
@@ -61,24 +62,24 @@ class NextInSequence:
 
 @dataclass(frozen=True, slots=True)
 class When:
-    """``then`` for a row whose boolean column ``flag`` is true, else ``otherwise``."""
+    """``then`` for a row for which the delivery phase's ``term`` holds (on the row before the
+    change, database clock), else ``otherwise``: the one conditional effect, in the
+    vocabulary of :mod:`rms.domain.phase`."""
 
-    flag: str
+    term: phase.Term
     then: Effect
     otherwise: Effect
 
 
-@dataclass(frozen=True, slots=True)
-class Scheduled:
-    """A delayed message's choice: ``waiting`` while the row's ``deliver_after`` lies in the
-    future (database clock), ``due`` otherwise (no delay, or its time has come)."""
-
-    due: Effect
-    waiting: Effect
+Effect = (None | bool | int | str | Now | Column | Given | Plus | Later | NextInSequence | When)
 
 
-Effect = (None | bool | int | str | Now | Column | Given | Plus | Later | NextInSequence | When
-          | Scheduled)
+def chosen(effect: Effect, holds: Callable[[phase.Term], bool]) -> Effect:
+    """The effect a row gets: every :class:`When` resolved by ``holds`` (whether a term holds
+    for the row), so a table can be read out per kind of row."""
+    while isinstance(effect, When):
+        effect = effect.then if holds(effect.term) else effect.otherwise
+    return effect
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +119,7 @@ _ALIVE: dict[str, Effect] = {"dead": False, "dead_reason": None, "claim_token": 
 # redelivery worker) reserves its delivery and publishes it in confirm order (``confirm_seq``)
 # per key. The phase a row is in after these effects is read through :mod:`rms.domain.phase`.
 CONFIRM_SEQUENCE = "messages_confirm_seq"
-_ORDERED = "ordered"
+_ORDERED = phase.ORDERED
 _CONFIRM_ORDER: dict[str, Effect] = {
     "confirm_seq": When(_ORDERED, NextInSequence(CONFIRM_SEQUENCE), None)}
 _NEXT_DELIVERY_UNLESS_ORDERED: dict[str, Effect] = {
@@ -127,11 +128,12 @@ _NEXT_DELIVERY_UNLESS_ORDERED: dict[str, Effect] = {
 }
 # Delayed delivery: a confirm (or one-shot send) before the message's ``deliver_after`` reserves
 # nothing either; the message is due at that time (an ordered one then waits for its turn too).
-_FIRST_DUE = Scheduled(When(_ORDERED, Now(), Later(Column("ack_timeout_seconds"))),
-                       Column("deliver_after"))
+_FIRST_DUE = When(phase.SCHEDULED, Column("deliver_after"),
+                  When(_ORDERED, Now(), Later(Column("ack_timeout_seconds"))))
 _FIRST_DELIVERY: dict[str, Effect] = {
     "delivery_count": When(_ORDERED, Column("delivery_count"),
-                           Scheduled(Plus("delivery_count", 1), Column("delivery_count"))),
+                           When(phase.SCHEDULED, Column("delivery_count"),
+                                Plus("delivery_count", 1))),
     "next_delivery_at": _FIRST_DUE,
 }
 
@@ -147,7 +149,7 @@ PREPARE = Transition(
 SEND = Transition(
     "send", frozenset(), State.SENT, Event.SENT,
     _frozen({"state": State.SENT.value, "confirmed_at": Now(),
-             "delivery_count": When(_ORDERED, 0, Scheduled(1, 0)),
+             "delivery_count": When(_ORDERED, 0, When(phase.SCHEDULED, 0, 1)),
              "next_delivery_at": _FIRST_DUE,
              **_CONFIRM_ORDER}))
 CONFIRM = Transition(

@@ -30,10 +30,12 @@ from sqlalchemy import (
     update,
 )
 
+from rms.domain import phase
 from rms.domain import transaction_transitions as ledger
 from rms.domain import transitions as table
 from rms.domain.models import Message
 from rms.domain.states import DeadReason
+from rms.store.phase import condition
 from rms.store.rows import message_from
 from rms.store.schema import messages, transactions
 from rms.store.transitions import Row, core_values, event_of, with_event
@@ -108,7 +110,7 @@ class Round:
 
 def spent_budget() -> ColumnElement[bool]:
     """A message's delivery budget is spent."""
-    return (messages.c.delivery_count - messages.c.delivery_base) >= messages.c.max_deliveries
+    return condition(phase.BUDGET_SPENT)
 
 
 def delivery_claim(chosen: Select[Any], token: str, lease_seconds: float, actor: str) -> Any:

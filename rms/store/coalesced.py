@@ -139,7 +139,7 @@ SELECT * FROM changed
 
 def insert_statement(one_shot: bool) -> str:
     """The insert of a prepare (``pending-send``) or a one-shot send (``sent``, first delivery
-    reserved, see :mod:`rms.delivery`)."""
+    reserved, see :mod:`rms.dispatcher`)."""
     return _INSERTS[new_message(one_shot).action]
 
 

@@ -70,7 +70,8 @@ _FORMS: dict[tuple[str, bool], _Rendered] = {
     (rule.action, coalesced): _rendered(rule, coalesced=coalesced)
     for rule in _COALESCED for coalesced in (True, False)} | {
     (table.RESEND.action, False): _rendered(table.RESEND, coalesced=False)}
-_ACK_MANY_SQL = transition_sql(table.ACK, returning="m.message_id", instance=True)
+# the ack batch of the ack topic: each item names the instance it acknowledges
+ACK_MANY_SQL = transition_sql(table.ACK, returning="m.message_id", instance=True)
 
 
 def _form(change: table.Transition, coalesced: bool) -> _Rendered:
@@ -213,7 +214,7 @@ class MessageStore:
         ids = [message_id for message_id, _ in unique]
         detail = orjson.dumps({"via": via}).decode()
         async with driver_connection(self._engine) as driver:
-            rows = await driver.fetch(_ACK_MANY_SQL, ids, [None] * len(ids),
+            rows = await driver.fetch(ACK_MANY_SQL, ids, [None] * len(ids),
                                       [actor] * len(ids), [detail] * len(ids),
                                       [created_at for _, created_at in unique])
         return [row["message_id"] for row in rows]

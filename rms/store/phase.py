@@ -1,5 +1,7 @@
-"""The delivery phase (:mod:`rms.domain.phase`) rendered as SQLAlchemy Core conditions on a
-``messages`` row (the table, or an alias of it)."""
+"""The delivery phase (:mod:`rms.domain.phase`) rendered in the store's two forms: SQLAlchemy
+Core conditions on a ``messages`` row (the table, or an alias of it), and SQL text for the
+constant statements (:func:`sql_text`, the terms on the row's own columns). The transition
+tables' conditional effects are these terms too (:class:`rms.domain.transitions.When`)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,9 @@ from sqlalchemy import ColumnElement, and_, exists, false, func, not_, or_, sele
 from sqlalchemy.sql.expression import FromClause
 
 from rms.domain.phase import (
-    Ahead,
     All,
     AnyOf,
+    ColumnTerm,
     EarlierMember,
     Equals,
     Exceeds,
@@ -21,6 +23,7 @@ from rms.domain.phase import (
     Not,
     Passed,
     Present,
+    Reached,
     Term,
 )
 from rms.domain.states import State
@@ -46,8 +49,7 @@ def condition(term: Term, row: FromClause = messages) -> ColumnElement[bool]:
     return _of_columns(term, row)
 
 
-def _of_columns(term: Flag | Present | Exceeds | Equals | Passed | Ahead, row: FromClause
-                ) -> ColumnElement[bool]:
+def _of_columns(term: ColumnTerm, row: FromClause) -> ColumnElement[bool]:
     """A predicate on the row's own columns."""
     c = row.c
     if isinstance(term, Flag):
@@ -59,6 +61,8 @@ def _of_columns(term: Flag | Present | Exceeds | Equals | Passed | Ahead, row: F
         return c[term.column] > c[term.other]
     if isinstance(term, Equals):
         return c[term.column] == term.value
+    if isinstance(term, Reached):
+        return (c[term.column] - c[term.base]) >= c[term.limit]
     if isinstance(term, Passed):
         return c[term.column] <= func.now()
     return func.coalesce(c[term.column] > func.now(), false())
@@ -79,3 +83,32 @@ def _last_event(term: LastEvent, row: FromClause) -> ColumnElement[bool]:
                  .order_by(message_events.c.id.desc()).limit(1).scalar_subquery())
     matches: ColumnElement[bool] = last == term.event.value
     return matches
+
+
+def sql_text(term: Term, row: str = "m.") -> str:
+    """``term`` as SQL text, each column prefixed with ``row``; the same conditions as
+    :func:`condition` (a time predicate on a NULL column is false, never NULL)."""
+    if isinstance(term, Not):
+        return f"NOT ({sql_text(term.term, row)})"
+    if isinstance(term, All | AnyOf):
+        joiner = " AND " if isinstance(term, All) else " OR "
+        return "(" + joiner.join(sql_text(t, row) for t in term.terms) + ")"
+    if isinstance(term, EarlierMember | HasEvent | LastEvent):
+        raise ValueError(f"{term!r} relates several rows: it has no text form")
+    return _text_of_columns(term, row)
+
+
+def _text_of_columns(term: ColumnTerm, row: str) -> str:
+    if isinstance(term, Flag):
+        return f"{row}{term.column}"
+    if isinstance(term, Present):
+        return f"{row}{term.column} IS NOT NULL"
+    if isinstance(term, Exceeds):
+        return f"{row}{term.column} > {row}{term.other}"
+    if isinstance(term, Equals):
+        return f"{row}{term.column} = {term.value}"
+    if isinstance(term, Reached):
+        return f"{row}{term.column} - {row}{term.base} >= {row}{term.limit}"
+    if isinstance(term, Passed):
+        return f"{row}{term.column} <= now()"
+    return f"coalesce({row}{term.column} > now(), false)"

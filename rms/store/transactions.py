@@ -1,18 +1,17 @@
 """Transactions of several messages: storing one with its messages, confirming or cancelling
-all of them in one database transaction, and the check-back's claims and answers.
+all of them together, and the check-back's claims and answers.
 
 Every change of a transaction row is a guarded ``UPDATE transactions ... WHERE state =
 'pending'`` (and, for a worker, ``AND claim_token = <its token>``); the change of its messages
-runs in the same database transaction, guarded by their own source state and with their event
-rows, so concurrent actors cannot both win and a transaction never splits: the second of a
-concurrent confirm and cancel waits on the row lock, then matches nothing.
+runs in the same statement, guarded by their own source state and with their event rows, so
+concurrent actors cannot both win and a transaction never splits: the second of a concurrent
+confirm and cancel waits on the row lock, then matches nothing.
 
-The request path's prepares, confirms and cancels are group-committed (:mod:`rms.batching`):
-concurrent requests share one constant statement (:func:`create_sql`, :func:`change_sql`) that
-writes the transactions, their messages and the messages' events at once, atomic on its own,
-run on the asyncpg connection like :mod:`rms.store.coalesced`. A request the shared statement
-did not write (a repeat, a taken id, a refused change) is answered, or written, on its own,
-exactly as a request that runs alone.
+Each change has one statement (:mod:`rms.store.transaction_sql`), run on the asyncpg connection
+like :mod:`rms.store.coalesced`: the request path's prepares, confirms and cancels are
+group-committed (:mod:`rms.batching`) and a lone request is a batch of one; a request the
+statement did not write (a repeat, a taken id, a refused change) is answered from the rows as
+they stand.
 """
 
 from __future__ import annotations
@@ -30,18 +29,14 @@ from sqlalchemy import (
     CompoundSelect,
     Row,
     Select,
-    Update,
-    and_,
     bindparam,
     func,
-    insert,
     literal,
     select,
     tuple_,
     union_all,
     update,
 )
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from rms.batching import Coalescer
@@ -49,7 +44,7 @@ from rms.domain import transaction_transitions as ledger
 from rms.domain.errors import Conflict, NotFound
 from rms.domain.listings import ListedTransaction, TransactionFilter
 from rms.domain.models import Actor, Message
-from rms.domain.states import DeadReason, Event
+from rms.domain.states import DeadReason
 from rms.domain.transaction_transitions import TransactionTransition
 from rms.domain.transactions import (
     NewTransaction,
@@ -57,27 +52,16 @@ from rms.domain.transactions import (
     TransactionState,
     TransactionView,
 )
-from rms.domain.transitions import Transition
-from rms.store.batch import unnest_sql
 from rms.store.claims import TRANSACTIONS_CHECK_DUE, check_claim
-from rms.store.coalesced import (
-    INPUT_ARRAYS,
-    INPUT_SQL,
-    PrepareItem,
-    first_events_sql,
-    insert_arrays,
-    insert_messages,
-    insert_rows_sql,
-    insert_sql,
-)
+from rms.store.coalesced import PrepareItem, insert_arrays
 from rms.store.listings import decode_cursor, encode_key
-from rms.store.raw import driver_connection, driver_of, item_specific
+from rms.store.raw import driver_connection, item_specific
 from rms.store.rows import message_from, to_message
 from rms.store.schema import message_events, messages, transactions
-from rms.store.transitions import core_values, event_of, jsonb, set_sql, sql_of, with_event
+from rms.store.transaction_sql import ANSWER, CHANGES, CREATE, ROW
+from rms.store.transitions import core_values, event_of
 
 _STATES = {state.value: state for state in TransactionState}
-_INSERT_MEMBERS = insert_sql(ledger.PREPARE_MEMBER)
 
 
 def to_transaction(row: Row[Any]) -> Transaction:
@@ -166,82 +150,6 @@ def _claim_statement() -> CompoundSelect[Any]:
 CLAIM = _claim_statement()
 
 
-def _answer(change: TransactionTransition, transaction_id: str, token: str,
-            given: Mapping[str, Any] | None = None) -> Update:
-    """``change`` of a transaction the worker claimed, only while its claim holds (a late
-    worker matches nothing); returns the id of the changed row."""
-    return (update(transactions)
-            .where(transactions.c.transaction_id == transaction_id,
-                   transactions.c.state == change.source.value,
-                   transactions.c.claim_token == token)
-            .values(**core_values(change, given, transactions))
-            .returning(transactions.c.transaction_id))
-
-
-# The coalesced confirm and cancel of the request path (:mod:`rms.batching`): many producers'
-# or operators' changes in one statement, atomic on its own
-_CHANGE_INPUT = (("transaction_id", "text"), ("app", "text"), ("actor", "text"),
-                 ("detail", "text"))
-# the columns of a changed transaction row in the statement's result, beside its message's
-_ROW = "t_"
-_ROW_COLUMNS = ", ".join(f"c.{column.name} AS {_ROW}{column.name}" for column in transactions.c)
-_SEQ = "confirm_seq"
-
-
-def change_sql(change: TransactionTransition) -> str:
-    """``change`` of many transactions, each guarded by its source state and (when given) its
-    app, with the change of each of its messages (and their event rows, each with that item's
-    actor and detail) in the same statement: a transaction never splits. Returns one row per
-    message of each changed transaction, in order, beside the transaction's own columns
-    (prefixed ``t_``). A confirm claims its messages' first publishes with its own token and
-    numbers its ordered messages in their listed order (the numbers are drawn in a sorted,
-    materialized sub-select: PostgreSQL evaluates a volatile output column after the sort)."""
-    member = change.member
-    given = {"token": "'confirm:' || c.transaction_id"}
-    moves = {name: effect for name, effect in member.effects.items() if name != _SEQ}
-    numbered = sql_of(member.effects[_SEQ], "m.") if _SEQ in member.effects else "NULL"
-    moved_seq = f", {_SEQ} = n.seq" if _SEQ in member.effects else ""
-    member_set = ", ".join(f"{name} = {sql_of(effect, 'm.', given)}"
-                           for name, effect in moves.items())
-    return f"""
-WITH input AS (
-    {unnest_sql(_CHANGE_INPUT)}
-), changed AS (
-    UPDATE transactions t SET {set_sql(change, "t.")}
-    FROM input u
-    WHERE t.transaction_id = u.transaction_id AND t.state = '{change.source.value}'
-      AND (u.app IS NULL OR t.app = u.app)
-    RETURNING t.*, u.actor AS event_actor, u.detail AS event_detail
-), numbered AS MATERIALIZED (
-    SELECT m.message_id, {numbered} AS seq
-    FROM messages m JOIN changed c ON m.transaction_id = c.transaction_id
-    WHERE m.state = '{member.source.value}'
-    ORDER BY m.transaction_id, m.transaction_position
-), moved AS (
-    UPDATE messages m SET {member_set}{moved_seq}
-    FROM numbered n, changed c
-    WHERE m.message_id = n.message_id AND m.transaction_id = c.transaction_id
-      AND m.state = '{member.source.value}'
-    RETURNING m.*
-), history AS (
-    INSERT INTO message_events (message_id, event, actor, detail)
-    SELECT mv.message_id, '{event_of(member).value}', c.event_actor, c.event_detail::jsonb
-    FROM moved mv JOIN changed c ON mv.transaction_id = c.transaction_id
-)
-SELECT {_ROW_COLUMNS}, mm.*
-FROM changed c LEFT JOIN LATERAL (
-    SELECT * FROM moved mv WHERE mv.transaction_id = c.transaction_id
-    UNION ALL
-    SELECT * FROM messages m WHERE m.transaction_id = c.transaction_id
-      AND NOT EXISTS (SELECT 1 FROM moved mv WHERE mv.message_id = m.message_id)
-) mm ON true
-ORDER BY c.transaction_id, mm.transaction_position
-"""
-
-
-_CHANGES = {change.action: change_sql(change) for change in (ledger.CONFIRM, ledger.CANCEL)}
-
-
 @dataclass(frozen=True, slots=True)
 class ChangeItem:
     """One request's confirm or cancel: the transaction (of ``app``, None: any app's), who
@@ -253,22 +161,97 @@ class ChangeItem:
     detail: Mapping[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class CreateItem:
+    app: str
+    draft: NewTransaction
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerItem:
+    """One check-back answer for a transaction claimed under ``token``: its change
+    (:data:`rms.store.transaction_sql.ANSWERS`), the detail of its ``checked`` events and the
+    delay of a retry."""
+
+    transaction_id: str
+    token: str
+    change: TransactionTransition
+    actor: str
+    checked: Mapping[str, Any]
+    delay_seconds: float = 0.0
+
+    @property
+    def detail(self) -> dict[str, Any]:
+        """The detail of its messages' events: who confirmed or cancelled them, or why they
+        are dead."""
+        said = ({"reason": DeadReason.CHECK_EXHAUSTED.value}
+                if self.change is ledger.CHECK_EXHAUSTED else {"by": Actor.CHECK_BACK.value})
+        return said | {"transaction_id": self.transaction_id}
+
+
+def _json(value: Mapping[str, Any]) -> str:
+    return orjson.dumps(dict(value)).decode()
+
+
+def _first_of_each(ids: Sequence[str]) -> dict[str, int]:
+    """Index of the first item per transaction id: a second item for the same transaction in
+    one flush is answered as if it came just after the first."""
+    first: dict[str, int] = {}
+    for index, transaction_id in enumerate(ids):
+        first.setdefault(transaction_id, index)
+    return first
+
+
+def _per_item(ids: Sequence[str], first: Mapping[str, int],
+              written: Mapping[str, TransactionView]) -> list[TransactionView | None]:
+    return [written.get(transaction_id) if first[transaction_id] == index else None
+            for index, transaction_id in enumerate(ids)]
+
+
 async def change_many(driver: Any, sql: str, items: Sequence[ChangeItem]
                       ) -> list[TransactionView | None]:
-    """Run a :func:`change_sql` statement; per item the transaction it changed with its
-    messages, or None (this item changed nothing: a second item for the same transaction is
-    answered as if it came just after the first)."""
-    first: dict[str, int] = {}
-    for index, item in enumerate(items):
-        first.setdefault(item.transaction_id, index)
+    """Run a :func:`~rms.store.transaction_sql.change_sql` statement; per item the transaction
+    it changed with its messages, or None (this item changed nothing)."""
+    ids = [item.transaction_id for item in items]
+    first = _first_of_each(ids)
     chosen = sorted((items[index] for index in first.values()),
                     key=lambda item: item.transaction_id)  # one lock order for every flush
     rows = await driver.fetch(
         sql, [i.transaction_id for i in chosen], [i.app for i in chosen],
-        [i.actor for i in chosen], [orjson.dumps(dict(i.detail)).decode() for i in chosen])
-    changed = _grouped(rows)
-    return [changed.get(item.transaction_id) if first[item.transaction_id] == index else None
-            for index, item in enumerate(items)]
+        [i.actor for i in chosen], [_json(i.detail) for i in chosen])
+    return _per_item(ids, first, _grouped(rows))
+
+
+async def create_many(driver: Any, items: Sequence[CreateItem]) -> list[TransactionView | None]:
+    """Run :data:`~rms.store.transaction_sql.CREATE`; per item the transaction it created, or
+    None (it created nothing: its id or a message id is taken, or an earlier item of the flush
+    has its id)."""
+    ids = [item.draft.transaction_id for item in items]
+    first = _first_of_each(ids)
+    chosen = [items[index] for index in first.values()]
+    members = [PrepareItem(item.app, message, item.draft.transaction_id, position)
+               for item in chosen for position, message in enumerate(item.draft.messages)]
+    drafts = [item.draft for item in chosen]
+    rows = await driver.fetch(
+        CREATE, *insert_arrays(members), [d.transaction_id for d in drafts],
+        [item.app for item in chosen], [d.check_url for d in drafts],
+        [float(d.check_after_seconds) for d in drafts], [d.max_checks for d in drafts])
+    return _per_item(ids, first, _grouped(rows))
+
+
+async def answer_many(driver: Any, items: Sequence[AnswerItem]) -> list[TransactionView | None]:
+    """Run :data:`~rms.store.transaction_sql.ANSWER`; per item the transaction its answer
+    changed, with its messages, or None (its claim was lost: only the ``checked`` events,
+    marked stale, were written)."""
+    ids = [item.transaction_id for item in items]
+    if len(set(ids)) < len(ids):
+        raise ValueError("an answer is recorded once per claim")
+    rows = await driver.fetch(
+        ANSWER, ids, [i.token for i in items], [i.change.action for i in items],
+        [i.actor for i in items], [_json(i.detail) for i in items],
+        [_json(i.checked) for i in items], [float(i.delay_seconds) for i in items])
+    written = _grouped(rows)
+    return [written.get(transaction_id) for transaction_id in ids]
 
 
 def _grouped(rows: Sequence[Any]) -> dict[str, TransactionView]:
@@ -276,92 +259,20 @@ def _grouped(rows: Sequence[Any]) -> dict[str, TransactionView]:
     its own columns (prefixed ``t_``), in order."""
     found: dict[str, tuple[Transaction, list[Message]]] = {}
     for row in rows:
-        transaction_id = row[_ROW + "transaction_id"]
+        transaction_id = row[ROW + "transaction_id"]
         if transaction_id not in found:
-            found[transaction_id] = (transaction_from(row, _ROW), [])
+            found[transaction_id] = (transaction_from(row, ROW), [])
         if row["message_id"] is not None:
             found[transaction_id][1].append(message_from(row))
     return {key: TransactionView(transaction, tuple(members))
             for key, (transaction, members) in found.items()}
 
 
-# The coalesced prepare of the request path: many producers' transactions in one statement
-_CREATE_INPUT = (("transaction_id", "text"), ("app", "text"), ("check_url", "text"),
-                 ("check_after_seconds", "float8"), ("max_checks", "int"))
-
-
-def create_sql() -> str:
-    """Store many new transactions, each with its messages (``pending-send``, the one insert
-    of messages) and their first events, in one statement. A transaction whose id is taken, or
-    one of whose message ids is, stores nothing and returns nothing; a message id taken by a
-    concurrent writer after the statement began fails the statement (it never stores a
-    transaction without one of its messages). Returns one row per message of each created
-    transaction, in order, beside the transaction's own columns (prefixed ``t_``). Binds: the
-    messages' arrays (:func:`rms.store.coalesced.insert_arrays`), then the transactions'."""
-    columns = ", ".join(name for name, _ in _CREATE_INPUT)
-    prepared = ledger.PREPARE.effects
-    given = {"check_after": "f.check_after_seconds"}
-    return f"""
-WITH input AS (
-    {INPUT_SQL}
-), asked AS (
-    {unnest_sql(_CREATE_INPUT, "t", first=INPUT_ARRAYS + 1)}
-), fresh AS (
-    SELECT a.* FROM asked a
-    WHERE NOT EXISTS (SELECT 1 FROM input i JOIN messages m ON m.message_id = i.message_id
-                      WHERE i.transaction_id = a.transaction_id)
-), created AS (
-    INSERT INTO transactions ({columns}, message_ids, {", ".join(prepared)})
-    SELECT {", ".join(f"f.{name}" for name, _ in _CREATE_INPUT)},
-           ARRAY(SELECT i.message_id FROM input i WHERE i.transaction_id = f.transaction_id
-                 ORDER BY i.transaction_position),
-           {", ".join(sql_of(effect, "f.", given) for effect in prepared.values())}
-    FROM fresh f
-    ON CONFLICT (transaction_id) DO NOTHING
-    RETURNING *
-), members AS (
-    SELECT i.* FROM input i WHERE i.transaction_id IN (SELECT transaction_id FROM created)
-), inserted AS (
-    {insert_rows_sql(ledger.PREPARE_MEMBER, "members", skip_taken=False)}
-), history AS (
-    {first_events_sql(ledger.PREPARE_MEMBER, "inserted")}
-)
-SELECT {_ROW_COLUMNS}, mm.*
-FROM created c LEFT JOIN inserted mm ON mm.transaction_id = c.transaction_id
-ORDER BY c.transaction_id, mm.transaction_position
-"""
-
-
-_CREATE = create_sql()
-
-
-@dataclass(frozen=True, slots=True)
-class CreateItem:
-    app: str
-    draft: NewTransaction
-
-
-async def create_many(driver: Any, items: Sequence[CreateItem]) -> list[TransactionView | None]:
-    """Run :data:`_CREATE`; per item the transaction it created, or None (it created nothing:
-    its id or a message id is taken, or an earlier item of the flush has its id)."""
-    first: dict[str, int] = {}
-    for index, item in enumerate(items):
-        first.setdefault(item.draft.transaction_id, index)
-    chosen = [items[index] for index in first.values()]
-    members = [PrepareItem(item.app, message, item.draft.transaction_id, position)
-               for item in chosen for position, message in enumerate(item.draft.messages)]
-    drafts = [item.draft for item in chosen]
-    rows = await driver.fetch(
-        _CREATE, *insert_arrays(members), [d.transaction_id for d in drafts],
-        [item.app for item in chosen], [d.check_url for d in drafts],
-        [float(d.check_after_seconds) for d in drafts], [d.max_checks for d in drafts])
-    created = _grouped(rows)
-    return [created.get(item.draft.transaction_id)
-            if first[item.draft.transaction_id] == index else None
-            for index, item in enumerate(items)]
-
-
 class TransactionStore:
+    """Every change runs one statement (:mod:`rms.store.transaction_sql`), on the asyncpg
+    connection: concurrent requests share it (group commit, :mod:`rms.batching`), a lone
+    request is a batch of one, and the check-back records its answers with it too."""
+
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
         self._creates: Coalescer[CreateItem, TransactionView | None] = Coalescer(
@@ -370,7 +281,7 @@ class TransactionStore:
         self._changes: dict[str, Coalescer[ChangeItem, TransactionView | None]] = {
             action: Coalescer(self._changer(sql), name=f"transaction-{action}", max_items=500,
                               max_inflight=4, item_specific=item_specific)
-            for action, sql in _CHANGES.items()}
+            for action, sql in CHANGES.items()}
 
     async def _creator(self, items: Sequence[CreateItem]) -> list[TransactionView | None]:
         async with driver_connection(self._engine) as driver:
@@ -386,55 +297,42 @@ class TransactionStore:
 
     async def create(self, app: str, draft: NewTransaction) -> tuple[TransactionView, bool]:
         """Store the transaction and its messages (``pending-send``, never checked on their
-        own) in one database transaction. Returns ``(view, created)``; when the id is taken,
-        the stored transaction with ``created=False`` (the caller compares content). A message
-        id already used raises 409 and stores nothing.
-
-        Concurrent creates share one statement (:func:`create_sql`); one that stored nothing
-        there (its id or a message id taken, or taken meanwhile) is written alone, which
-        answers it exactly."""
+        own) in one statement, shared with concurrent creates. Returns ``(view, created)``;
+        when the id is taken, the stored transaction with ``created=False`` (the caller
+        compares content). A message id already used raises 409 and stores nothing."""
+        item = CreateItem(app, draft)
         try:
-            view = await self._creates.submit(CreateItem(app, draft))
-        except asyncpg.UniqueViolationError:  # a message id taken while the statement ran
-            view = None
+            view = await self._creates.submit(item)
+        except asyncpg.UniqueViolationError:  # a message id of the flush taken meanwhile
+            view = await self._create_one(item)
         if view is not None:
             return view, True
-        return await self._create_alone(app, draft)
+        return await self._not_created(draft), False
 
-    async def _create_alone(self, app: str, draft: NewTransaction
-                            ) -> tuple[TransactionView, bool]:
-        async with self._engine.begin() as conn:
-            row = (await conn.execute(
-                pg_insert(transactions).values(
-                    transaction_id=draft.transaction_id, app=app, check_url=draft.check_url,
-                    message_ids=[m.message_id for m in draft.messages],
-                    check_after_seconds=draft.check_after_seconds, max_checks=draft.max_checks,
-                    **core_values(ledger.PREPARE, {"check_after": draft.check_after_seconds},
-                                  transactions))
-                .on_conflict_do_nothing(index_elements=["transaction_id"])
-                .returning(*transactions.c))).first()
-            if row is None:
-                existing = await self._view(conn, draft.transaction_id)
-                if existing is None:  # cannot happen: the conflicting row is committed
-                    raise Conflict(f"transaction {draft.transaction_id!r} could not be "
-                                   "stored; retry")
-                return existing, False
-            stored = await self._insert_messages(conn, app, draft)
-            return TransactionView(to_transaction(row), tuple(stored)), True
+    async def _create_one(self, item: CreateItem) -> TransactionView | None:
+        """``item`` as a batch of one (a flush it shared failed for another item's id)."""
+        try:
+            async with driver_connection(self._engine) as driver:
+                [view] = await create_many(driver, [item])
+        except asyncpg.UniqueViolationError:  # its own message id taken meanwhile
+            return None
+        return view
 
-    async def _insert_messages(self, conn: AsyncConnection, app: str, draft: NewTransaction
-                               ) -> list[Message]:
-        """The transaction's messages, by the one insert of messages (in the database
-        transaction of ``conn``); a message id already used raises 409."""
-        items = [PrepareItem(app, m, draft.transaction_id, position)
-                 for position, m in enumerate(draft.messages)]
-        written = await insert_messages(await driver_of(conn), items, _INSERT_MEMBERS)
-        for index, (stored, created) in enumerate(written):
-            if not created or stored is None:
-                raise Conflict(f"messages[{index}]: message id "
-                               f"{draft.messages[index].message_id!r} is already used; use a "
-                               "new message_id for a new message")
-        return [stored for stored, _ in written if stored is not None]
+    async def _not_created(self, draft: NewTransaction) -> TransactionView:
+        """Why the statement stored nothing for ``draft``: the transaction stored under its
+        id, or a 409 naming the first message id already used."""
+        ids = [m.message_id for m in draft.messages]
+        async with self._engine.connect() as conn:
+            existing = await self._view(conn, draft.transaction_id)
+            taken = set((await conn.execute(select(messages.c.message_id).where(
+                messages.c.message_id.in_(ids)))).scalars())
+        if existing is not None:
+            return existing
+        for index, message_id in enumerate(ids):
+            if message_id in taken:
+                raise Conflict(f"messages[{index}]: message id {message_id!r} is already "
+                               "used; use a new message_id for a new message")
+        raise Conflict(f"transaction {draft.transaction_id!r} could not be stored; retry")
 
     async def get(self, transaction_id: str, *, app: str | None = None) -> TransactionView:
         async with self._engine.connect() as conn:
@@ -487,48 +385,11 @@ class TransactionStore:
     # ---- confirm and cancel ------------------------------------------------------------
 
     async def change(self, transaction_id: str, change: TransactionTransition, *,
-                     app: str | None, actor: str, by: Actor, claim_token: str | None = None,
-                     checked: Mapping[str, Any] | None = None
-                     ) -> tuple[TransactionView, bool]:
-        """Confirm or cancel the transaction and every one of its messages, in one database
-        transaction. Returns ``(view, changed)``: ``changed`` is False for a repeat (already
-        in the target state). Raises NotFound (unknown, or another app's) or Conflict naming
-        the current state. ``claim_token``: only while the worker's claim holds (a lost claim
-        raises :class:`ClaimLost`); ``checked``: the check-back answer's detail, recorded as a
-        ``checked`` event on each message first. A producer's or operator's change (no claim,
-        no answer) shares one statement with concurrent ones (:func:`change_sql`)."""
-        if claim_token is None and checked is None and change.action in self._changes:
-            return await self._change_coalesced(transaction_id, change, app=app, actor=actor,
-                                                by=by)
-        guard = [transactions.c.transaction_id == transaction_id,
-                 transactions.c.state == change.source.value]
-        if app is not None:
-            guard.append(transactions.c.app == app)
-        if claim_token is not None:
-            guard.append(transactions.c.claim_token == claim_token)
-        async with self._engine.begin() as conn:
-            row = (await conn.execute(
-                update(transactions).where(and_(*guard))
-                .values(**core_values(change, target=transactions))
-                .returning(*transactions.c))).first()
-            if row is None:
-                current = await self._view(conn, transaction_id)
-                return _explain_miss(transaction_id, change, current, app, claim_token), False
-            if checked is not None:
-                await self._checked(conn, transaction_id, actor, checked)
-            moved, member = _move_members(transaction_id, change)
-            await conn.execute(with_event(moved, event_of(member), actor,
-                                          {"by": by.value, "transaction_id": transaction_id}))
-            view = await self._view(conn, transaction_id)
-        assert view is not None
-        return view, True
-
-    async def _change_coalesced(self, transaction_id: str, change: TransactionTransition, *,
-                                app: str | None, actor: str, by: Actor
-                                ) -> tuple[TransactionView, bool]:
-        """A producer's or operator's confirm or cancel, written with concurrent ones in one
-        statement (:func:`change_sql`); a request that changed nothing is answered from the
-        transaction as it stands (a repeat, 409 or 404), exactly as when it runs alone."""
+                     app: str | None, actor: str, by: Actor) -> tuple[TransactionView, bool]:
+        """A producer's or operator's confirm or cancel of the transaction and every one of
+        its messages, in one statement shared with concurrent ones. Returns ``(view,
+        changed)``: ``changed`` is False for a repeat (already in the target state). Raises
+        NotFound (unknown, or another app's) or Conflict naming the current state."""
         item = ChangeItem(transaction_id, app, actor,
                           {"by": by.value, "transaction_id": transaction_id})
         view = await self._changes[change.action].submit(item)
@@ -536,7 +397,7 @@ class TransactionStore:
             return view, True
         async with self._engine.connect() as conn:
             current = await self._view(conn, transaction_id)
-        return _explain_miss(transaction_id, change, current, app, None), False
+        return _explain_miss(transaction_id, change, current, app), False
 
     # ---- the check-back ----------------------------------------------------------------
 
@@ -552,86 +413,21 @@ class TransactionStore:
             views = await self._views(conn, fresh + spent)
         return TransactionClaim(token, [views[t] for t in fresh], [views[t] for t in spent])
 
-    async def retry(self, transaction_id: str, token: str, delay_seconds: float, actor: str,
-                    checked: Mapping[str, Any]) -> bool:
-        """An ``unknown`` answer with calls left: due again after ``delay_seconds``. False
-        when the claim was lost (only the ``checked`` events, marked stale, are written)."""
-        async with self._engine.begin() as conn:
-            row = (await conn.execute(
-                _answer(ledger.RETRY_CHECK, transaction_id, token, {"delay": delay_seconds})
-            )).first()
-            await self._checked(conn, transaction_id, actor,
-                                dict(checked) | ({} if row else {"stale": True}))
-        return row is not None
-
-    async def exhaust(self, transaction_id: str, token: str, actor: str,
-                      checked: Mapping[str, Any]) -> bool:
-        """An ``unknown`` answer to the last call: the transaction and its messages are
-        flagged dead (check-exhausted) for an operator. False when the claim was lost."""
-        async with self._engine.begin() as conn:
-            row = (await conn.execute(
-                _answer(ledger.CHECK_EXHAUSTED, transaction_id, token))).first()
-            await self._checked(conn, transaction_id, actor,
-                                dict(checked) | ({} if row else {"stale": True}))
-            if row is not None:
-                flagged = _flag_members(messages.c.transaction_id == transaction_id)
-                await conn.execute(with_event(flagged, event_of(_EXHAUSTED_MEMBER), actor,
-                                              _dead_detail))
-        return row is not None
-
-    async def lost_claim(self, transaction_id: str, actor: str,
-                         checked: Mapping[str, Any]) -> None:
-        """A committed / rolled_back answer whose claim was lost: the call did happen."""
-        async with self._engine.begin() as conn:
-            await self._checked(conn, transaction_id, actor, dict(checked) | {"stale": True})
-
-    async def _checked(self, conn: AsyncConnection, transaction_id: str, actor: str,
-                       detail: Mapping[str, Any]) -> None:
-        """A ``checked`` event on each message of the transaction (the call was about all of
-        them)."""
-        full = dict(detail) | {"transaction_id": transaction_id}
-        await conn.execute(insert(message_events).from_select(
-            ["message_id", "event", "actor", "detail"],
-            select(messages.c.message_id, literal(Event.CHECKED.value), literal(actor),
-                   jsonb(full))
-            .where(messages.c.transaction_id == transaction_id)
-            .order_by(messages.c.transaction_position)))
-
-
-def _move_members(transaction_id: str, change: TransactionTransition) -> tuple[Any, Transition]:
-    """The change of every message of the transaction, as a CTE returning the changed rows,
-    and the message transition it applies (a confirm's claims its messages' first publishes
-    with the confirm's own token). A confirm numbers its ordered messages (``confirm_seq``) in
-    their listed order: the numbers are drawn in a sub-select sorted by position (PostgreSQL
-    evaluates a volatile output column after the sort), never in the order the ``UPDATE``
-    happens to visit rows."""
-    member = change.member
-    values = core_values(member, {"token": literal(f"confirm:{transaction_id}")})
-    members = [messages.c.transaction_id == transaction_id,
-               messages.c.state == member.source.value]
-    if "confirm_seq" in values:
-        numbered = (
-            select(messages.c.message_id, values["confirm_seq"].label("seq"))
-            .where(*members).order_by(messages.c.transaction_position)
-            .cte("numbered").prefix_with("MATERIALIZED"))
-        values["confirm_seq"] = numbered.c.seq
-        members.append(messages.c.message_id == numbered.c.message_id)
-    moved = update(messages).where(*members).values(values).returning(*messages.c).cte("moved")
-    return moved, member
-
-
-class ClaimLost(Exception):
-    """The worker's claim on the transaction expired or the transaction was resolved
-    meanwhile: nothing was changed."""
+    async def answer_many(self, items: Sequence[AnswerItem]) -> list[TransactionView | None]:
+        """Record check-back answers in one statement: each one's change of its transaction
+        and messages, only while its claim holds, after a ``checked`` event on each of its
+        messages (marked stale when the claim was lost, since the call did happen). Per item
+        the changed transaction, or None when its claim was lost."""
+        if not items:
+            return []
+        async with driver_connection(self._engine) as driver:
+            return await answer_many(driver, items)
 
 
 def _explain_miss(transaction_id: str, change: TransactionTransition,
-                  current: TransactionView | None, app: str | None,
-                  claim_token: str | None) -> TransactionView:
+                  current: TransactionView | None, app: str | None) -> TransactionView:
     if current is None or (app is not None and current.transaction.app != app):
         raise NotFound(f"no transaction {transaction_id!r}")
-    if claim_token is not None:
-        raise ClaimLost(transaction_id)
     state = current.transaction.state
     if state is change.target:
         return current

@@ -24,11 +24,10 @@ from rms.domain.transitions import (
     NextInSequence,
     Now,
     Plus,
-    Scheduled,
     Transition,
     When,
 )
-from rms.store.phase import condition
+from rms.store.phase import condition, sql_text
 from rms.store.schema import message_events, messages
 
 Detail = Mapping[str, Any] | Any  # a fixed detail, or a callable from the changed CTE
@@ -56,9 +55,6 @@ def core_values(change: Row, given: Mapping[str, Any] | None = None,
 
 
 def _core(effect: Effect, given: Mapping[str, Any], target: Table) -> Any:
-    if isinstance(effect, Scheduled):
-        return case((target.c.deliver_after > func.now(), _core(effect.waiting, given, target)),
-                    else_=_core(effect.due, given, target))
     if isinstance(effect, Now):
         return func.now()
     if isinstance(effect, Column):
@@ -72,7 +68,7 @@ def _core(effect: Effect, given: Mapping[str, Any], target: Table) -> Any:
     if isinstance(effect, NextInSequence):
         return func.nextval(effect.name)
     if isinstance(effect, When):
-        return case((target.c[effect.flag], _core(effect.then, given, target)),
+        return case((condition(effect.term, target), _core(effect.then, given, target)),
                     else_=_core(effect.otherwise, given, target))
     return effect
 
@@ -87,9 +83,6 @@ def set_sql(change: Row, row: str = "m.", given: Mapping[str, str] | None = None
 def sql_of(effect: Effect, row: str = "m.", given: Mapping[str, str] | None = None) -> str:
     """One effect as SQL text; column references are prefixed with ``row``, and each
     :class:`Given` value is the SQL text ``given`` names for it."""
-    if isinstance(effect, Scheduled):
-        return (f"CASE WHEN {row}deliver_after > now() THEN {sql_of(effect.waiting, row, given)} "
-                f"ELSE {sql_of(effect.due, row, given)} END")
     if isinstance(effect, Now):
         return "now()"
     if isinstance(effect, Column):
@@ -105,7 +98,7 @@ def sql_of(effect: Effect, row: str = "m.", given: Mapping[str, str] | None = No
     if isinstance(effect, NextInSequence):
         return f"nextval('{effect.name}')"
     if isinstance(effect, When):
-        return (f"CASE WHEN {row}{effect.flag} THEN {sql_of(effect.then, row, given)} "
+        return (f"CASE WHEN {sql_text(effect.term, row)} THEN {sql_of(effect.then, row, given)} "
                 f"ELSE {sql_of(effect.otherwise, row, given)} END")
     return _literal(effect)
 

@@ -33,14 +33,20 @@ import structlog
 from rms import metrics
 from rms.batching import Coalescer
 from rms.config import WorkerSettings
-from rms.delivery import Dispatcher, reserved
+from rms.dispatcher import Dispatcher, reserved
 from rms.domain.checkback import Action, Asked, Outcome, decide
-from rms.domain.models import Actor, App, Message, PublishOutcome
+from rms.domain.models import App, Message, PublishOutcome
 from rms.domain.states import DeadReason
-from rms.domain.transaction_transitions import CANCEL, CONFIRM
+from rms.domain.transaction_transitions import (
+    CANCEL,
+    CHECK_EXHAUSTED,
+    CONFIRM,
+    RETRY_CHECK,
+    TransactionTransition,
+)
 from rms.domain.transactions import Transaction, TransactionView
 from rms.store.checkback import Answer, CheckBackStore, Resolution, Resolved
-from rms.store.transactions import ClaimLost, TransactionStore
+from rms.store.transactions import AnswerItem, TransactionStore
 from rms.usecases.transactions import after_change
 from rms_client import tracing
 from rms_client.trace import TraceContext
@@ -311,6 +317,12 @@ def _never(_: Exception) -> bool:
     return False
 
 
+# the change of a transaction each check-back decision makes
+_TRANSACTION_ANSWERS: dict[Action, TransactionTransition] = {
+    Action.CONFIRM: CONFIRM, Action.CANCEL: CANCEL, Action.RETRY: RETRY_CHECK,
+    Action.EXHAUST: CHECK_EXHAUSTED}
+
+
 class TransactionCheckBacks:
     """The check-back of transactions: one call per transaction, never per message, and the
     answer confirms, cancels, retries or flags dead all its messages together."""
@@ -349,20 +361,12 @@ class TransactionCheckBacks:
 
     async def apply(self, token: str, item: TransactionView, action: Action, delay: float,
                     answer: Answer, trace: TraceContext | None) -> bool:
-        transaction_id = item.transaction.transaction_id
-        checked = answer.detail
-        if action is Action.EXHAUST:
-            return await self._store.exhaust(transaction_id, token, self._actor, checked)
-        if action is Action.RETRY:
-            return await self._store.retry(transaction_id, token, delay, self._actor, checked)
-        change = CONFIRM if action is Action.CONFIRM else CANCEL
-        try:
-            view, changed = await self._store.change(
-                transaction_id, change, app=None, actor=self._actor, by=Actor.CHECK_BACK,
-                claim_token=token, checked=checked)
-        except ClaimLost:
-            await self._store.lost_claim(transaction_id, self._actor, checked)
+        change = _TRANSACTION_ANSWERS[action]
+        [view] = await self._store.answer_many([AnswerItem(
+            item.transaction.transaction_id, token, change, self._actor, answer.detail,
+            delay)])
+        if view is None:
             return False
-        if changed:
+        if change in (CONFIRM, CANCEL):
             await after_change(self._dispatcher, view, change, self._actor)
         return True

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from rms import metrics
 from rms.config import Settings
-from rms.delivery import Dispatcher
+from rms.dispatcher import Dispatcher
 from rms.domain import transitions as table
 from rms.domain.errors import Invalid
 from rms.domain.models import Actor, App, Message, MessageEvent

@@ -1,7 +1,7 @@
 """Redelivery, the redelivery worker's use case (its process: ``rms recovery-worker``,
 :mod:`recovery_service`): each tick flags spent messages dead and re-publishes due ones, in
 rounds of ``RMS_WORKER_BATCH_SIZE`` until nothing is due, then runs the ordering sequencer
-(:mod:`rms.usecases.ordering`).
+(:mod:`rms.usecases.sequencer`).
 
 How deliveries are counted (see also :mod:`rms.store.dispatch`):
 
@@ -32,52 +32,27 @@ import asyncio
 import contextlib
 import time
 import uuid
-from dataclasses import astuple, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
 from rms import metrics
 from rms.config import WorkerSettings
-from rms.delivery import Dispatcher
+from rms.dispatcher import Dispatcher
 from rms.domain import phase
 from rms.domain.models import Message, PublishOutcome
 from rms.kafka.publisher import Publisher
 from rms.store.admin import AdminStore
 from rms.store.redelivery import RedeliveryStore, Round
-from rms.usecases.ordering import Sequencer, SequenceReport
+from rms.usecases.reports import Report
+from rms.usecases.sequencer import Sequencer
 
 log = structlog.get_logger(__name__)
 # the oldest-unacked gauge is refreshed at most this often (a scrape every 15 s is common)
 GAUGE_SECONDS = 5.0
 # a delayed message's first publish: it was due at its time, not redelivered
 _FIRST_DELAYED = phase.All((phase.FIRST_DELIVERY, phase.DELAYED))
-
-
-@dataclass
-class TickReport:
-    """What one tick did (tests and logs read it)."""
-
-    rounds: int = 0
-    claimed: int = 0
-    published: int = 0
-    failed: int = 0
-    dead: int = 0
-    ordered: SequenceReport = field(default_factory=SequenceReport)
-
-    def merged(self, other: TickReport) -> TickReport:
-        ordered = SequenceReport(*(a + b for a, b in zip(astuple(self.ordered),
-                                                          astuple(other.ordered), strict=True)))
-        return TickReport(self.rounds + other.rounds, self.claimed + other.claimed,
-                          self.published + other.published, self.failed + other.failed,
-                          self.dead + other.dead, ordered)
-
-    def add(self, claimed: int, published: int, failed: int, dead: int) -> None:
-        self.rounds += 1
-        self.claimed += claimed
-        self.published += published
-        self.failed += failed
-        self.dead += dead
 
 
 @dataclass
@@ -96,7 +71,7 @@ class RedeliveryWorker:
     probing: bool = field(default=False, init=False)
     _gauge_refreshed: float = field(default=0.0, init=False)
 
-    async def tick(self) -> TickReport:
+    async def tick(self) -> Report:
         """Drain what is due (:meth:`drain`); then, if a delivery falls due before the next
         tick (a delayed message's time, an ack deadline), wait for that moment and drain
         again, so a delayed message is published when due rather than up to one interval
@@ -108,18 +83,19 @@ class RedeliveryWorker:
         if wait is None:
             return report
         await asyncio.sleep(wait)
-        return report.merged(await self.drain())
+        report.add(await self.drain())
+        return report
 
-    async def drain(self) -> TickReport:
+    async def drain(self) -> Report:
         """Rounds until one claims less than a full batch (the backlog is drained) or a publish
-        fails, then the sequencer's rounds (ordered messages, :mod:`rms.usecases.ordering`).
+        fails, then the sequencer's rounds (ordered messages, :mod:`rms.usecases.sequencer`).
 
         The rounds are pipelined for throughput: while a batch is being published the next one
         is already being claimed (only after a full batch), and a batch's outcomes are written
-        (one statement, :meth:`rms.delivery.Dispatcher.record`) while the next batch is
+        (one statement, :meth:`rms.dispatcher.Dispatcher.record`) while the next batch is
         published. Every guard still holds per message, so the overlap changes timing only.
         """
-        report = TickReport()
+        report = Report()
         await self._refresh_gauge()
         claim = self._claim() if self.publisher.ready else None
         writing: asyncio.Task[None] | None = None
@@ -139,7 +115,7 @@ class RedeliveryWorker:
         if self.publisher.ready:
             report.ordered = await self.sequencer.tick()
         if report.claimed or report.dead:
-            log.info("recovery.tick", worker=self.worker_id, rounds=report.rounds,
+            log.info("redelivery.tick", worker=self.worker_id, rounds=report.rounds,
                      claimed=report.claimed, published=report.published, failed=report.failed,
                      dead=report.dead)
         return report
@@ -157,13 +133,14 @@ class RedeliveryWorker:
 
         return asyncio.create_task(claim())
 
-    async def _publish_round(self, found: Round, report: TickReport) -> list[PublishOutcome]:
+    async def _publish_round(self, found: Round, report: Report) -> list[PublishOutcome]:
         """Publish a claimed round; returns its outcomes, still to be written."""
         self._report_dead(found)
         outcomes = await self._publish(found.claimed)
         published = sum(1 for outcome in outcomes if outcome.ok)
         failed = len(outcomes) - published
-        report.add(len(found.claimed), published, failed, len(found.dead))
+        report.add(Report(rounds=1, claimed=len(found.claimed), published=published,
+                          failed=failed, dead=len(found.dead)))
         scheduled = _count_scheduled(found.claimed, outcomes)
         metrics.REDELIVERIES.inc(published - scheduled)
         metrics.REDELIVERY_BATCH.observe(len(found.claimed))
@@ -185,7 +162,7 @@ class RedeliveryWorker:
         for message in found.dead:
             reason = message.dead_reason.value if message.dead_reason else "unknown"
             metrics.DEAD_LETTERS.labels(reason).inc()
-            log.warning("recovery.dead", message_id=message.message_id, app=message.app,
+            log.warning("redelivery.dead", message_id=message.message_id, app=message.app,
                         topic=message.topic, state=message.state.value,
                         attempt=message.deliveries_in_budget, reason=reason)
 

@@ -2,7 +2,7 @@
 
 A resend is the RESEND transition (clears ``dead``, restarts the delivery budget, reserves the
 next delivery number, records ``resent`` with the actor) followed by a publish through the one
-publish path, :meth:`rms.delivery.Dispatcher.deliver`. An ordered message is instead made due
+publish path, :meth:`rms.dispatcher.Dispatcher.deliver`. An ordered message is instead made due
 at once, and the sequencer publishes it ahead of the later messages of its key. In bulk only
 dead ``sent`` messages are resent; a dead ``pending-send`` has an unknown outcome and is
 resolved with admin confirm or cancel instead.
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import structlog
 
 from rms import metrics
-from rms.delivery import Dispatcher, sequenced
+from rms.dispatcher import Dispatcher, sequenced
 from rms.domain.listings import MessageFilter
 from rms.domain.models import Message
 from rms.store.admin import AdminStore

@@ -3,7 +3,7 @@ operator's confirm / cancel. The check-back of a transaction (one call per trans
 per message) is a subject of the one check-back loop (:mod:`rms.usecases.checkback`).
 
 A confirmed transaction's messages are published through the one publish path in their
-listed order (:meth:`rms.delivery.Dispatcher.deliver_in_order`).
+listed order (:meth:`rms.dispatcher.Dispatcher.deliver_in_order`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from rms import metrics
-from rms.delivery import Dispatcher
+from rms.dispatcher import Dispatcher
 from rms.domain.errors import Conflict, Invalid
 from rms.domain.listings import ListedTransaction, TransactionFilter
 from rms.domain.models import Actor, App

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import func, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from rms.domain import phase
 from rms.domain import transitions as table
 from rms.domain.models import NewMessage
 from rms.domain.states import State
@@ -87,10 +88,7 @@ async def _apply(engine: AsyncEngine, message_id: str, change: table.Transition)
 def _expect(effect: table.Effect, before: dict[str, Any], window: tuple[datetime, datetime]
             ) -> tuple[Any, Any]:
     """The (lowest, highest) value a column may hold after ``effect``."""
-    if isinstance(effect, table.Scheduled):  # these messages have no delay: the due branch
-        return _expect(effect.due, before, window)
-    if isinstance(effect, table.When):
-        return _expect(effect.then if before[effect.flag] else effect.otherwise, before, window)
+    effect = table.chosen(effect, lambda term: phase.holds_on(term, before, window[0]))
     if isinstance(effect, table.NextInSequence):
         return _Drawn(), _Drawn()
     if isinstance(effect, table.Now):

@@ -39,7 +39,7 @@ from rms.devstack.kafka_broker import EmbeddedKafka, KafkaCluster
 from rms.devstack.reaper import tied_to_parent
 from rms.kafka.topics import create_topics
 from rms.store.migrate import upgrade
-from tests.confirm.servers import CallbackServer, serving
+from tests.checkback.servers import CallbackServer, serving
 from tests.faults.bounds import bounded
 from tests.faults.ha import PatroniCluster
 from tests.faults.history import Claim, FinalMessage, StoredEvent

@@ -33,7 +33,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka.errors import KafkaError
 
 from rms_client.ack_records import ack_value, signed_ack_headers
-from tests.confirm.servers import Call, Reply
+from tests.checkback.servers import Call, Reply
 from tests.faults.bounds import bounded
 from tests.faults.cluster import Apps, Stack
 from tests.faults.history import COMMITTED, OPEN, ROLLED_BACK, CheckAnswer, Consumed, History, Op

@@ -21,7 +21,7 @@ from rms.config import Settings
 from rms.devstack.kafka_broker import EmbeddedKafka
 from rms.worker import worker_context
 from tests.conftest import ADMIN_TOKEN
-from tests.recovery.helpers import events, message, tick_until
+from tests.redelivery.helpers import events, message, tick_until
 from tests.support import Api, eventually, read_topic
 
 ROOT = Path(__file__).resolve().parents[2]

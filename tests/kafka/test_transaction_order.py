@@ -15,7 +15,7 @@ from recovery_service.runtime import from_context
 from rms.kafka.records import header
 from rms.kafka.topics import create_topics
 from rms.worker import worker_context
-from tests.recovery.helpers import events, message, tick_until
+from tests.redelivery.helpers import events, message, tick_until
 from tests.support import CHECK_PREFIX, Api, read_topic
 
 

@@ -28,7 +28,7 @@ from rms.store.database import open_engine
 from rms.usecases.checkback import CheckBackWorker
 from rms_client.barrier import Barrier, BarrierClosed
 from rms_client.producer import RmsProducer
-from tests.confirm.servers import serving
+from tests.checkback.servers import serving
 from tests.support import Api, read_topic
 
 

@@ -23,7 +23,7 @@ import pytest
 from rms.config import Settings
 from rms.devstack.embedded import free_port
 from rms_client.signing import Verifier
-from tests.confirm.servers import Call, CallbackServer, Reply, callback_server
+from tests.checkback.servers import Call, CallbackServer, Reply, callback_server
 from tests.conftest import ADMIN_TOKEN
 
 LONG_ADMIN_TOKEN = ADMIN_TOKEN + "-kept-out-of-logs"

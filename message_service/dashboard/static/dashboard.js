@@ -8,41 +8,17 @@
   const PAGE_SIZE = 50;
   const STATES = ["pending-send", "sent", "done", "deleted"];
   const SUPPORTED_SCHEMA = 1;
-  const SVG_NS = "http://www.w3.org/2000/svg";
-  const PALETTE = ["#2b6cb0", "#dd6b20", "#c53030", "#2f855a", "#6b46c1", "#718096"];
 
   const $ = (id) => document.getElementById(id);
-  const { human, duration, percent, number } = window.RmsFormat;
+  const { human, number, when } = window.RmsFormat;
+  const { el, tile } = window.RmsDraw;
+  const { renderReport } = window.RmsReport;
   const state = { liveTimer: null, cursor: null, filters: {}, selected: null,
     tx: { cursor: null, filters: { state: "pending" } } };
 
   // ---------- small helpers ----------
 
-  function el(tag, attrs, ...children) {
-    const node = document.createElement(tag);
-    for (const [name, value] of Object.entries(attrs || {})) {
-      if (value !== null && value !== undefined && value !== false) node.setAttribute(name, value);
-    }
-    for (const child of children) {
-      if (child === null || child === undefined) continue;
-      node.append(child instanceof Node ? child : String(child));
-    }
-    return node;
-  }
 
-  function svg(tag, attrs, text) {
-    const node = document.createElementNS(SVG_NS, tag);
-    for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, value);
-    if (text !== undefined) node.textContent = text;
-    return node;
-  }
-
-
-
-  function when(iso) {
-    if (!iso) return "–";
-    return iso.replace("T", " ").replace(/\.\d+/, "").replace("+00:00", "Z");
-  }
 
   function badge(text, kind) {
     return el("span", { class: "badge " + (kind || text) }, text);
@@ -141,10 +117,6 @@
   function countCell(value, hot) {
     const v = value || 0;
     return el("td", { class: v === 0 ? "zero" : hot ? "hot" : null }, number(v));
-  }
-
-  function tile(label, value, alert) {
-    return el("div", { class: alert ? "tile alert" : "tile" }, label, el("b", {}, value));
   }
 
   async function refreshLive() {
@@ -411,184 +383,6 @@
     }
     if (!shown) return;
     await Promise.all([openMessage(id), loadDead(true), refreshLive()]).catch(showBanner);
-  }
-
-  // ---------- SLA charts (inline SVG) ----------
-
-  const W = 720, H = 240, ML = 64, MR = 16, MT = 28, MB = 40;
-
-  function niceCeiling(value) {
-    if (!(value > 0)) return 1;
-    const power = Math.pow(10, Math.floor(Math.log10(value)));
-    for (const step of [1, 2, 5, 10]) if (value <= step * power) return step * power;
-    return 10 * power;
-  }
-
-  function frame(title, height) {
-    const root = svg("svg", { viewBox: "0 0 " + W + " " + height, width: W, height: height,
-      role: "img", "aria-label": title });
-    root.append(svg("title", {}, title), svg("text", { x: 8, y: 16, class: "chart-title" }, title));
-    return root;
-  }
-
-  function emptyChart(title, why) {
-    const root = frame(title, 80);
-    root.append(svg("text", { x: W / 2, y: 50, "text-anchor": "middle", class: "empty" },
-      why || "no data in this report"));
-    return root;
-  }
-
-  function lineChart(title, labels, series, format) {
-    const known = series.flatMap((s) => s.values).filter((v) => v !== null && v !== undefined);
-    if (!labels.length || !known.length) return emptyChart(title);
-    const top = niceCeiling(Math.max(...known));
-    const plotW = W - ML - MR, plotH = H - MT - MB;
-    const x = (i) => ML + plotW * (i + 0.5) / labels.length;
-    const y = (v) => H - MB - plotH * v / top;
-    const root = frame(title, H);
-    root.classList.add("line-chart");
-    for (let i = 0; i <= 4; i++) {
-      const v = top * i / 4;
-      root.append(svg("line", { x1: ML, x2: W - MR, y1: y(v), y2: y(v), class: "grid" }),
-        svg("text", { x: ML - 6, y: y(v) + 4, "text-anchor": "end", class: "tick" }, format(v)));
-    }
-    const step = Math.max(1, Math.ceil(labels.length / 8));
-    labels.forEach((label, i) => {
-      if (i % step === 0) {
-        root.append(svg("text", { x: x(i), y: H - MB + 16, "text-anchor": "middle", class: "tick" }, label));
-      }
-    });
-    series.forEach((s, k) => {
-      const color = PALETTE[k % PALETTE.length];
-      let run = [];
-      const flush = () => {
-        if (run.length > 1) {
-          root.append(svg("path", { d: "M" + run.join(" L"), fill: "none", stroke: color,
-            "stroke-width": 2, class: "series", "data-series": s.name }));
-        }
-        run = [];
-      };
-      s.values.forEach((v, i) => {
-        if (v === null || v === undefined) { flush(); return; }
-        run.push(x(i).toFixed(1) + "," + y(v).toFixed(1));
-        const dot = svg("circle", { cx: x(i).toFixed(1), cy: y(v).toFixed(1), r: 3, fill: color,
-          class: "point" });
-        dot.append(svg("title", {}, s.name + " " + labels[i] + ": " + format(v)));
-        root.append(dot);
-      });
-      flush();
-      const lx = ML + k * 110;
-      root.append(svg("rect", { x: lx, y: H - 14, width: 10, height: 10, fill: color }),
-        svg("text", { x: lx + 14, y: H - 5, class: "tick" }, s.name));
-    });
-    return root;
-  }
-
-  // Horizontal bars: long labels (app / topic, outcome names) stay readable.
-  function barChart(title, rows, format, fixedTop) {
-    const values = rows.map((r) => r.value).filter((v) => v !== null && v !== undefined);
-    if (!rows.length || (!fixedTop && !values.some((v) => v > 0))) return emptyChart(title);
-    const top = fixedTop || niceCeiling(Math.max(...values));
-    const labelW = 220, rowH = 22, left = labelW + 8, right = 90;
-    const height = MT + rows.length * rowH + 8;
-    const plotW = W - left - right;
-    const root = frame(title, height);
-    root.classList.add("bar-chart");
-    root.append(svg("line", { x1: left, x2: left, y1: MT - 4, y2: height - 6, class: "axis" }));
-    rows.forEach((row, i) => {
-      const yTop = MT + i * rowH;
-      root.append(svg("text", { x: labelW, y: yTop + 15, "text-anchor": "end", class: "tick" },
-        row.label));
-      const missing = row.value === null || row.value === undefined;
-      const width = missing ? 0 : Math.max(row.value > 0 ? 1 : 0, plotW * row.value / top);
-      const bar = svg("rect", { x: left, y: yTop + 3, width: width.toFixed(1), height: rowH - 6,
-        fill: row.color || PALETTE[0], class: "bar" });
-      bar.append(svg("title", {}, row.label + ": " + (missing ? "no data" : format(row.value))));
-      root.append(bar, svg("text", { x: left + width + 6, y: yTop + 15, class: "value" },
-        missing ? "no data" : format(row.value)));
-    });
-    return root;
-  }
-
-  const OUTCOMES = [
-    ["prepared", "prepared", 0], ["one_shot", "one-shot sends", 0],
-    ["confirmed_by_producer", "confirmed by producer", 3],
-    ["confirmed_by_check_back", "confirmed by check-back", 3],
-    ["confirmed_by_admin", "confirmed by admin", 3],
-    ["cancelled_by_producer", "cancelled by producer", 5],
-    ["rolled_back_by_check_back", "rolled back by check-back", 5],
-    ["cancelled_by_admin", "cancelled by admin", 5], ["done", "done", 3],
-    ["pending_send", "pending-send now", 1], ["unacked", "unacked now", 1],
-    ["dead_check_exhausted", "dead: check-exhausted", 2],
-    ["dead_delivery_exhausted", "dead: delivery-exhausted", 2],
-    ["delayed", "delayed (deliver_after)", 0], ["scheduled", "scheduled now", 1],
-  ];
-
-  function table(node, headers, rows, keys) {
-    const head = el("tr", {}, ...headers.map((h, i) => el("th", { class: i < keys ? "k" : null }, h)));
-    const body = rows.map((row) => el("tr", {}, ...row.map((v, i) =>
-      el("td", { class: i < keys ? "k" : null }, v === null || v === undefined ? "–" : v))));
-    node.replaceChildren(el("thead", {}, head), el("tbody", {}, ...body));
-    if (!rows.length) node.tBodies[0].append(el("tr", {}, el("td", { class: "k muted", colspan: headers.length }, "none")));
-  }
-
-  function hourLabel(hour) {
-    return typeof hour === "string" ? hour.slice(5, 13).replace("T", " ") + "h" : "?";
-  }
-
-  function stageName(stage) {
-    return stage.replace(/_/g, " ");
-  }
-
-  function stageValue(row, stage, level) {
-    const stages = row && row.stages;
-    const value = stages && stages[stage] && stages[stage][level];
-    return typeof value === "number" ? value : null;
-  }
-
-  function renderReport(summary) {
-    const totals = summary.totals || {};
-    const topics = Array.isArray(summary.topics) ? summary.topics : [];
-    const hours = Array.isArray(summary.hours) ? summary.hours : [];
-    const stages = Array.isArray(summary.stages) ? summary.stages : [];
-    const window_ = summary.window || {};
-    const facts = [
-      ["generated", when(summary.generated_at)], ["as of", when(summary.as_of)],
-      ["window", (when(window_.since) === "–" ? "start" : when(window_.since)) + " → " +
-        (when(window_.until) === "–" ? "now" : when(window_.until))],
-      ["source", summary.source || "–"],
-    ];
-    $("sla-facts").replaceChildren(...facts.flatMap(([k, v], i) =>
-      [i ? " · " : "", k + ": ", el("b", {}, v)]));
-    $("sla-tiles").replaceChildren(
-      tile("messages", number(totals.messages || 0)), tile("done", number(totals.done || 0)),
-      tile("SLA compliance", percent(totals.sla_compliance)),
-      tile("stuck now", number((summary.stuck && summary.stuck.total) || 0)),
-      tile("dead now", number((summary.dead && summary.dead.total) || 0),
-        ((summary.dead && summary.dead.total) || 0) > 0));
-    $("chart-outcomes").replaceChildren(barChart("Outcomes (messages created in the window)",
-      OUTCOMES.map(([key, label, color]) => ({ label, value: totals[key] || 0, color: PALETTE[color] })),
-      number));
-    $("chart-compliance").replaceChildren(topics.length
-      ? barChart("SLA compliance (done within target after confirmation)", topics.map((t) => ({
-          label: t.app + " / " + t.topic, value: t.sla_compliance,
-          color: t.sla_compliance !== null && t.sla_compliance < 0.99 ? PALETTE[2] : PALETTE[3],
-        })), percent, 1)
-      : emptyChart("SLA compliance", "no topics in this report"));
-    table($("sla-table"), ["app", "topic", "target", "met", "missed", "pending", "compliance"],
-      topics.map((t) => [t.app, t.topic, duration(t.sla_target_seconds), number(t.sla_met),
-        number(t.sla_missed), number(t.sla_pending), percent(t.sla_compliance)]), 2);
-    const labels = hours.map((h) => hourLabel(h.hour));
-    $("chart-latency").replaceChildren(...(stages.length ? stages.map((stage) =>
-      lineChart(stageName(stage) + " (p50 / p95 / p99)", labels, ["p50", "p95", "p99"].map((level) =>
-        ({ name: level, values: hours.map((h) => stageValue(h, stage, level)) })), duration))
-      : [emptyChart("Latency", "this report has no stage latencies")]));
-    table($("topics-table"), ["app", "topic", "messages", "done", "cancelled", "dead",
-      "check-backs / prepared msg", "deliveries / published msg",
-      ...stages.map((s) => "p95 " + stageName(s))],
-    topics.map((t) => [t.app, t.topic, number(t.messages), number(t.done), number(t.cancelled),
-      number(t.dead), number(t.checkbacks_per_message), number(t.deliveries_per_message),
-      ...stages.map((s) => duration(stageValue(t, s, "p95")))]), 2);
   }
 
   function reportMessage(text) {

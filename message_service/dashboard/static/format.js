@@ -28,7 +28,13 @@
     if (value === null || value === undefined) return "–";
     return Number.isInteger(value) ? value.toLocaleString("en") : +value.toPrecision(3) + "";
   }
-  const api = { human, duration, percent, number };
+  // an ISO time as the page shows it: seconds, no fraction, Z for UTC
+  function when(iso) {
+    if (!iso) return "–";
+    return iso.replace("T", " ").replace(/\.\d+/, "").replace("+00:00", "Z");
+  }
+
+  const api = { human, duration, percent, number, when };
   if (typeof module !== "undefined" && module.exports) module.exports = api;
   root.RmsFormat = api;
 })(typeof globalThis !== "undefined" ? globalThis : this);

@@ -1,0 +1,3 @@
+SELECT messages.message_id, messages.app, messages.topic, messages.key, messages.payload, messages.headers, messages.check_url, messages.state, messages.dead, messages.dead_reason, messages.check_count, messages.delivery_count, messages.delivery_base, messages.check_after_seconds, messages.max_checks, messages.ack_timeout_seconds, messages.max_deliveries, messages.created_at, messages.confirmed_at, messages.done_at, messages.deleted_at, messages.next_check_at, messages.next_delivery_at, messages.deliver_after, messages.claim_token, messages.traceparent, messages.tracestate, messages.ordered, messages.confirm_seq, messages.transaction_id, messages.transaction_position 
+FROM messages 
+WHERE messages.message_id = ANY ($1::TEXT[])

@@ -1,0 +1,1 @@
+DELETE FROM ordering_keys WHERE ordering_keys.lease_token = $1::VARCHAR
