@@ -89,6 +89,8 @@ class Message:
     ordered: bool = False
     confirm_seq: int | None = None  # the confirm order of an ordered message
     transaction_id: str | None = None  # the transaction it is confirmed or cancelled with
+    # why the broker did not take its last publish (None: accepted, or none failed)
+    publish_failure: str | None = None
 
     @property
     def deliveries_in_budget(self) -> int:

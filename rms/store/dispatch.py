@@ -70,9 +70,10 @@ def _record_statement() -> Any:
         update(messages).where(guard, batch.c.ok, batch.c.due.is_not(None))
         .values(**core_values(PUBLISH_ACCEPTED, {"due": batch.c.due}))
         .returning(messages.c.message_id).cte("rescheduled"))
+    reason = func.coalesce(batch.c.reason, literal("refused"))
     given_back = (
         update(messages).where(guard, ~batch.c.ok)
-        .values(**core_values(PUBLISH_REFUSED, {"retry": batch.c.retry}))
+        .values(**core_values(PUBLISH_REFUSED, {"retry": batch.c.retry, "reason": reason}))
         .returning(messages.c.message_id).cte("given_back"))
     event = case((batch.c.ok, literal(Event.PUBLISHED.value)),
                  else_=literal(Event.PUBLISH_FAILED.value))

@@ -61,6 +61,7 @@ def message_from(m: Any) -> Message:
         ordered=m["ordered"],
         confirm_seq=m["confirm_seq"],
         transaction_id=m["transaction_id"],
+        publish_failure=m["publish_failure"],
     )
 
 
