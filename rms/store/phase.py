@@ -21,6 +21,7 @@ from rms.domain.phase import (
     Not,
     Passed,
     Present,
+    Same,
     Term,
 )
 from rms.domain.states import State
@@ -46,7 +47,8 @@ def condition(term: Term, row: FromClause = messages) -> ColumnElement[bool]:
     return _of_columns(term, row)
 
 
-def _of_columns(term: Flag | Present | Exceeds | Equals | Passed | Ahead, row: FromClause
+def _of_columns(term: Flag | Present | Exceeds | Same | Equals | Passed | Ahead,
+                row: FromClause
                 ) -> ColumnElement[bool]:
     """A predicate on the row's own columns."""
     c = row.c
@@ -57,6 +59,8 @@ def _of_columns(term: Flag | Present | Exceeds | Equals | Passed | Ahead, row: F
         return c[term.column].is_not(None)
     if isinstance(term, Exceeds):
         return c[term.column] > c[term.other]
+    if isinstance(term, Same):
+        return func.coalesce(c[term.column] == c[term.other], false())
     if isinstance(term, Equals):
         return c[term.column] == term.value
     if isinstance(term, Passed):

@@ -62,6 +62,7 @@ def message_from(m: Any) -> Message:
         confirm_seq=m["confirm_seq"],
         transaction_id=m["transaction_id"],
         publish_failure=m["publish_failure"],
+        published_delivery=m["published_delivery"],
     )
 
 
