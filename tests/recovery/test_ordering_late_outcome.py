@@ -4,7 +4,8 @@ in flight; delivery 1's outcome then arrives for a count that moved on and is wr
 history only. When both publishes time out, the head counts one delivery the broker never
 took: the messages of its key confirmed after it must still wait for it (its retry), never go
 first. A real broker behind a TCP proxy that holds every byte, two recovery workers, real
-PostgreSQL."""
+PostgreSQL. The same stalled broker also times out a producer's confirm, which is answered
+with what happened."""
 
 from __future__ import annotations
 
@@ -120,3 +121,27 @@ async def test_a_head_whose_publishes_all_timed_out_keeps_its_key_held(
     records = await read_topic(api.settings.kafka_bootstrap_servers, topic, expect=2,
                                settle=1.0)
     assert [header(list(r.headers), "rms-message-id") for r in records] == [head, behind]
+
+
+@pytest.mark.timeout(120)
+async def test_a_confirm_whose_publish_times_out_answers_the_outcome(
+        api: Api, proxy: FaultProxy, topic: str) -> None:
+    """The neighbour on the request path: a confirm whose publish the stalled broker never
+    answers is answered with its delivery given back and the failure named."""
+    await _create_topic(api.settings.kafka_bootstrap_servers, topic)
+    orders = await api.create_app("orders", [topic], [topic], [CHECK_PREFIX])
+    message_id = await api.prepared_id(orders, topic)
+    proxy.toxics = Toxics(latency=60.0)
+    try:
+        response = await api.post(orders, f"/v1/messages/{message_id}/confirm")
+    finally:
+        proxy.heal()
+        proxy.reset_all()
+
+    assert response.status_code == 200, response.text
+    answered = response.json()
+    assert answered["state"] == "sent" and answered["delivery_count"] == 0, answered
+    assert answered["publish_failure"] in ("timeout", "broker-unavailable"), answered
+    stored = await message(api, message_id)
+    assert [stored[name] for name in ("delivery_count", "next_delivery_at", "publish_failure")] \
+        == [answered[name] for name in ("delivery_count", "next_delivery_at", "publish_failure")]
