@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from rms.config import Settings
 from rms_client.ack_records import signed_ack_headers
@@ -74,6 +75,17 @@ class Api:
 
     async def post(self, app: AppKeys, path: str, **kwargs: Any) -> httpx.Response:
         return await self.client.post(path, headers=app.headers, **kwargs)
+
+
+async def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    """Make ``topic`` on a cluster that creates none on first use (one replica)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, num_partitions=partitions,
+                                            replication_factor=1)])
+    finally:
+        await admin.close()
 
 
 async def read_topic(bootstrap: str, topic: str, *, expect: int, timeout: float = 10.0,

@@ -12,22 +12,12 @@ from datetime import datetime
 
 import pytest
 from aiokafka import AIOKafkaConsumer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from rms.kafka.records import header
 from tests.recovery.helpers import events
-from tests.support import Api, AppKeys
+from tests.support import Api, AppKeys, create_topic
 
 MESSAGES = 60
-
-
-async def _create_topic(bootstrap: str, topic: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
-    finally:
-        await admin.close()
 
 
 async def _ack_at_once(api: Api, consumer_app: AppKeys, consumer: AIOKafkaConsumer,
@@ -47,7 +37,7 @@ async def _ack_at_once(api: Api, consumer_app: AppKeys, consumer: AIOKafkaConsum
 async def test_a_consumer_acking_at_once_reads_published_before_acked(api: Api,
                                                                        topic: str) -> None:
     bootstrap = api.settings.kafka_bootstrap_servers
-    await _create_topic(bootstrap, topic)
+    await create_topic(bootstrap, topic)
     orders = await api.create_app("orders", produce=[topic])
     points = await api.create_app("points", consume=[topic])
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None,

@@ -11,13 +11,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from recovery_service.runtime import from_context
 from rms.worker import worker_context
 from tests.conftest import ADMIN_TOKEN
 from tests.recovery.helpers import message, tick_until
-from tests.support import CHECK_PREFIX, Api, AppKeys
+from tests.support import CHECK_PREFIX, Api, AppKeys, create_topic
 
 # the fields that say what the broker took, and when RMS tries again
 OUTCOME = ("state", "delivery_count", "next_delivery_at", "publish_failure")
@@ -42,15 +41,6 @@ async def _assert_refused(api: Api, answered: dict[str, Any], reason: str) -> No
     assert _outcome(await message(api, answered["message_id"])) == _outcome(answered)
 
 
-async def _create_topic(api: Api, topic: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=api.settings.kafka_bootstrap_servers)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
-    finally:
-        await admin.close()
-
-
 async def _app(api: Api) -> AppKeys:
     return await api.create_app("orders", produce=["*"], prefixes=[CHECK_PREFIX])
 
@@ -69,7 +59,7 @@ async def test_a_confirm_refused_by_the_broker_answers_the_recorded_outcome(
     again = await api.post(orders, f"/v1/messages/{message_id}/confirm")  # idempotent repeat
     assert _outcome(again.json()) == _outcome(response.json())
 
-    await _create_topic(api, topic)
+    await create_topic(api.settings.kafka_bootstrap_servers, topic)
     async with worker_context(api.settings, "recovery-worker") as context:
         worker = from_context(context)
 
@@ -104,7 +94,7 @@ async def test_a_batch_confirm_answers_each_outcome(strict_api: Api, topic: str)
     api = strict_api
     orders = await _app(api)
     present = f"{topic}.present"
-    await _create_topic(api, present)
+    await create_topic(api.settings.kafka_bootstrap_servers, present)
     refused = await api.prepared_id(orders, topic)
     accepted = await api.prepared_id(orders, present)
 

@@ -13,7 +13,6 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from recovery_service.runtime import from_context
 from rms.config import Settings
@@ -23,7 +22,7 @@ from rms.kafka.records import header
 from rms.worker import worker_context
 from tests.faults.proxy import FaultProxy, Toxics
 from tests.recovery.helpers import SqlHelper, events, message
-from tests.support import CHECK_PREFIX, Api, AppKeys, eventually, read_topic
+from tests.support import CHECK_PREFIX, Api, AppKeys, create_topic, eventually, read_topic
 
 LEASE = 1.0
 
@@ -55,15 +54,6 @@ def settings(settings: Settings, proxy: FaultProxy) -> Settings:
         "kafka_publish_timeout_seconds": 2.0, "publish_retry_seconds": 120.0})
 
 
-async def _create_topic(bootstrap: str, topic: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
-    finally:
-        await admin.close()
-
-
 async def _confirmed(api: Api, app: AppKeys, topic: str) -> str:
     message_id = await api.prepared_id(app, topic, key="account-1")
     response = await api.post(app, f"/v1/messages/{message_id}/confirm")
@@ -79,7 +69,7 @@ async def _attempts(api: Api, message_id: str) -> list[str]:
 @pytest.mark.timeout(180)
 async def test_a_head_whose_publishes_all_timed_out_keeps_its_key_held(
         api: Api, proxy: FaultProxy, topic: str, sql: SqlHelper) -> None:
-    await _create_topic(api.settings.kafka_bootstrap_servers, topic)
+    await create_topic(api.settings.kafka_bootstrap_servers, topic)
     orders = await api.create_app("orders", [topic], [topic], [CHECK_PREFIX], ordered=[topic])
     head = await _confirmed(api, orders, topic)
 
@@ -128,7 +118,7 @@ async def test_a_confirm_whose_publish_times_out_answers_the_outcome(
         api: Api, proxy: FaultProxy, topic: str) -> None:
     """The neighbour on the request path: a confirm whose publish the stalled broker never
     answers is answered with its delivery given back and the failure named."""
-    await _create_topic(api.settings.kafka_bootstrap_servers, topic)
+    await create_topic(api.settings.kafka_bootstrap_servers, topic)
     orders = await api.create_app("orders", [topic], [topic], [CHECK_PREFIX])
     message_id = await api.prepared_id(orders, topic)
     proxy.toxics = Toxics(latency=60.0)
