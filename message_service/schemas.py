@@ -123,6 +123,11 @@ class MessageOut(BaseModel):
     tracestate: str | None = Field(default=None, description="W3C tracestate kept with it")
     ordered: bool = Field(default=False, description="published in confirm order per key "
                           "(its topic matched the app's ordered_topics when it was prepared)")
+    publish_failure: str | None = Field(
+        default=None, description="why the broker did not take the message's last publish "
+        "(topic-missing, not-authorized, timeout, ...; as in publish_blocked of the stats): "
+        "its delivery number was given back and it is published again at next_delivery_at. "
+        "null once a publish was accepted, or when none failed")
 
 
 class BatchOut(BaseModel):

@@ -138,11 +138,12 @@ class Dispatcher:
         return await self.deliver(message, actor=actor, reschedule=False, parent=parent)
 
     async def deliver_confirmed_many(self, batch: Sequence[Message], *, actor: str,
-                                     parents: Sequence[TraceContext | None]) -> None:
+                                     parents: Sequence[TraceContext | None]
+                                     ) -> list[PublishOutcome]:
         """:meth:`deliver_confirmed` for the messages one batch confirm made ``sent`` (each
         publish a span under its ``parents`` entry): the reserved ones are handed to the
-        producer at once and their outcomes recorded by one write; returns once they are
-        durably recorded."""
+        producer at once and their outcomes recorded by one write; returns their outcomes
+        once they are durably recorded."""
         due: list[Message] = []
         due_parents: list[TraceContext | None] = []
         for message, parent in zip(batch, parents, strict=True):
@@ -151,9 +152,11 @@ class Dispatcher:
                 due_parents.append(parent)
             elif not sequenced(message):
                 metrics.SCHEDULED.inc()
-        if due:
-            outcomes = await self.publish_many(due, parents=due_parents)
-            await self.record(due, outcomes, actor=actor, reschedule=False)
+        if not due:
+            return []
+        outcomes = await self.publish_many(due, parents=due_parents)
+        await self.record(due, outcomes, actor=actor, reschedule=False)
+        return outcomes
 
     async def publish_many(self, batch: Sequence[Message], *, span: str = "rms.publish",
                            parents: Sequence[TraceContext | None] | None = None

@@ -39,8 +39,10 @@ later: ``confirm_to_first_publish`` and the SLA from ``max(confirmed, deliver_af
 ``delayed`` (messages with a ``deliver_after``) and ``scheduled`` (sent, not dead, and still
 waiting for it at the report's "now").
 
-A stage that ends before it starts counts as 0 s: it happens when a consumer's ack is stored
-before the publisher has recorded the broker's answer (the ack races the ``published`` event).
+A stage that ends before it starts counts as 0 s. RMS dates a publish recorded after its
+message's ack no later than the ack, but each event carries its statement's start time, so an
+ack whose statement began just before the broker's answer was recorded (and waited for it) can
+still be dated a fraction of a millisecond before the ``published`` event.
 
 Counters per message: ``checks`` and their outcomes (``checked`` events: ``committed``,
 ``rolled_back``, ``unknown``, and ``other`` for any other or missing outcome, so the four add

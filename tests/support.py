@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from rms.config import Settings
 from rms_client.ack_records import signed_ack_headers
@@ -82,6 +83,17 @@ class Api:
         assert response.status_code == 200, response.text
         return {"message_id": message_id, "consumer": consumer,
                 "created_at": str(response.json()["created_at"])}
+
+
+async def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    """Make ``topic`` on a cluster that creates none on first use (one replica)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, num_partitions=partitions,
+                                            replication_factor=1)])
+    finally:
+        await admin.close()
 
 
 async def read_topic(bootstrap: str, topic: str, *, expect: int, timeout: float = 10.0,

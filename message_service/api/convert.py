@@ -33,6 +33,7 @@ def message_fields(m: Message) -> dict[str, Any]:
         "traceparent": m.trace.traceparent if m.trace else None,
         "tracestate": m.trace.tracestate if m.trace else None,
         "ordered": m.ordered,
+        "publish_failure": m.publish_failure,
     }
 
 

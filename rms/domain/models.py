@@ -89,6 +89,12 @@ class Message:
     ordered: bool = False
     confirm_seq: int | None = None  # the confirm order of an ordered message
     transaction_id: str | None = None  # the transaction it is confirmed or cancelled with
+    # why the broker did not take its last publish (None: accepted, or none failed)
+    publish_failure: str | None = None
+    # the delivery number the broker took, as recorded in the row by a worker's, the
+    # sequencer's, a resend's or a transaction's accepted publish (None: none recorded; the
+    # first publish of a producer's confirm or one-shot send is recorded in the history only)
+    published_delivery: int | None = None
 
     @property
     def deliveries_in_budget(self) -> int:

@@ -56,8 +56,7 @@ BLOCKED_BY: tuple[tuple[phase.Term, Blocked | None], ...] = (
     (phase.All((phase.RESERVED, phase.DUE)), Blocked.AWAITING_REDELIVERY),
     (phase.All((phase.Not(phase.RESERVED), phase.SCHEDULED)), Blocked.SCHEDULED),
     (phase.All((phase.Not(phase.RESERVED), phase.HELD_FOR_ORDER)), Blocked.HELD_FOR_ORDER),
-    (phase.All((phase.Not(phase.RESERVED), phase.LastEvent(Event.PUBLISH_FAILED))),
-     Blocked.PUBLISH_FAILED),
+    (phase.LastEvent(Event.PUBLISH_FAILED), Blocked.PUBLISH_FAILED),
 )
 
 

@@ -12,7 +12,9 @@ The columns behind the phase: ``delivery_count`` and ``delivery_base`` (deliveri
 and that count when the current budget started), ``claim_token`` (the claim under which a
 reserved delivery is being published), ``next_delivery_at`` (when the message is due: its ack
 deadline, its retry time, its delivery time or the end of a claim's lease), ``deliver_after``
-(a delayed message's time), ``ordered`` and ``transaction_id`` / ``transaction_position``.
+(a delayed message's time), ``published_delivery`` (the delivery the broker took, written only
+by the statement that records an accepted publish), ``ordered`` and ``transaction_id`` /
+``transaction_position``.
 """
 
 from __future__ import annotations
@@ -43,6 +45,14 @@ class Present:
 @dataclass(frozen=True, slots=True)
 class Exceeds:
     """The row's ``column`` is greater than its ``other``."""
+
+    column: str
+    other: str
+
+
+@dataclass(frozen=True, slots=True)
+class Same:
+    """The row's ``column`` equals its ``other`` (NULL: not)."""
 
     column: str
     other: str
@@ -116,10 +126,10 @@ class LastEvent:
     event: Event
 
 
-Term = (Flag | Present | Exceeds | Equals | Reached | Passed | Ahead | Not | All | AnyOf
-        | EarlierMember | HasEvent | LastEvent)
+Term = (Flag | Present | Exceeds | Same | Equals | Reached | Passed | Ahead | Not | All
+        | AnyOf | EarlierMember | HasEvent | LastEvent)
 # the terms on the row's own columns, which every form renders (SQL text, Core, Python)
-ColumnTerm = Flag | Present | Exceeds | Equals | Reached | Passed | Ahead
+ColumnTerm = Flag | Present | Exceeds | Same | Equals | Reached | Passed | Ahead
 
 
 DEAD = Flag("dead")
@@ -160,9 +170,14 @@ READY = All((Not(DEAD), DUE, Not(HELD_FOR_ORDER)))
 # a message waiting behind a blocked one goes as soon as the one before it was published):
 # no live claim, not delayed past now, not held for its transaction's order
 PUBLISHABLE = All((Not(DEAD), FREE, Not(SCHEDULED), Not(HELD_FOR_ORDER)))
+# the broker took the delivery the row counts: its accepted publish is recorded in the row.
+# Read from ``published_delivery``, never inferred from ``delivery_count``: an outcome that
+# arrives after its claim's lease ran out is written as history only, so a count can stand for
+# a delivery the broker never took
+ACCEPTED = Same("published_delivery", "delivery_count")
 # published and inside its ack deadline: the only phase in which a message of an ordered key
 # lets the messages behind it go (the head-of-line rule). Every other message holds its line.
-AWAITING_ACK = All((Not(DEAD), RESERVED, Not(IN_FLIGHT), Not(DUE)))
+AWAITING_ACK = All((Not(DEAD), RESERVED, ACCEPTED, Not(IN_FLIGHT), Not(DUE)))
 HOLDS_LINE = Not(AWAITING_ACK)
 # due for its first publish of the budget, waiting for its turn behind the head of its key
 QUEUED = All((Not(DEAD), Not(RESERVED), Not(IN_FLIGHT), DUE))
@@ -170,7 +185,8 @@ QUEUED = All((Not(DEAD), Not(RESERVED), Not(IN_FLIGHT), DUE))
 
 # the columns of a message row the predicates read (with ``message_id`` for its history)
 COLUMNS = ("message_id", "dead", "ordered", "delivery_count", "delivery_base", "max_deliveries",
-           "claim_token", "next_delivery_at", "deliver_after", "transaction_id",
+           "claim_token", "next_delivery_at", "deliver_after", "published_delivery",
+           "transaction_id",
            "transaction_position")
 
 
@@ -190,29 +206,36 @@ def _columns(message: Message) -> Mapping[str, Any]:
             "delivery_count": message.delivery_count, "delivery_base": message.delivery_base,
             "max_deliveries": message.max_deliveries,
             "claim_token": message.claim_token, "next_delivery_at": message.next_delivery_at,
-            "deliver_after": message.deliver_after}
+            "deliver_after": message.deliver_after,
+            "published_delivery": message.published_delivery}
 
 
 def _holds(term: Term, row: Mapping[str, Any], now: datetime | None) -> bool:
-    if isinstance(term, Flag):
-        return bool(row[term.column])
-    if isinstance(term, Present):
-        return row[term.column] is not None
-    if isinstance(term, Exceeds):
-        return bool(row[term.column] > row[term.other])
-    if isinstance(term, Equals):
-        return bool(row[term.column] == term.value)
-    if isinstance(term, Reached):
-        return bool(row[term.column] - row[term.base] >= row[term.limit])
-    if isinstance(term, Passed | Ahead):
-        return _timed(term, row[term.column], now)
     if isinstance(term, Not):
         return not _holds(term.term, row, now)
     if isinstance(term, All):
         return all(_holds(t, row, now) for t in term.terms)
     if isinstance(term, AnyOf):
         return any(_holds(t, row, now) for t in term.terms)
-    raise ValueError(f"{term!r} relates several rows: it has no Python form")
+    if isinstance(term, EarlierMember | HasEvent | LastEvent):
+        raise ValueError(f"{term!r} relates several rows: it has no Python form")
+    return _holds_on_columns(term, row, now)
+
+
+def _holds_on_columns(term: ColumnTerm, row: Mapping[str, Any], now: datetime | None) -> bool:
+    if isinstance(term, Flag):
+        return bool(row[term.column])
+    if isinstance(term, Present):
+        return row[term.column] is not None
+    if isinstance(term, Exceeds):
+        return bool(row[term.column] > row[term.other])
+    if isinstance(term, Same):
+        return row[term.column] is not None and bool(row[term.column] == row[term.other])
+    if isinstance(term, Equals):
+        return bool(row[term.column] == term.value)
+    if isinstance(term, Reached):
+        return bool(row[term.column] - row[term.base] >= row[term.limit])
+    return _timed(term, row[term.column], now)
 
 
 def _timed(term: Passed | Ahead, at: datetime | None, now: datetime | None) -> bool:

@@ -203,11 +203,13 @@ CLAIM_DELIVERY = Transition(
     dead=False)
 PUBLISH_ACCEPTED = Transition(
     "publish-accepted", frozenset({State.SENT}), State.SENT, None,
-    _frozen({"next_delivery_at": Later(Given("due")), "claim_token": None}))
+    _frozen({"next_delivery_at": Later(Given("due")), "claim_token": None,
+             "publish_failure": None, "published_delivery": Column("delivery_count")}))
 PUBLISH_REFUSED = Transition(
     "publish-refused", frozenset({State.SENT}), State.SENT, None,
     _frozen({"delivery_count": Plus("delivery_count", -1), "claim_token": None,
-             "next_delivery_at": Later(Given("retry"))}))
+             "next_delivery_at": Later(Given("retry")), "publish_failure": Given("reason"),
+             "published_delivery": None}))
 
 # the sequencer claimed a run of a key's messages and stopped before publishing this one (an
 # earlier one of the run failed): its reserved number is given back, no publish was attempted

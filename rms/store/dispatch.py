@@ -10,6 +10,12 @@ and the publish cannot know the outcome, so that reserved number stays counted.
 Many outcomes are written by one statement (:meth:`DispatchStore.record_many`): the rows come
 in as one array parameter per column (``unnest``), every guarded change and every event are
 made by the same statement, so a batch costs one statement and one commit whatever its size.
+
+History order: the ``published`` event of a publish the broker took comes before the message's
+``acked`` event. The statement locks the rows of accepted publishes (``FOR SHARE``, the one
+extra cost per publish) before it numbers their events, so an ack comes wholly before or after
+it; a publish recorded after its ack (the consumer was faster than the broker's answer) is
+dated no later than the ack and settled by two more statements for that message alone.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    CTE,
     Boolean,
     Float,
     Integer,
@@ -27,14 +34,16 @@ from sqlalchemy import (
     case,
     func,
     literal,
+    or_,
     select,
+    union_all,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.domain.models import PublishOutcome
 from rms.domain.states import Event
-from rms.domain.transitions import PUBLISH_ACCEPTED, PUBLISH_REFUSED
+from rms.domain.transitions import ACK, PUBLISH_ACCEPTED, PUBLISH_REFUSED
 from rms.store.batch import batch_params, unnest_cte
 from rms.store.raw import RawStatement, driver_connection
 from rms.store.schema import message_events, messages
@@ -58,11 +67,26 @@ _COLUMNS: tuple[tuple[str, Any], ...] = (
     ("retry", Float), ("error", Text), ("reason", Text), ("actor", Text))
 
 
+def _taken(batch: CTE) -> CTE:
+    """The rows of the messages whose publish the broker took, locked (``FOR SHARE``) before
+    their ``published`` events are numbered: an ack of such a message (an ``UPDATE`` of its
+    row) then comes wholly before this statement (the row is found ``done``, as the ack left
+    it) or wholly after it (its ``acked`` event is numbered after the ``published`` one). A
+    row another statement holds is skipped, not waited for (no lock-order deadlock with a
+    batch of acks), and settled after this statement (:meth:`DispatchStore.settle`)."""
+    accepted = select(batch.c.message_id).where(batch.c.ok)
+    return (select(messages.c.message_id, messages.c.state, messages.c.done_at)
+            .where(messages.c.message_id.in_(accepted))
+            .with_for_update(read=True, skip_locked=True).cte("taken"))
+
+
 def _record_statement() -> Any:
     """Built once. Binds: one array per column of :data:`_COLUMNS`, named ``rows_<column>``.
     Returns one row per message whose state row changed (accepted and rescheduled, or given
-    back)."""
+    back; ``settle`` false) and one per accepted publish to settle (``settle`` true: an ack
+    may have come before the broker's answer was recorded)."""
     batch = unnest_cte(_COLUMNS)
+    taken = _taken(batch)
     guard = and_(messages.c.message_id == batch.c.message_id,
                  messages.c.state == PUBLISH_ACCEPTED.source.value,
                  messages.c.delivery_count == batch.c.delivery)
@@ -70,21 +94,54 @@ def _record_statement() -> Any:
         update(messages).where(guard, batch.c.ok, batch.c.due.is_not(None))
         .values(**core_values(PUBLISH_ACCEPTED, {"due": batch.c.due}))
         .returning(messages.c.message_id).cte("rescheduled"))
+    reason = func.coalesce(batch.c.reason, literal("refused"))
     given_back = (
         update(messages).where(guard, ~batch.c.ok)
-        .values(**core_values(PUBLISH_REFUSED, {"retry": batch.c.retry}))
+        .values(**core_values(PUBLISH_REFUSED, {"retry": batch.c.retry, "reason": reason}))
         .returning(messages.c.message_id).cte("given_back"))
     event = case((batch.c.ok, literal(Event.PUBLISHED.value)),
                  else_=literal(Event.PUBLISH_FAILED.value))
     detail = case((batch.c.ok, func.jsonb_build_object("delivery", batch.c.delivery)),
                   else_=func.jsonb_build_object("delivery", batch.c.delivery,
                                                 "error", batch.c.error, "reason", batch.c.reason))
+    # the broker took the record before the consumer could acknowledge it: a publish recorded
+    # after its message was acknowledged is dated no later than the ack
+    acked = taken.c.state == ACK.target.value
+    at = case((acked, func.least(func.now(), taken.c.done_at)), else_=func.now())
     # history counts every outcome, also when an ack or a re-reservation won meanwhile
     history = message_events.insert().from_select(
-        ["message_id", "event", "actor", "detail"],
-        select(batch.c.message_id, event, batch.c.actor, detail)).cte("history")
-    changed = select(rescheduled.c.message_id).union_all(select(given_back.c.message_id))
-    return changed.add_cte(history)
+        ["message_id", "event", "actor", "detail", "at"],
+        select(batch.c.message_id, event, batch.c.actor, detail, at).select_from(
+            batch.outerjoin(taken, taken.c.message_id == batch.c.message_id))).cte("history")
+    unsettled = (select(batch.c.message_id, literal(True).label("settle"))
+                 .select_from(batch.outerjoin(taken, taken.c.message_id == batch.c.message_id))
+                 .where(batch.c.ok, or_(taken.c.message_id.is_(None), acked)))
+    # ``unsettled`` first: it reads ``taken`` whole, so every row is locked before the updates
+    # below change it (a row this statement updated first could no longer be locked by it)
+    changed = union_all(unsettled,
+                        select(rescheduled.c.message_id, literal(False).label("settle")),
+                        select(given_back.c.message_id, literal(False)))
+    return select(changed.subquery("outcomes")).add_cte(history)
+
+
+# The ``published`` event of a message recorded after its ack (found ``done``, or its row held
+# by another statement, such as the ack, when the outcome was recorded): once whoever held the
+# row is done (:data:`_WAIT`), its ``acked`` events numbered before the ``published`` one are
+# numbered after it, and the ``published`` time is made no later than the ack's. Binds $1: the
+# message id. Changes nothing when no ack came first.
+_WAIT = "SELECT 1 FROM messages WHERE message_id = $1 FOR SHARE"
+_SETTLE = """
+WITH published AS (
+    SELECT id FROM message_events WHERE message_id = $1 AND event = 'published'
+    ORDER BY id DESC LIMIT 1
+), moved AS (
+    UPDATE message_events e SET id = nextval(pg_get_serial_sequence('message_events', 'id'))
+    FROM published p WHERE e.message_id = $1 AND e.event = 'acked' AND e.id < p.id
+    RETURNING e.at
+)
+UPDATE message_events e SET at = least(e.at, (SELECT min(at) FROM moved))
+FROM published p WHERE e.id = p.id AND EXISTS (SELECT 1 FROM moved)
+"""
 
 
 RECORD = _record_statement()
@@ -109,6 +166,19 @@ class DispatchStore:
             return []
         async with driver_connection(self._engine) as driver:
             rows = await driver.fetch(self._record.sql, *self._record.args(**_params(records)))
-        changed = {row["message_id"] for row in rows}
+        changed = {row["message_id"] for row in rows if not row["settle"]}
+        await self.settle(sorted({row["message_id"] for row in rows if row["settle"]}))
         return [r.outcome.message_id in changed
                 and (not r.outcome.ok or r.next_due_seconds is not None) for r in records]
+
+    async def settle(self, message_ids: Sequence[str]) -> None:
+        """Order the history of messages whose accepted publish may have been recorded after
+        their ack: the ``published`` event before the ``acked`` one. One message at a time,
+        each its own statements (the wait for the row, then the renumbering, which must see
+        the ack committed); rare: it takes an ack racing the broker's answer."""
+        if not message_ids:
+            return
+        async with driver_connection(self._engine) as driver:
+            for message_id in message_ids:
+                await driver.execute(_WAIT, message_id)
+                await driver.execute(_SETTLE, message_id)

@@ -24,6 +24,7 @@ from rms.domain.phase import (
     Passed,
     Present,
     Reached,
+    Same,
     Term,
 )
 from rms.domain.states import State
@@ -59,6 +60,8 @@ def _of_columns(term: ColumnTerm, row: FromClause) -> ColumnElement[bool]:
         return c[term.column].is_not(None)
     if isinstance(term, Exceeds):
         return c[term.column] > c[term.other]
+    if isinstance(term, Same):
+        return func.coalesce(c[term.column] == c[term.other], false())
     if isinstance(term, Equals):
         return c[term.column] == term.value
     if isinstance(term, Reached):
@@ -105,6 +108,8 @@ def _text_of_columns(term: ColumnTerm, row: str) -> str:
         return f"{row}{term.column} IS NOT NULL"
     if isinstance(term, Exceeds):
         return f"{row}{term.column} > {row}{term.other}"
+    if isinstance(term, Same):
+        return f"coalesce({row}{term.column} = {row}{term.other}, false)"
     if isinstance(term, Equals):
         return f"{row}{term.column} = {term.value}"
     if isinstance(term, Reached):

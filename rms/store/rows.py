@@ -61,6 +61,8 @@ def message_from(m: Any) -> Message:
         ordered=m["ordered"],
         confirm_seq=m["confirm_seq"],
         transaction_id=m["transaction_id"],
+        publish_failure=m["publish_failure"],
+        published_delivery=m["published_delivery"],
     )
 
 

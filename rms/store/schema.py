@@ -84,6 +84,12 @@ messages = Table(
     # the transaction the message belongs to (NULL: none) and its place there, from 0
     Column("transaction_id", Text, nullable=True),
     Column("transaction_position", Integer, nullable=True),
+    # why the broker did not take the message's last publish (a publish failure reason, as in
+    # the stats' publish_blocked); NULL once a publish was accepted, or when none failed
+    Column("publish_failure", Text, nullable=True),
+    # the delivery number the broker took (rms.domain.phase.ACCEPTED), written only by the
+    # statement that records an accepted publish in the row; a refused one clears it
+    Column("published_delivery", Integer, nullable=True),
     CheckConstraint(
         "state IN ('pending-send', 'sent', 'done', 'deleted')", name="messages_state_check"
     ),

@@ -13,7 +13,7 @@ from rms.config import Settings
 from rms.dispatcher import Dispatcher
 from rms.domain import transitions as table
 from rms.domain.errors import Invalid
-from rms.domain.models import Actor, App, Message, MessageEvent
+from rms.domain.models import Actor, App, Message, MessageEvent, PublishOutcome
 from rms.store.messages import MessageStore
 from rms.usecases.drafts import CheckedUrls, Drafts, PrepareInput, first_duplicate
 from rms_client import tracing
@@ -44,7 +44,7 @@ class MessageService:
             if created:
                 metrics.TRANSITIONS.labels("sent" if one_shot else "prepared").inc()
                 if one_shot:
-                    await self._publish_first(message, span.context)
+                    message = await self._publish_first(message, span.context)
         return message, created
 
     async def prepare_batch(self, app: App, requests: Sequence[PrepareInput],
@@ -74,7 +74,7 @@ class MessageService:
             message_id, table.CONFIRM, app=app.name, actor=f"app:{app.name}", by=Actor.PRODUCER)
         if changed:
             metrics.TRANSITIONS.labels("confirmed").inc()
-            await self._publish_confirmed(message, started)
+            return await self._publish_confirmed(message, started)
         return message
 
     async def cancel(self, app: App, message_id: str) -> Message:
@@ -89,8 +89,8 @@ class MessageService:
         results = await self._batch(app, message_ids, table.CONFIRM)
         changed = [message for message, did in results if did]
         metrics.TRANSITIONS.labels("confirmed").inc(len(changed))
-        await self._publish_confirmed_many(changed, started, actor=f"app:{app.name}")
-        return [message for message, _ in results]
+        outcomes = await self._publish_confirmed_many(changed, started, actor=f"app:{app.name}")
+        return await self._as_recorded([message for message, _ in results], outcomes)
 
     async def cancel_batch(self, app: App, message_ids: Sequence[str]) -> list[Message]:
         results = await self._batch(app, message_ids, table.CANCEL)
@@ -118,7 +118,7 @@ class MessageService:
             message_id, table.CONFIRM, app=None, actor=actor, by=Actor.ADMIN)
         if changed:
             metrics.TRANSITIONS.labels("confirmed").inc()
-            await self._publish_confirmed(message, started)
+            return await self._publish_confirmed(message, started)
         return message
 
     async def admin_cancel(self, message_id: str, *, actor: str = "admin") -> Message:
@@ -130,24 +130,40 @@ class MessageService:
 
     # ---- helpers -------------------------------------------------------------------------
 
-    async def _publish_first(self, message: Message, trace: TraceContext | None) -> None:
-        await self.dispatcher.deliver_confirmed(message, actor=f"app:{message.app}",
-                                                parent=trace)
+    async def _publish_first(self, message: Message, trace: TraceContext | None) -> Message:
+        """The first publish of a message just made ``sent``; returns the message as the
+        answer states it (:meth:`_as_recorded`)."""
+        outcome = await self.dispatcher.deliver_confirmed(message, actor=f"app:{message.app}",
+                                                          parent=trace)
+        [answered] = await self._as_recorded([message], [] if outcome is None else [outcome])
+        return answered
 
-    async def _publish_confirmed(self, message: Message, started: int | None) -> None:
+    async def _publish_confirmed(self, message: Message, started: int | None) -> Message:
         """The first publish of a confirmed message, under a confirm span parented on the
         message's stored trace context (the span starts when the confirm began)."""
         with _confirm_span(message, started) as span:
-            await self._publish_first(message, span.context)
+            return await self._publish_first(message, span.context)
+
+    async def _as_recorded(self, batch: Sequence[Message], outcomes: Sequence[PublishOutcome]
+                           ) -> list[Message]:
+        """``batch`` as its publishes left it. A message the confirming statement returned
+        counts its first delivery and an ack deadline; when the broker did not take that
+        publish, the answer is the row as the outcome was recorded instead: the delivery
+        number given back, due again at its retry time, ``publish_failure`` naming why."""
+        failed = [outcome.message_id for outcome in outcomes if not outcome.ok]
+        if not failed:
+            return list(batch)
+        recorded = await self.store.get_many(failed)
+        return [recorded.get(message.message_id, message) for message in batch]
 
     async def _publish_confirmed_many(self, batch: Sequence[Message], started: int | None, *,
-                                      actor: str) -> None:
+                                      actor: str) -> list[PublishOutcome]:
         """:meth:`_publish_confirmed` for the messages of one batch confirm: the first
         publishes go to the producer together and their outcomes are recorded by one write."""
         spans = ([_confirm_span(message, started) for message in batch] if tracing.enabled()
                  else [tracing.Span(message.trace) for message in batch])  # record nothing
         try:
-            await self.dispatcher.deliver_confirmed_many(
+            return await self.dispatcher.deliver_confirmed_many(
                 batch, actor=actor, parents=[span.context for span in spans])
         except BaseException as exc:
             for span in spans:

@@ -102,8 +102,9 @@ class Transactions:
                       app: str | None, actor: str, by: Actor) -> TransactionView:
         view, changed = await self.store.change(transaction_id, change, app=app, actor=actor,
                                                 by=by)
-        if changed:
-            await after_change(self.dispatcher, view, change, actor)
+        if changed and not await after_change(self.dispatcher, view, change, actor):
+            # a publish the broker did not take: the answer states what was recorded
+            return await self.store.get(transaction_id)
         return view
 
     async def _draft(self, app: App, request: TransactionInput) -> NewTransaction:
@@ -127,10 +128,13 @@ class Transactions:
 
 
 async def after_change(dispatcher: Dispatcher, view: TransactionView,
-                       change: TransactionTransition, actor: str) -> None:
+                       change: TransactionTransition, actor: str) -> bool:
     """What follows a confirm or cancel that changed the transaction: the metrics, and for a
-    confirm the publishes of its messages, in order."""
+    confirm the publishes of its messages, in order. Returns whether the broker took every
+    publish attempted (False: ``view`` no longer states its messages)."""
     metrics.TRANSITIONS.labels("confirmed" if change is CONFIRM else "cancelled").inc(
         len(view.messages))
-    if change is CONFIRM:
-        await dispatcher.deliver_in_order(list(view.messages), actor=actor)
+    if change is not CONFIRM:
+        return True
+    outcomes = await dispatcher.deliver_in_order(list(view.messages), actor=actor)
+    return all(outcome.ok for outcome in outcomes)

@@ -22,7 +22,7 @@ from rms.store.transitions import core_values, event_of, with_event
 from tests.support import CHECK_PREFIX, Api
 
 GIVEN: dict[str, Any] = {"delay": 30.0, "lease": 45.0, "due": 60.0, "retry": 5.0,
-                         "token": "claim-token"}
+                         "token": "claim-token", "reason": "timeout"}
 # how a message reaches each source state, through the table itself
 ROUTE = {State.PENDING_SEND: [], State.SENT: [table.CONFIRM], State.DONE: [table.CONFIRM,
                                                                             table.ACK],

@@ -241,7 +241,10 @@ async def test_each_principal_writes_only_what_its_acls_allow(
     # RMS publishing outside its ACLs: the publish fails as not-authorized, the message stays
     orders = await secure_api.create_app("orders", produce=["*"], consume=["none"])
     message_id = await secure_api.prepared_id(orders, "billing.forbidden")
-    await secure_api.post(orders, f"/v1/messages/{message_id}/confirm")
+    confirmed = (await secure_api.post(orders, f"/v1/messages/{message_id}/confirm")).json()
+    # answered as what happened: no delivery counted, the refusal named
+    assert (confirmed["state"], confirmed["delivery_count"], confirmed["publish_failure"]) \
+        == ("sent", 0, "not-authorized")
     events = (await secure_api.client.get(f"/v1/messages/{message_id}/events",
                                           headers=orders.headers)).json()["events"]
     failed = [e for e in events if e["event"] == "publish-failed"]

@@ -40,14 +40,16 @@ def _at(seconds: float | None) -> Any:
 def _rows(app: str, topic: str, prefix: str) -> list[dict[str, Any]]:
     combinations = itertools.product(
         (False, True), (False, True), ((0, 0), (1, 0), (1, 1), (2, 1), (3, 1)), (None, "t"),
-        (-60.0, 60.0), (None, -60.0, 60.0))
+        (-60.0, 60.0), (None, -60.0, 60.0), (None, 1))
     return [
         {"message_id": f"{prefix}-{n}", "app": app, "topic": topic, "payload": {},
          "state": State.SENT.value, "check_after_seconds": 10.0, "max_checks": 3,
          "ack_timeout_seconds": 60.0, "max_deliveries": 6, "confirmed_at": func.now(),
          "dead": dead, "ordered": ordered, "delivery_count": count, "delivery_base": base,
-         "claim_token": claim, "next_delivery_at": _at(due), "deliver_after": _at(after)}
-        for n, (dead, ordered, (count, base), claim, due, after) in enumerate(combinations)]
+         "claim_token": claim, "next_delivery_at": _at(due), "deliver_after": _at(after),
+         "published_delivery": published}
+        for n, (dead, ordered, (count, base), claim, due, after, published)
+        in enumerate(combinations)]
 
 
 async def test_each_predicate_reads_the_same_in_sql_and_in_python(
@@ -61,7 +63,8 @@ async def test_each_predicate_reads_the_same_in_sql_and_in_python(
                    *(condition(term).label(f"is_{name.lower()}") for name, term in NAMED.items()))
             .where(messages.c.message_id.startswith(unique)))).all()
     assert len(found) == len(rows)
-    assert {"RESERVED", "IN_FLIGHT", "DUE", "SCHEDULED", "HOLDS_LINE", "QUEUED"} <= set(NAMED)
+    assert {"RESERVED", "ACCEPTED", "IN_FLIGHT", "DUE", "SCHEDULED", "HOLDS_LINE",
+            "QUEUED"} <= set(NAMED)
     for row in found:
         message = to_message(row)
         for name, term in NAMED.items():

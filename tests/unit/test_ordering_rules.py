@@ -12,8 +12,10 @@ from rms.domain.states import DeadReason, State
 NOW = datetime(2026, 11, 25, tzinfo=UTC)
 
 
-def _message(n: int, *, deliveries: int = 0, dead: bool = False, claimed: bool = False
-             ) -> Message:
+def _message(n: int, *, deliveries: int = 0, dead: bool = False, claimed: bool = False,
+             taken: bool = True) -> Message:
+    """Message ``n`` of the key counting ``deliveries``; ``taken``: the broker took the last
+    one (recorded in the row)."""
     return Message(
         message_id=f"m{n}", app="ledger", topic="ledger.entries", key="a", payload={},
         headers={}, check_url=None, state=State.SENT, dead=dead,
@@ -21,7 +23,8 @@ def _message(n: int, *, deliveries: int = 0, dead: bool = False, claimed: bool =
         delivery_count=deliveries, delivery_base=0, check_after_seconds=10.0, max_checks=15,
         ack_timeout_seconds=60.0, max_deliveries=6, created_at=NOW, confirmed_at=NOW,
         done_at=None, deleted_at=None, next_check_at=None, next_delivery_at=NOW,
-        claim_token="t" if claimed else None, ordered=True, confirm_seq=n)
+        claim_token="t" if claimed else None, ordered=True, confirm_seq=n,
+        published_delivery=deliveries if deliveries and taken else None)
 
 
 def _queued(message: Message, due: bool, *, scheduled: bool = False) -> Queued:
@@ -44,6 +47,13 @@ def test_due_messages_go_in_order_past_published_ones() -> None:
 
 def test_a_failed_publish_waiting_for_its_retry_holds_the_key() -> None:
     queue = [_queued(_message(1), False), _queued(_message(2), True)]
+    assert _ids(run_of(queue)) == ([], "m1")
+
+
+def test_a_delivery_counted_but_never_taken_by_the_broker_holds_the_key() -> None:
+    """A publish outcome that came after its claim's lease ran out is history only, so the
+    row can count a delivery whose publishes all failed: waiting for its retry, it holds."""
+    queue = [_queued(_message(1, deliveries=1, taken=False), False), _queued(_message(2), True)]
     assert _ids(run_of(queue)) == ([], "m1")
 
 
