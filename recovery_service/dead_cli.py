@@ -23,6 +23,8 @@ from typing import Any, TextIO
 import httpx
 import orjson
 
+from rms.domain.counts import counted
+
 EXIT_OK, EXIT_API, EXIT_USAGE = 0, 1, 2
 DEFAULT_URL = "http://127.0.0.1:8000"
 MAX_BULK = 1000
@@ -158,7 +160,7 @@ class Session:
             self.emit(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode())
         else:
             self._table(found)
-            self.emit(f"{len(found)} dead letter(s)")
+            self.emit(counted(len(found), "dead letter"))
         return EXIT_OK
 
     async def do_resend(self) -> int:
@@ -228,7 +230,7 @@ class Session:
             self.emit(f"{verb} {message['message_id']} ({message['app']} {message['topic']})")
         summary = ("would be resent (dry run: nothing changed)" if result["dry_run"]
                    else "resent")
-        self.emit(f"{result['count']} message(s) {summary}")
+        self.emit(f"{counted(result['count'], 'message')} {summary}")
         return EXIT_OK
 
     async def _resolve(self, action: str) -> int:

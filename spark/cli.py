@@ -19,6 +19,7 @@ from history.options import (
     parse_window,
     positive_int,
 )
+from rms.domain.counts import counted
 from spark.session import jdbc_jar, spark_conf
 from spark.targets import load_targets
 
@@ -166,7 +167,12 @@ def run(args: argparse.Namespace) -> int:
     except ReportError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
-    totals = summary["totals"]
-    print(f"{PROG}: {totals['messages']} messages, {summary['stuck']['total']} stuck, "
-          f"{summary['dead']['total']} dead; written to {config.out}")
+    print(summary_line(summary, config.out))
     return 0
+
+
+def summary_line(summary: dict[str, Any], out: Path) -> str:
+    """The one line ``rms report`` prints: what the report counted and where it is."""
+    return (f"{PROG}: {counted(summary['totals']['messages'], 'message')}, "
+            f"{summary['stuck']['total']} stuck, {summary['dead']['total']} dead; "
+            f"written to {out}")
