@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from history.dburl import jdbc_target
+from history.dburl import check_connection, jdbc_target
 from history.options import (
     ReportError,
     UsageError,
@@ -123,6 +123,18 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
     return config, settings
 
 
+def _check_database(args: argparse.Namespace, config: Any) -> None:
+    """Before Spark starts, one connection with the JDBC read's URL and TLS settings: Spark
+    would say only that the connection failed, this names why (an untrusted certificate, a
+    wrong password, an unreachable host)."""
+    if not config.source.name.startswith("jdbc"):
+        return
+    try:
+        check_connection(database_url(args.database_url))
+    except ReportError as exc:
+        raise ReportError(f"the report failed: {exc}") from None
+
+
 def _describe(error: BaseException) -> str:
     """The first line of the Java exception when there is one (py4j's own message only says
     which call failed), with a hint when the heap ran out."""
@@ -160,6 +172,7 @@ def _report(config: Any, settings: Any) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     try:
         config, settings = build(args)
+        _check_database(args, config)
         summary = _report(config, settings)
     except UsageError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
