@@ -75,3 +75,16 @@ def test_tls_settings_at_a_plaintext_listener_stop_start_up_with_one_line(
     tls_only = {k: v for k, v in env.items() if not k.startswith("RMS_KAFKA_SASL")} | {
         "RMS_KAFKA_SECURITY_PROTOCOL": "SSL"}
     _assert_one_line(_rms(command, tls_only, tmp_path), 2, "is a plaintext listener")
+
+
+def test_rms_topics_at_a_listener_of_the_other_protocol_is_one_line(
+        secure_kafka: SecureKafka, kafka: EmbeddedKafka, tmp_path: Path) -> None:  # noqa: F811
+    tls = _as(secure_kafka, "admin", tmp_path)
+    plaintext = {k: v for k, v in tls.items() if not k.startswith("RMS_KAFKA_SASL")} | {
+        "RMS_KAFKA_SECURITY_PROTOCOL": "PLAINTEXT"}
+    del plaintext["RMS_KAFKA_SSL_CAFILE"]
+    _assert_one_line(_rms(["topics", "create", "--no-apps"], plaintext, tmp_path), 1,
+                     "is a TLS listener")
+    at_plaintext = tls | {"RMS_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers}
+    _assert_one_line(_rms(["topics", "create", "--no-apps"], at_plaintext, tmp_path), 1,
+                     "is a plaintext listener")
