@@ -9,10 +9,11 @@ the server's TCP address with ``--database-url``.
 
 from __future__ import annotations
 
-from history.options import UsageError
+from history.options import ReportError, UsageError
 from rms.store.dburl import DatabaseUrl, DatabaseUrlError, JdbcTarget, parse_database_url
 
-__all__ = ["JdbcTarget", "asyncpg_dsn", "jdbc_target", "parsed"]
+__all__ = ["JdbcTarget", "asyncpg_dsn", "check_connection", "jdbc_target", "parsed"]
+PREFLIGHT_SECONDS = 15.0
 
 
 def parsed(url: str) -> DatabaseUrl:
@@ -31,3 +32,24 @@ def jdbc_target(url: str) -> JdbcTarget:
         return parsed(url).jdbc("rms-report")
     except DatabaseUrlError as exc:
         raise UsageError(str(exc)) from None
+
+
+def check_connection(url: str) -> None:
+    """One connection with the URL's settings, TLS included, before a job that reads through
+    another driver starts (Spark's JDBC read names only a failed connection): a server
+    certificate the CA does not sign, a wrong password or an unreachable host becomes
+    :class:`ReportError` with one line naming the cause."""
+    import asyncio
+
+    import asyncpg
+
+    from rms.store.database import connect_failure
+
+    async def connect() -> None:
+        connection = await asyncpg.connect(parsed(url).dsn(), timeout=PREFLIGHT_SECONDS)
+        await connection.close()
+
+    try:
+        asyncio.run(connect())
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        raise ReportError(connect_failure(url, exc)) from None

@@ -15,6 +15,7 @@ from history.options import (
     parse_window,
     positive_int,
 )
+from rms.domain.counts import counted
 
 PROG = "rms export"
 
@@ -49,8 +50,8 @@ def run(args: argparse.Namespace) -> int:
     except ReportError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
-    rows = ", ".join(f"{count} {name}" for name, count in result.rows.items())
-    print(f"{PROG}: {rows} rows written to {result.out}")
+    rows = ", ".join(f"{counted(count, 'row')} of {name}" for name, count in result.rows.items())
+    print(f"{PROG}: {rows} written to {result.out}")
     return 0
 
 

@@ -22,6 +22,7 @@ from history.options import (
 )
 from history.retention import RetentionRequest, RetentionResult, parse_age, run_retention
 from rms.config import RetentionSettings, config_problem
+from rms.domain.counts import counted
 
 PROG = "rms retention run"
 
@@ -73,17 +74,22 @@ def _request(args: argparse.Namespace) -> RetentionRequest:
 def _summary(request: RetentionRequest, result: RetentionResult) -> str:
     cutoff = result.cutoff.isoformat().replace("+00:00", "Z")
     if request.dry_run:
-        return (f"{PROG}: dry run: {result.messages} messages and {result.events} events "
+        return (f"{PROG}: dry run: {_removed(result)} "
                 f"finished before {cutoff} would be removed")
-    archived = (f", archived to {request.archive} ({len(result.days)} days)"
+    archived = (f", archived to {request.archive} ({counted(len(result.days), 'day')})"
                 if request.archive else "")
-    resumed = f"; {result.resumed} of them finish an interrupted run" if result.resumed else ""
+    resumed = (f"; {result.resumed} of them {'finishes' if result.resumed == 1 else 'finish'} "
+               "an interrupted run") if result.resumed else ""
     if result.orphan_events:
-        resumed += f"; {result.orphan_events} events of messages already gone"
+        resumed += f"; {counted(result.orphan_events, 'event')} of messages already gone"
     if result.transactions:
-        resumed += f"; {result.transactions} finished transactions"
-    return (f"{PROG}: {result.messages} messages and {result.events} events finished before "
-            f"{cutoff} removed in {result.batches} batches{archived}{resumed}")
+        resumed += f"; {counted(result.transactions, 'finished transaction')}"
+    return (f"{PROG}: {_removed(result)} finished before {cutoff} removed in "
+            f"{counted(result.batches, 'batch', 'batches')}{archived}{resumed}")
+
+
+def _removed(result: RetentionResult) -> str:
+    return f"{counted(result.messages, 'message')} and {counted(result.events, 'event')}"
 
 
 def run(args: argparse.Namespace) -> int:

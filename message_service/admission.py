@@ -1,5 +1,6 @@
-"""Adaptive concurrency limiting: the API admits at most ``limit`` producer and consumer
-requests at once and refuses the rest at once with 503 and ``Retry-After``, so that under
+"""Adaptive concurrency limiting: the API admits at most ``limit`` authenticated producer and
+consumer requests at once (each app holding a fair share of it under overload) and refuses the
+rest at once with 503 and ``Retry-After``, so that under
 overload the requests it takes keep their latency and the rest learn to come back, instead of
 every request queueing until clients time out.
 
@@ -34,11 +35,14 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rms import metrics
+from rms.domain.errors import Unauthorized
+from rms.usecases.authentication import Authentication
 
 RETRY_AFTER_SECONDS = 1
 _REFUSAL = orjson.dumps({
@@ -64,6 +68,7 @@ class LimitPolicy:
     smoothing: float = 0.2  # how far one window moves the limit towards its new value
     lag_budget_seconds: float = 0.01  # mean event-loop lag per window beyond this shrinks it
     lag_probe_seconds: float = 0.005  # how often the event loop's lag is measured
+    unauthenticated: int = 8  # requests in flight that do not authenticate (their own bound)
 
 
 @dataclass
@@ -137,16 +142,91 @@ def finishes_work(method: str, path: str) -> bool:
     return method == "POST" and path.endswith(FINISHING_ACTIONS)
 
 
-class Admission:
-    """The gate of one server process: the limit, the requests in flight, and the decision to
-    admit or refuse. The middleware counts and times what it admits; the HTTP protocol asks the
-    gate before it starts a request (:mod:`message_service.http_protocol`), so that under
-    uvicorn a refusal is written straight to the connection, without an ASGI task or the
-    framework's layers, and costs the process as little as possible while it is overloaded."""
+def bearer_key(authorization: bytes | None) -> str | None:
+    """The API key of an ``Authorization: Bearer <key>`` header value, or None when the request
+    carries none (it cannot authenticate)."""
+    if authorization is None:
+        return None
+    scheme, _, key = authorization.decode("latin-1").partition(" ")
+    key = key.strip()
+    return key if scheme.lower() == "bearer" and key else None
 
-    def __init__(self, limit: GradientLimit) -> None:
+
+def authorization_of(scope: Scope) -> bytes | None:
+    """The first ``Authorization`` header of a request (as Starlette reads it), or None."""
+    return next((value for name, value in scope["headers"] if name == b"authorization"), None)
+
+
+class Callers(Protocol):
+    """Who sends a request, from its API key: the app's name, or None for a key of no app."""
+
+    def recall(self, api_key: str) -> str | Unknown | None:
+        """The answer if it is known without a query (:data:`UNKNOWN` otherwise)."""
+
+    async def identify(self, api_key: str) -> str | None: ...
+
+
+class Unknown:
+    """The answer of :meth:`Callers.recall` when only a query can tell."""
+
+
+UNKNOWN = Unknown()
+UNAUTHENTICATED = None  # the caller of a request that does not authenticate
+
+
+class AuthenticatedCallers:
+    """:class:`Callers` from the apps' API keys (the authentication use case and its cache)."""
+
+    def __init__(self, authentication: Authentication) -> None:
+        self.authentication = authentication
+
+    def recall(self, api_key: str) -> str | Unknown | None:
+        known, app = self.authentication.recall(api_key)
+        if not known:
+            return UNKNOWN
+        return None if app is None else app.name
+
+    async def identify(self, api_key: str) -> str | None:
+        try:
+            return (await self.authentication.app_for_key(api_key)).name
+        except Unauthorized:
+            return UNAUTHENTICATED
+
+
+@dataclass(slots=True)
+class Ticket:
+    """One admitted request: whose it is and when it started."""
+
+    app: str | None
+    started: float
+
+
+class Admission:
+    """The gate of one server process: the limit, the requests in flight per app, and the
+    decision to admit or refuse. The middleware counts and times what it admits; the HTTP
+    protocol asks the gate before it starts a request (:mod:`message_service.http_protocol`),
+    so that under uvicorn a refusal is written straight to the connection, without an ASGI
+    task or the framework's layers, and costs the process as little as possible while it is
+    overloaded.
+
+    Only authenticated work counts against the limit: the caller is known from the request's
+    headers (the API key, looked up before the body is read), and a request that does not
+    authenticate is held to a small bound of its own (``unauthenticated``), so that clients
+    without a valid key, however slowly they send, cannot take a place meant for an app.
+
+    Under overload each app has a fair share of the limit, as in Netflix's partitioned limiter:
+    while fewer requests than the limit are in flight any app may use the idle places; at the
+    limit an app is refused only when it holds its share (the limit divided among the apps with
+    requests in flight, at least one place each) or more, so one app's burst is refused before
+    another app's steady work. Apps below their share may take the process a little over the
+    limit (at most one share each), which the limit's latency feedback then corrects."""
+
+    def __init__(self, limit: GradientLimit, callers: Callers | None = None) -> None:
         self.limit = limit
-        self.inflight = 0
+        self.callers = callers
+        self.inflight = 0  # authenticated requests in flight (the limit's measure)
+        self.per_app: dict[str, int] = {}  # of those, per app (apps with none are absent)
+        self.unauthenticated = 0  # requests in flight that do not authenticate
         self._probing = False
         metrics.ADMISSION_LIMIT.set(limit.limit)
 
@@ -157,35 +237,85 @@ class Admission:
         period = self.limit.policy.lag_probe_seconds
         loop.call_at(now + period, self._probe, loop, now + period)
 
-    def refuses(self, method: str, path: str) -> bool:
-        """Whether a request is to be refused now (and counted as refused)."""
+    def recall(self, authorization: bytes | None) -> str | Unknown | None:
+        """The caller of a request from its Authorization header, when known without a query."""
+        key = bearer_key(authorization)
+        if key is None:
+            return UNAUTHENTICATED
+        if self.callers is None:
+            return UNKNOWN
+        return self.callers.recall(key)
+
+    async def caller(self, authorization: bytes | None) -> str | None:
+        """The caller of a request from its Authorization header (a query when not cached)."""
+        known = self.recall(authorization)
+        if not isinstance(known, Unknown):
+            return known
+        key = bearer_key(authorization)
+        if self.callers is None or key is None:
+            return UNAUTHENTICATED
+        try:
+            return await self.callers.identify(key)
+        except Exception:  # the database cannot tell: the framework answers the request
+            return UNAUTHENTICATED
+
+    def refuses(self, method: str, path: str, app: str | None) -> bool:
+        """Whether a request of ``app`` (None: one that does not authenticate) is to be refused
+        now (and counted as refused)."""
         if not limited(path):
             return False
-        ceiling = (self.limit.policy.maximum if finishes_work(method, path)
-                   else int(self.limit.limit))
-        if self.inflight < ceiling:
+        if self._fits(app, finishes_work(method, path)):
             return False
         metrics.ADMISSION_REFUSED.inc()
         return True
 
-    def admitted(self) -> float:
-        """Count one admitted request in; returns its start time for :meth:`finished`."""
+    def _fits(self, app: str | None, finishing: bool) -> bool:
+        policy = self.limit.policy
+        if app is None:
+            return self.unauthenticated < policy.unauthenticated
+        if finishing:
+            return self.inflight < policy.maximum
+        limit = int(self.limit.limit)
+        return self.inflight < limit or self.per_app.get(app, 0) < self.share(app)
+
+    def share(self, app: str) -> int:
+        """The places ``app`` holds at the limit: the limit divided among the apps with
+        requests in flight and this one, at least one."""
+        active = len(self.per_app) + (app not in self.per_app)
+        return max(1, int(self.limit.limit) // active)
+
+    def admitted(self, app: str | None) -> Ticket:
+        """Count one admitted request in; returns its ticket for :meth:`finished`."""
+        if app is None:
+            self.unauthenticated += 1
+            return Ticket(None, 0.0)
         if not self._probing:  # the first request: the loop to measure is running now
             self._probing = True
             loop = asyncio.get_running_loop()
             self._probe(loop, loop.time())
         self.inflight += 1
-        return time.monotonic()
+        self.per_app[app] = self.per_app.get(app, 0) + 1
+        return Ticket(app, time.monotonic())
 
-    def finished(self, started: float) -> None:
-        self.limit.sample(time.monotonic() - started, self.inflight)
+    def finished(self, ticket: Ticket) -> None:
+        app = ticket.app
+        if app is None:
+            self.unauthenticated -= 1
+            return
+        self.limit.sample(time.monotonic() - ticket.started, self.inflight)
         self.inflight -= 1
+        held = self.per_app[app] - 1
+        if held:
+            self.per_app[app] = held
+        else:
+            del self.per_app[app]
         metrics.ADMISSION_LIMIT.set(self.limit.limit)
 
 
 class AdmissionMiddleware:
     """Pure ASGI: refuses a request the gate refuses with a pre-built 503 (when no protocol
-    refused it before), and counts and times every admitted limited one."""
+    refused it before), and counts (and, when authenticated, times) every admitted limited
+    one."""
 
     def __init__(self, app: ASGIApp, gate: Admission) -> None:
         self.app = app
@@ -195,26 +325,20 @@ class AdmissionMiddleware:
         if scope["type"] != "http" or not limited(scope["path"]):
             await self.app(scope, receive, send)
             return
-        if self.gate.refuses(scope["method"], scope["path"]):
+        caller = await self.gate.caller(authorization_of(scope))
+        if self.gate.refuses(scope["method"], scope["path"], caller):
             await send({"type": "http.response.start", "status": 503,
                         "headers": _REFUSAL_HEADERS})
             await send({"type": "http.response.body", "body": _REFUSAL})
             return
-        started = self.gate.admitted()
+        ticket = self.gate.admitted(caller)
         try:
             await self.app(scope, receive, send)
         finally:
-            self.gate.finished(started)
+            self.gate.finished(ticket)
 
 
-def _refusal_response(keep_alive: bool) -> bytes:
-    head = [b"HTTP/1.1 503 Service Unavailable", *(name + b": " + value
-                                                   for name, value in _REFUSAL_HEADERS)]
-    if not keep_alive:
-        head.append(b"connection: close")
-    return b"\r\n".join(head) + b"\r\n\r\n" + _REFUSAL
-
-
-# the whole HTTP/1.1 refusal, for a protocol to write to the connection itself
-REFUSAL_KEEP_ALIVE = _refusal_response(keep_alive=True)
-REFUSAL_CLOSE = _refusal_response(keep_alive=False)
+# the refusal's parts, for a protocol to write to the connection itself
+REFUSAL_STATUS = b"HTTP/1.1 503 Service Unavailable"
+REFUSAL_HEADERS = tuple(_REFUSAL_HEADERS)
+REFUSAL_BODY = _REFUSAL

@@ -11,7 +11,13 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from message_service import api_docs, openapi_doc, problems
-from message_service.admission import Admission, AdmissionMiddleware, GradientLimit, LimitPolicy
+from message_service.admission import (
+    Admission,
+    AdmissionMiddleware,
+    AuthenticatedCallers,
+    GradientLimit,
+    LimitPolicy,
+)
 from message_service.api import admin, dead_letters, health, messages, transactions
 from message_service.body_limit import BodyLimitMiddleware
 from message_service.dashboard import router as dashboard
@@ -79,6 +85,8 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.engine = engine
         app.state.publisher = publisher
         app.state.services = wired = _services(settings, engine, publisher)
+        if app.state.admission is not None:
+            app.state.admission.callers = AuthenticatedCallers(wired.authentication)
         acks = AckConsumer(settings, wired.acks.apply_records, wired.health.admin.reachable)
         if settings.ack_consumer_enabled:
             acks.start()
@@ -129,4 +137,5 @@ def _limit_policy(settings: Settings) -> LimitPolicy:
                        maximum=settings.admission_max_limit,
                        tolerance=settings.admission_tolerance,
                        ceiling_seconds=settings.admission_latency_ceiling_seconds,
-                       lag_budget_seconds=settings.admission_lag_budget_seconds)
+                       lag_budget_seconds=settings.admission_lag_budget_seconds,
+                       unauthenticated=settings.admission_unauthenticated_limit)

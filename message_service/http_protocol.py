@@ -22,20 +22,48 @@ from typing import Any
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-from message_service.admission import REFUSAL_CLOSE, REFUSAL_KEEP_ALIVE, Admission
+from message_service.admission import (
+    REFUSAL_BODY,
+    REFUSAL_HEADERS,
+    REFUSAL_STATUS,
+    Admission,
+    Unknown,
+    authorization_of,
+    limited,
+)
 from message_service.problems import MEDIA_TYPE, PROBLEM_TYPE_BASE
 
 
-def _timeout_response() -> bytes:
+class RawAnswer:
+    """A whole HTTP/1.1 answer that the protocol writes to the connection itself, built once
+    in each of its forms: with ``connection: close`` or not, and with its body or, answering a
+    HEAD request, without it (a HEAD answer has none: a client reusing the connection would
+    read a body as the next answer). Every answer the protocol writes itself is one of these."""
+
+    def __init__(self, status: bytes, headers: tuple[tuple[bytes, bytes], ...],
+                 body: bytes) -> None:
+        lines = [status, *(name + b": " + value for name, value in headers)]
+        keep, close = b"\r\n".join(lines), b"\r\n".join([*lines, b"connection: close"])
+        self._forms = {(keep_alive, head): whole + b"\r\n\r\n" + (b"" if head else body)
+                       for keep_alive, whole in ((True, keep), (False, close))
+                       for head in (True, False)}
+
+    def bytes(self, keep_alive: bool, method: str | None) -> bytes:
+        """The answer to a request of ``method`` (None: its head never arrived)."""
+        return self._forms[keep_alive, method == "HEAD"]
+
+
+def _timeout_answer() -> RawAnswer:
     body = orjson.dumps({
         "type": PROBLEM_TYPE_BASE + "request-timeout", "title": "Request timeout", "status": 408,
         "detail": "the request head or body did not arrive in time; send it again"})
-    head = (f"HTTP/1.1 408 Request Timeout\r\ncontent-type: {MEDIA_TYPE}\r\n"
-            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n")
-    return head.encode() + body
+    return RawAnswer(b"HTTP/1.1 408 Request Timeout",
+                     ((b"content-type", MEDIA_TYPE.encode()),
+                      (b"content-length", str(len(body)).encode())), body)
 
 
-TIMEOUT_RESPONSE = _timeout_response()
+TIMEOUT = _timeout_answer()
+REFUSAL = RawAnswer(REFUSAL_STATUS, REFUSAL_HEADERS, REFUSAL_BODY)
 
 
 class DeadlineProtocol(HttpToolsProtocol):
@@ -72,20 +100,28 @@ class DeadlineProtocol(HttpToolsProtocol):
         super().data_received(data)
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
-        gate = self.gate
-        if gate is not None and gate.refuses(cycle.scope["method"], cycle.scope["path"]):
+        if self._refused(cycle.scope):
             self._refuse(cycle)
             return
         super()._start_asgi_task(cycle, app)
 
+    def _refused(self, scope: Any) -> bool:
+        """Whether the gate refuses the request already, from its caller as known without a
+        query (the admission middleware decides the rest, once it knows the caller)."""
+        gate = self.gate
+        if gate is None or not limited(scope["path"]):
+            return False
+        caller = gate.recall(authorization_of(scope))
+        return not isinstance(caller, Unknown) and gate.refuses(scope["method"], scope["path"],
+                                                                caller)
+
     def _refuse(self, cycle: RequestResponseCycle) -> None:
         """Answer the request with the gate's 503 without running the application."""
         cycle.response_started = cycle.response_complete = True
+        self.transport.write(REFUSAL.bytes(cycle.keep_alive, cycle.scope["method"]))
         if cycle.keep_alive:
-            self.transport.write(REFUSAL_KEEP_ALIVE)
             self.on_response_complete()
         else:
-            self.transport.write(REFUSAL_CLOSE)
             self.transport.close()
 
     def _arm(self, seconds: float) -> None:
@@ -102,8 +138,10 @@ class DeadlineProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         cycle = self.cycle
-        if cycle is None or cycle.response_complete or not cycle.response_started:
-            self.transport.write(TIMEOUT_RESPONSE)
+        if cycle is None or cycle.response_complete:  # no request, or its head is arriving
+            self.transport.write(TIMEOUT.bytes(False, None))
+        elif not cycle.response_started:
+            self.transport.write(TIMEOUT.bytes(False, cycle.scope["method"]))
         self.transport.close()
 
 

@@ -23,6 +23,7 @@ from typing import Any, TextIO
 import httpx
 import orjson
 
+from rms.domain.counts import counted
 from rms.domain.states import State
 
 EXIT_OK, EXIT_API, EXIT_USAGE = 0, 1, 2
@@ -160,7 +161,7 @@ class Session:
             self.emit(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode())
         else:
             self._table(found)
-            self.emit(f"{len(found)} dead letter(s)")
+            self.emit(counted(len(found), "dead letter"))
         return EXIT_OK
 
     async def do_resend(self) -> int:
@@ -230,7 +231,7 @@ class Session:
             self.emit(f"{verb} {message['message_id']} ({message['app']} {message['topic']})")
         summary = ("would be resent (dry run: nothing changed)" if result["dry_run"]
                    else "resent")
-        self.emit(f"{result['count']} message(s) {summary}")
+        self.emit(f"{counted(result['count'], 'message')} {summary}")
         return EXIT_OK
 
     async def _resolve(self, action: str) -> int:

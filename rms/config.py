@@ -197,6 +197,8 @@ class Settings(WorkerSettings, RetentionSettings):
     admission_tolerance: float = Field(default=1.5, ge=1.0)
     admission_latency_ceiling_seconds: float = Field(default=0.25, gt=0)
     admission_lag_budget_seconds: float = Field(default=0.01, gt=0)
+    # requests in flight that do not authenticate, held apart from the limit
+    admission_unauthenticated_limit: int = Field(default=8, ge=1)
     # how long a rotated-out signing secret still signs check-backs next to the new one
     signing_secret_overlap_seconds: float = Field(default=86_400.0, ge=0)
 

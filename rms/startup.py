@@ -2,7 +2,9 @@
 ``rms recovery-worker``): read the process's own settings from the environment (the API reads
 all of :class:`~rms.config.Settings`, a worker only :class:`~rms.config.WorkerSettings`), check
 the database URL and the Kafka TLS and SASL set-up (a wrong password or an untrusted
-certificate is refused by the cluster at once: :func:`rms.kafka.security.login_problem`),
+certificate is refused by the cluster at once: :func:`rms.kafka.security.login_problem`) and
+PostgreSQL's TLS set-up (a server certificate the CA does not sign:
+:func:`rms.store.database.tls_problem`),
 configure logging and tracing (:mod:`rms_client.tracing`). A configuration that cannot run is one line
 on stderr and exit code 2."""
 
@@ -17,7 +19,7 @@ from typing import Any, TypeVar
 from rms.config import ConfigError, WorkerSettings, config_problem
 from rms.kafka.security import kafka_security, login_problem
 from rms.logging import configure as configure_logging
-from rms.store.database import DatabaseUrlError, database_location
+from rms.store.database import DatabaseUrlError, database_location, tls_problem
 from rms_client import tracing
 from rms_client.kafka_security import KafkaSecurityError
 
@@ -40,7 +42,8 @@ def start(command: str, kind: type[S]) -> S | None:
     except DatabaseUrlError as exc:
         print(f"rms {command}: {exc}", file=sys.stderr)
         return None
-    refused = asyncio.run(login_problem(settings.kafka_bootstrap_servers, security))
+    refused = (asyncio.run(login_problem(settings.kafka_bootstrap_servers, security))
+               or asyncio.run(tls_problem(settings.database_url)))
     if refused is not None:
         print(f"rms {command}: {refused}", file=sys.stderr)
         return None

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from history.dburl import jdbc_target
+from history.dburl import check_connection, jdbc_target
 from history.options import (
     ReportError,
     UsageError,
@@ -19,6 +19,7 @@ from history.options import (
     parse_window,
     positive_int,
 )
+from rms.domain.counts import counted
 from spark.session import jdbc_jar, spark_conf
 from spark.targets import load_targets
 
@@ -122,6 +123,18 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
     return config, settings
 
 
+def _check_database(args: argparse.Namespace, config: Any) -> None:
+    """Before Spark starts, one connection with the JDBC read's URL and TLS settings: Spark
+    would say only that the connection failed, this names why (an untrusted certificate, a
+    wrong password, an unreachable host)."""
+    if not config.source.name.startswith("jdbc"):
+        return
+    try:
+        check_connection(database_url(args.database_url))
+    except ReportError as exc:
+        raise ReportError(f"the report failed: {exc}") from None
+
+
 def _describe(error: BaseException) -> str:
     """The first line of the Java exception when there is one (py4j's own message only says
     which call failed), with a hint when the heap ran out."""
@@ -159,6 +172,7 @@ def _report(config: Any, settings: Any) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     try:
         config, settings = build(args)
+        _check_database(args, config)
         summary = _report(config, settings)
     except UsageError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
@@ -166,7 +180,12 @@ def run(args: argparse.Namespace) -> int:
     except ReportError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
-    totals = summary["totals"]
-    print(f"{PROG}: {totals['messages']} messages, {summary['stuck']['total']} stuck, "
-          f"{summary['dead']['total']} dead; written to {config.out}")
+    print(summary_line(summary, config.out))
     return 0
+
+
+def summary_line(summary: dict[str, Any], out: Path) -> str:
+    """The one line ``rms report`` prints: what the report counted and where it is."""
+    return (f"{PROG}: {counted(summary['totals']['messages'], 'message')}, "
+            f"{summary['stuck']['total']} stuck, {summary['dead']['total']} dead; "
+            f"written to {out}")

@@ -12,9 +12,10 @@ memory does not grow with the history. The JDBC jar goes on ``spark.jars``; unde
 code runs).
 
 When this process starts the JVM, the JVM's standard error goes through a filter that drops
-its start-up notices (the incubator-module warning, the native-Hadoop notice and Spark's
-default log4j banner), so ``rms report`` prints its one-line result and nothing before it;
-every other line (warnings and errors of the run) passes through unchanged.
+its start-up notices (the incubator-module warning, the native-Hadoop notice, Spark's
+default log4j banner and its notices about the driver's address and ports), so ``rms report``
+prints its one-line result and nothing before it; every other line (warnings and errors of the
+run) passes through unchanged.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ START_UP_NOISE = (
     re.compile(r"^Using Spark's default log4j profile: "),
     re.compile(r'^Setting default log level to "'),
     re.compile(r"^To adjust logging level use sc\.setLogLevel\("),
+    # the driver's address: the host name resolves to a loopback address (local mode needs no
+    # other), and a port already taken by another driver on the machine (the next one is used)
+    re.compile(r" WARN Utils: Your hostname, .* resolves to a loopback address"),
+    re.compile(r" WARN Utils: Set SPARK_LOCAL_IP if you need to bind to another address"),
+    re.compile(r" WARN Utils: Service '[^']+' could not bind on port \d+\. Attempting port "),
 )
 
 

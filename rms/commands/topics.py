@@ -21,7 +21,13 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from rms.config import ConfigError, KafkaSettings, config_problem
 from rms.kafka.security import kafka_security, login_problem
-from rms.kafka.topics import BROKER_DEFAULT, TopicResult, concrete_topics, create_topics
+from rms.kafka.topics import (
+    BROKER_DEFAULT,
+    BrokerDefaultsUnreadable,
+    TopicResult,
+    concrete_topics,
+    create_topics,
+)
 from rms_client.kafka_security import KafkaSecurityError
 
 EXIT_REFUSED, EXIT_CONFIG = 1, 2
@@ -69,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_REFUSED
     try:
         results = asyncio.run(_create(settings, options, args))
+    except BrokerDefaultsUnreadable as exc:
+        print(f"rms topics: Kafka at {settings.kafka_bootstrap_servers}: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
     except (KafkaError, OSError) as exc:
         print(f"rms topics: Kafka at {settings.kafka_bootstrap_servers}: {_reason(exc)}",
               file=sys.stderr)

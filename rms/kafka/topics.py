@@ -17,7 +17,7 @@ from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import TopicAlreadyExistsError, for_code
 
 BROKER_DEFAULT = -1  # take the broker's num.partitions / default.replication.factor
 
@@ -43,12 +43,13 @@ async def create_topics(client_options: dict[str, Any], topics: Iterable[str], *
     try:
         existing = set(await admin.list_topics())
         results = [TopicResult(t, "exists") for t in sorted(set(topics)) if t in existing]
-        if BROKER_DEFAULT in (partitions, replication_factor):
+        missing = set(topics) - existing
+        if missing and BROKER_DEFAULT in (partitions, replication_factor):
             defaults = await _broker_defaults(admin)
             partitions = defaults[0] if partitions == BROKER_DEFAULT else partitions
             if replication_factor == BROKER_DEFAULT:
                 replication_factor = defaults[1]
-        for topic in sorted(set(topics) - existing):
+        for topic in sorted(missing):
             results.append(await _create(admin, topic, partitions, replication_factor))
         return sorted(results, key=lambda r: r.topic)
     finally:
@@ -62,8 +63,28 @@ async def _broker_defaults(admin: AIOKafkaAdminClient) -> tuple[int, int]:
     names = ("num.partitions", "default.replication.factor")
     answers = await admin.describe_configs(
         [ConfigResource(ConfigResourceType.BROKER, broker, dict.fromkeys(names))])
-    values = {entry[0]: int(entry[1]) for resource in answers[0].resources for entry in resource[4]}
-    return values["num.partitions"], values["default.replication.factor"]
+    values = {entry[0]: entry[1] for resource in answers[0].resources for entry in resource[4]}
+    try:
+        return int(values["num.partitions"]), int(values["default.replication.factor"])
+    except (KeyError, TypeError, ValueError):
+        codes = {resource[0] for resource in answers[0].resources} - {0}
+        raise BrokerDefaultsUnreadable(next(iter(codes), None)) from None
+
+
+class BrokerDefaultsUnreadable(Exception):
+    """The cluster did not tell its defaults for new topics (``num.partitions``,
+    ``default.replication.factor``): the principal lacks DescribeConfigs on the cluster."""
+
+    def __init__(self, error_code: int | None) -> None:
+        reason = "" if error_code is None else f" ({_error_name(error_code)})"
+        super().__init__(
+            f"the cluster did not tell its defaults for new topics{reason}: the principal needs "
+            "DescribeConfigs on the cluster, or pass --partitions and --replication-factor")
+
+
+def _error_name(code: int) -> str:
+    name: str = for_code(code).__name__
+    return name
 
 
 async def _create(admin: AIOKafkaAdminClient, topic: str, partitions: int,

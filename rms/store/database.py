@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import ssl
 from typing import Any
 
 import orjson
@@ -110,3 +111,21 @@ def connect_failure(url: str, exc: BaseException) -> str:
     if isinstance(cause, socket.gaierror):
         text = f"the host name does not resolve ({text})"
     return f"cannot use PostgreSQL at {database_location(url)}: {type(cause).__name__}: {text}"
+
+
+async def tls_problem(url: str, timeout_seconds: float = 5.0) -> str | None:
+    """One line (as :func:`connect_failure`) when PostgreSQL's TLS set-up refuses the URL's
+    (a server certificate the CA does not sign or that names another host): a configuration
+    error that no retry mends. None when a connection opens, or fails for another reason (an
+    unreachable server is an outage: the processes keep trying)."""
+    import asyncpg
+
+    try:
+        connection = await asyncpg.connect(parse_database_url(url).dsn(),
+                                           timeout=timeout_seconds)
+    except ssl.SSLError as exc:
+        return connect_failure(url, exc)
+    except Exception:
+        return None
+    await connection.close()
+    return None

@@ -31,6 +31,17 @@ class Authentication:
         self._misses: dict[str, float] = {}
         self._inflight: dict[str, asyncio.Future[App | None]] = {}
 
+    def recall(self, api_key: str) -> tuple[bool, App | None]:
+        """What the caches know of a key without a query: ``(True, app)`` for a known key,
+        ``(True, None)`` for a key remembered as wrong, ``(False, None)`` when only a query
+        can tell (the admission gate asks, before a request has started)."""
+        key_hash = hash_api_key(api_key)
+        now = time.monotonic()
+        entry = self._entries.get(key_hash)
+        if entry is not None and entry[0] >= now:
+            return True, entry[1]
+        return self._misses.get(key_hash, 0.0) >= now, None
+
     async def app_for_key(self, api_key: str) -> App:
         """The app whose API key this is; Unauthorized when none."""
         key_hash = hash_api_key(api_key)

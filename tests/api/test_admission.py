@@ -18,6 +18,7 @@ from message_service.admission import (
     AdmissionMiddleware,
     GradientLimit,
     LimitPolicy,
+    Unknown,
     finishes_work,
     limited,
 )
@@ -121,6 +122,19 @@ def test_only_the_producer_and_consumer_api_is_limited(path: str, expected: bool
     assert limited(path) is expected
 
 
+class KeyNames:
+    """Callers for pure-logic tests: every API key is the name of its app."""
+
+    def recall(self, api_key: str) -> str | Unknown | None:
+        return api_key
+
+    async def identify(self, api_key: str) -> str | None:
+        return api_key
+
+
+ORDERS = {"Authorization": "Bearer orders"}
+
+
 def _held(count: int, entered: asyncio.Event, release: asyncio.Event
           ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
     """An application whose requests wait for ``release``; ``entered`` is set once ``count``
@@ -144,9 +158,10 @@ async def test_requests_beyond_the_limit_are_refused_at_once_with_retry_after() 
     slow = _held(3, entered, release)
 
     policy = LimitPolicy(initial=3, minimum=1, maximum=3)
-    app = AdmissionMiddleware(slow, Admission(GradientLimit(policy)))
+    app = AdmissionMiddleware(slow, Admission(GradientLimit(policy), KeyNames()))
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://rms.test") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://rms.test",
+                                 headers=ORDERS) as client:
         held = [asyncio.create_task(client.post("/v1/messages")) for _ in range(3)]
         await entered.wait()
         started = time.monotonic()
@@ -186,9 +201,10 @@ async def test_at_the_limit_new_work_is_refused_and_finishing_work_still_admitte
     slow = _held(2, entered, release)
 
     app = AdmissionMiddleware(slow, Admission(GradientLimit(LimitPolicy(initial=2, minimum=1,
-                                                                     maximum=3))))
+                                                                     maximum=3)), KeyNames()))
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://rms.test") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://rms.test",
+                                 headers=ORDERS) as client:
         held = [asyncio.create_task(client.post("/v1/messages")) for _ in range(2)]
         await entered.wait()
         prepare = await client.post("/v1/messages")
@@ -256,7 +272,7 @@ async def test_under_uvicorn_the_protocol_refuses_before_the_app_and_keeps_the_c
                     "headers": [(b"content-length", b"2")]})
         await send({"type": "http.response.body", "body": b"ok"})
 
-    gate = Admission(GradientLimit(LimitPolicy(initial=1, minimum=1, maximum=1)))
+    gate = Admission(GradientLimit(LimitPolicy(initial=1, minimum=1, maximum=1)), KeyNames())
     limited_endpoint = AdmissionMiddleware(endpoint, gate)
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
@@ -275,12 +291,13 @@ async def test_under_uvicorn_the_protocol_refuses_before_the_app_and_keeps_the_c
                 break
             await asyncio.sleep(0.01)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        gate.inflight = 1  # the limit (1) is reached
+        gate.inflight, gate.per_app = 1, {"orders": 1}  # the limit (1) is reached
         body = b'{"topic": "t", "payload": 1}'
         head, answer = await _exchange(reader, writer, (
             b"POST /v1/messages HTTP/1.1\r\nhost: rms\r\ncontent-type: application/json\r\n"
+            b"authorization: Bearer orders\r\n"
             b"content-length: %d\r\n\r\n%s" % (len(body), body)))
-        gate.inflight = 0
+        gate.inflight, gate.per_app = 0, {}
         again, served_answer = await _exchange(
             reader, writer, b"GET /v1/messages/m-1 HTTP/1.1\r\nhost: rms\r\n\r\n")
         writer.close()

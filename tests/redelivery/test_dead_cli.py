@@ -46,7 +46,7 @@ async def test_list_as_table_and_json_with_filters(api: Api, dead: dict[str, lis
     assert lines[0].split() == list(dead_cli.COLUMNS)
     assert [line.split()[0] for line in lines[1:-1]] == (
         dead["alpha"] + dead["beta"] + dead["pending"])
-    assert lines[-1] == "6 dead letter(s)"
+    assert lines[-1] == "6 dead letters"
 
     code, out, _ = await _rms_dead(api, "list", "--json", "--reason", "check-exhausted")
     assert [m["message_id"] for m in orjson.loads(out)] == dead["pending"]
@@ -76,11 +76,11 @@ async def test_resend_all_with_dry_run_filters_and_limit(
     alpha = dead["topics"][0]
     code, out, _ = await _rms_dead(api, "resend", "--all", "--dry-run")
     assert code == 0
-    assert out.splitlines()[-1] == "5 message(s) would be resent (dry run: nothing changed)"
+    assert out.splitlines()[-1] == "5 messages would be resent (dry run: nothing changed)"
     code, out, _ = await _rms_dead(api, "resend", "--all", "--topic", alpha, "--limit", "2")
     assert code == 0
     assert [line.split()[1] for line in out.splitlines()[:-1]] == dead["alpha"][:2]
-    assert out.splitlines()[-1] == "2 message(s) resent"
+    assert out.splitlines()[-1] == "2 messages resent"
     still_dead = [(await message(api, i))["dead"] for i in dead["alpha"] + dead["beta"]]
     assert still_dead == [False, False, True, True, True]
 

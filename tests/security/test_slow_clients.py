@@ -4,9 +4,6 @@ off at its deadline (408, connection closed) while ordinary clients are served t
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,40 +12,18 @@ import httpx
 import pytest
 
 from rms.config import Settings
-from rms.devstack.embedded import free_port
-from tests.conftest import ADMIN_TOKEN
+from tests.security.served import rms_serve
 
-ROOT = Path(__file__).resolve().parents[2]
 HEAD_SECONDS, BODY_SECONDS = 1.5, 2.5
 SLOW_HEADS, SLOW_BODIES = 30, 10
 
 
 @pytest.fixture
 def serve(settings: Settings, tmp_path: Path) -> Iterator[int]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RMS_")} | {
-        "RMS_DATABASE_URL": settings.database_url,
-        "RMS_KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
-        "RMS_ADMIN_TOKEN": ADMIN_TOKEN, "RMS_ACK_CONSUMER_ENABLED": "false",
-        "RMS_HTTP_HEAD_TIMEOUT_SECONDS": str(HEAD_SECONDS),
-        "RMS_HTTP_BODY_TIMEOUT_SECONDS": str(BODY_SECONDS)}
-    with (tmp_path / "serve.log").open("wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", "rms.cli", "serve", "--port", str(port)],
-                                   env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
-            time.sleep(0.1)
+    with rms_serve(settings, tmp_path / "serve.log", {
+            "RMS_HTTP_HEAD_TIMEOUT_SECONDS": str(HEAD_SECONDS),
+            "RMS_HTTP_BODY_TIMEOUT_SECONDS": str(BODY_SECONDS)}) as port:
         yield port
-    finally:
-        process.terminate()
-        process.wait(15)
 
 
 async def _trickle(port: int, head: bytes, rest: bytes) -> tuple[bytes, float]:

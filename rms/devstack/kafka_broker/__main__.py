@@ -7,6 +7,7 @@ import os
 import sys
 
 from rms.devstack.kafka_broker.install import KafkaUnavailable, kafka_classpath, kafka_version
+from rms.domain.counts import counted
 
 
 def main() -> int:
@@ -15,7 +16,7 @@ def main() -> int:
     except KafkaUnavailable as exc:
         print(f"rms: {exc}", file=sys.stderr)
         return 1
-    print(f"Apache Kafka {kafka_version()}: {len(jars)} jars resolved")
+    print(f"Apache Kafka {kafka_version()}: {counted(len(jars), 'jar')} resolved")
     return 0
 
 

@@ -1,0 +1,49 @@
+"""The gate's shares (pure logic): only authenticated requests count against the limit, those
+that do not authenticate have a small bound of their own, and at the limit an app over its
+share is refused while an app below its share is still admitted."""
+
+from __future__ import annotations
+
+from message_service.admission import Admission, GradientLimit, LimitPolicy, Ticket
+
+PREPARE = ("POST", "/v1/messages")
+CONFIRM = ("POST", "/v1/messages/m-1/confirm")
+
+
+def _gate(limit: int = 8, unauthenticated: int = 2) -> Admission:
+    return Admission(GradientLimit(LimitPolicy(initial=limit, minimum=1, maximum=2 * limit,
+                                               unauthenticated=unauthenticated)))
+
+
+async def test_requests_that_do_not_authenticate_have_their_own_bound() -> None:
+    gate = _gate(limit=8, unauthenticated=2)
+    held = [gate.admitted(None) for _ in range(2)]
+    assert gate.refuses(*PREPARE, None)
+    assert gate.inflight == 0 and not gate.refuses(*PREPARE, "orders")
+    gate.finished(held[0])
+    assert not gate.refuses(*PREPARE, None)
+
+
+async def test_at_the_limit_the_app_over_its_share_is_refused_and_the_other_admitted() -> None:
+    gate = _gate(limit=8)
+    flood = [gate.admitted("flooder") for _ in range(8)]  # the idle places, borrowed
+    assert gate.refuses(*PREPARE, "flooder")
+    assert not gate.refuses(*PREPARE, "steady")  # below its share (8 // 2)
+    steady = [gate.admitted("steady") for _ in range(4)]
+    assert gate.refuses(*PREPARE, "steady")  # at its share now
+    assert not gate.refuses(*CONFIRM, "flooder")  # finishing work passes up to the maximum
+    for ticket in (*flood[:5], *steady):
+        gate.finished(ticket)
+    assert gate.per_app == {"flooder": 3} and gate.inflight == 3
+    assert not gate.refuses(*PREPARE, "flooder")  # below the limit again: any app may borrow
+
+
+async def test_every_app_has_at_least_one_place() -> None:
+    gate = _gate(limit=2)
+    tickets: list[Ticket] = [gate.admitted(app) for app in ("a", "b", "c")]
+    assert gate.share("d") == 1
+    assert not gate.refuses(*PREPARE, "d")
+    assert gate.refuses(*PREPARE, "a")
+    for ticket in tickets:
+        gate.finished(ticket)
+    assert gate.per_app == {} and gate.inflight == 0
