@@ -55,6 +55,9 @@ class OutageLog:
         self.since: float | None = None
         self.failures = 0
         self._causes: set[str] = set()
+        # exported from the start: a loop that has never failed shows 0, and a process that
+        # stopped being scraped shows nothing (the RMSWorkersMissing alert)
+        metrics.LOOP_FAILING.labels(component=component).set(0)
 
     def failed(self, exc: BaseException) -> None:
         cause = cause_of(exc)
