@@ -138,6 +138,7 @@ def count_from_zero(counter: Counter, label_values: list[str]) -> None:
 
 count_from_zero(DEAD_LETTERS, [reason.value for reason in DeadReason])
 count_from_zero(CHECKS, [outcome.value for outcome in Outcome])
+count_from_zero(DB_CONNECTIONS_DISCARDED, ["open-transaction"])
 
 RETENTION = RetentionCollector()
 REGISTRY.register(RETENTION)

@@ -414,17 +414,31 @@ def rms_env(infra: Infra, pg_proxy: FaultProxy) -> dict[str, str]:
                              "RMS_KAFKA_BOOTSTRAP_SERVERS": infra.bootstrap_servers}
 
 
-def _processes(base: Path, env: dict[str, str], workers: int) -> tuple[RmsProcess, list[RmsProcess]]:
+def _processes(base: Path, env: dict[str, str], workers: int, metrics: bool
+               ) -> tuple[RmsProcess, list[RmsProcess]]:
     port = free_port()
     serve = RmsProcess("serve", ["serve", "--port", str(port)], env, base / "serve.log", port)
-    spawned = [RmsProcess(f"{kind}-{n}", [kind], env, base / f"{kind}-{n}.log")
+    spawned = [RmsProcess(f"{kind}-{n}", [kind, *_metrics_port(metrics)], env,
+                          base / f"{kind}-{n}.log")
                for kind in ("confirm-worker", "recovery-worker") for n in range(workers)]
     return serve, spawned
 
 
+def _metrics_port(metrics: bool) -> list[str]:
+    return ["--metrics-port", str(free_port())] if metrics else []
+
+
+def metrics_address(process: RmsProcess) -> str:
+    """Where Prometheus scrapes ``process``: the API's port, a worker's ``--metrics-port``."""
+    port = process.port or int(process.args[process.args.index("--metrics-port") + 1])
+    return f"127.0.0.1:{port}"
+
+
 @contextlib.asynccontextmanager
-async def running_stack(infra: Infra, workers: int = 2) -> AsyncIterator[Stack]:
-    """Proxies, a callback server and the RMS processes, all stopped at the end."""
+async def running_stack(infra: Infra, workers: int = 2, *, metrics: bool = False,
+                        settings: dict[str, str] | None = None) -> AsyncIterator[Stack]:
+    """Proxies, a callback server and the RMS processes, all stopped at the end (``metrics``:
+    the workers serve /metrics too; ``settings``: RMS settings beyond ``SETTINGS``)."""
     base = infra.base / f"stack-{uuid.uuid4().hex[:6]}"
     base.mkdir()
     pg_proxy = FaultProxy(upstream_port=infra.pg_port, seed=1)
@@ -432,7 +446,8 @@ async def running_stack(infra: Infra, workers: int = 2) -> AsyncIterator[Stack]:
     kafka_proxy = FaultProxy(upstream_port=node_port, port=proxy_port, seed=3)
     callbacks = CallbackServer()
     callback_proxy = FaultProxy(upstream_port=callbacks.port, seed=2)
-    serve, spawned = _processes(base, rms_env(infra, pg_proxy), workers)
+    serve, spawned = _processes(base, rms_env(infra, pg_proxy) | (settings or {}), workers,
+                                metrics)
     engine = create_async_engine(infra.database_url(DATABASE), pool_pre_ping=True,
                                  connect_args={"server_settings": {"application_name": HARNESS}})
     async with serving(callbacks, port=callbacks.port), httpx.AsyncClient() as http:

@@ -28,3 +28,6 @@ def test_dead_letters_checks_and_publish_failures_start_at_zero() -> None:
 def test_a_loop_reports_healthy_from_its_start() -> None:
     OutageLog("series-from-zero-loop")
     assert sample("rms_loop_failing", component="series-from-zero-loop") == 0
+    for cause in ("database", "kafka", "other"):
+        assert sample("rms_loop_failures_total", component="series-from-zero-loop",
+                      cause=cause) == 0
