@@ -40,6 +40,7 @@ from rms.kafka.topics import create_topics
 from rms.store.migrate import upgrade
 from tests.confirm.servers import CallbackServer, serving
 from tests.faults.bounds import bounded
+from tests.faults.disk import SizedDisk
 from tests.faults.ha import PatroniCluster
 from tests.faults.history import Claim, FinalMessage, StoredEvent
 from tests.faults.proxy import FaultProxy
@@ -93,7 +94,9 @@ class Infra:
     base: Path
     brokers: int = 3
     ha: PatroniCluster | None = None  # a PostgreSQL that fails over instead of ``postgres``
+    pg_disk_mb: int | None = None  # PostgreSQL's data directory on a tmpfs of this size
     postgres: EmbeddedPostgres = field(init=False)
+    pg_disk: SizedDisk | None = field(init=False, default=None)
     kafka: KafkaCluster = field(init=False)
 
     def __post_init__(self) -> None:
@@ -104,6 +107,8 @@ class Infra:
                       KafkaCluster(self.base / "kafka", size=self.brokers,
                                    extra_settings=CLUSTER_SETTINGS))
         self.kafka.nodes[0].advertised_port = free_port()  # the fault proxy's
+        if self.pg_disk_mb is not None:
+            self.pg_disk = SizedDisk(self.postgres.data_dir, self.pg_disk_mb)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -137,21 +142,29 @@ class Infra:
             self.ha.start()
             self.ha.create_database(DATABASE)
         else:
+            if self.pg_disk is not None:
+                self.pg_disk.mount()
             self.postgres.start()
             self.postgres.create_database(DATABASE)
         upgrade(self.database_url(DATABASE))
         self.kafka.start()
 
     def stop(self) -> None:
-        self.kafka.kill()
-        if self.ha:
-            self.ha.stop()
-        else:
-            self.postgres.stop("immediate")
+        try:
+            self.kafka.kill()
+            if self.ha:
+                self.ha.stop()
+            else:
+                self.postgres.stop("immediate")
+        finally:
+            if self.pg_disk is not None:
+                self.pg_disk.unmount()
 
     def heal_postgres(self) -> None:
-        """PostgreSQL up: restarted after a crash, or every failover member running and a
-        primary elected."""
+        """PostgreSQL up: its disk freed, restarted after a crash, or every failover member
+        running and a primary elected."""
+        if self.pg_disk is not None:
+            self.pg_disk.free()
         if self.ha:
             self.ha.heal()
         elif not (self.postgres.data_dir / "postmaster.pid").exists():

@@ -218,6 +218,29 @@ class RestartPostgres:
 
 
 @dataclass
+class FillPostgresDisk:
+    """PostgreSQL's data directory (a size-limited tmpfs) filled to the last byte under load
+    for a few seconds, then freed: writes are refused with 503 (``database-full``), nothing
+    is half-written, and service resumes without restarting RMS. Should PostgreSQL stop
+    (a WAL segment it could not create), it is started again and counted."""
+
+    name: str = "pg-disk-full"
+    full: tuple[float, float] = (3.0, 5.0)
+
+    async def inject(self, ctx: FaultContext) -> None:
+        infra = ctx.stack.infra
+        disk = infra.pg_disk
+        assert disk is not None, "a full disk needs Infra(pg_disk_mb=...)"
+        await asyncio.to_thread(disk.fill)
+        ctx.injected[self.name] += 1
+        await asyncio.sleep(ctx.rng.uniform(*self.full))
+        await asyncio.to_thread(disk.free)
+        if not (infra.postgres.data_dir / "postmaster.pid").exists():
+            ctx.injected["pg-stopped-by-full-disk"] += 1
+            await asyncio.to_thread(infra.heal_postgres)
+
+
+@dataclass
 class TerminateBackends:
     """``pg_terminate_backend`` on every connection the RMS processes hold."""
 

@@ -1,0 +1,161 @@
+"""Full disks: PostgreSQL's data directory on a size-limited tmpfs filled to the last byte
+under load. Writes are refused with a clear 503 problem document (``database-full``, with
+``Retry-After``), never a 500 and never a hang; nothing refused is half-written; once space is
+freed, RMS resumes by itself (no process restarted) and loses nothing."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+
+from tests.faults.cluster import ADMIN_TOKEN, Infra, Stack, running_stack
+from tests.faults.disk import cannot_mount
+from tests.faults.faults import FillPostgresDisk
+from tests.faults.scenario import Scenario, run
+from tests.faults.test_scenarios import assert_clean
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300),
+              pytest.mark.usefixtures("tasks_dumped_before_the_timeout")]
+
+PG_DISK_MB = 256
+REQUEST_SECONDS = 10.0  # a refused write answers at once; waiting longer would be a hang
+REFUSED_WITHIN = 60.0  # seconds of prepares on a full disk before one needs a new page
+RESUMED_WITHIN = 30.0
+
+
+@pytest.fixture(scope="module")
+def disk_full_infra(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Infra]:
+    reason = cannot_mount()
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the full-disk scenarios cannot run: {reason}")
+        pytest.skip(reason)
+    own = Infra(tmp_path_factory.mktemp("faults-disk"), brokers=1, pg_disk_mb=PG_DISK_MB)
+    try:
+        own.start()
+        yield own
+    finally:
+        own.stop()  # unmounts, also after a failed start
+
+
+@pytest.fixture
+async def disk_stack(disk_full_infra: Infra) -> AsyncIterator[Stack]:
+    async with running_stack(disk_full_infra) as running:
+        yield running
+
+
+class Producer:
+    def __init__(self, stack: Stack, app: str, key: str) -> None:
+        self.stack, self.topic = stack, f"{app}.events"
+        self.headers = {"Authorization": f"Bearer {key}"}
+
+    async def prepare(self, message_id: str) -> httpx.Response:
+        return await self.stack.http.post(
+            f"{self.stack.api}/v1/messages", headers=self.headers, timeout=REQUEST_SECONDS,
+            json={"message_id": message_id, "topic": self.topic, "payload": {"id": message_id},
+                  "check_url": self.stack.check_url})
+
+    async def confirm(self, message_id: str) -> httpx.Response:
+        return await self.stack.http.post(
+            f"{self.stack.api}/v1/messages/{message_id}/confirm", headers=self.headers,
+            timeout=REQUEST_SECONDS)
+
+
+async def prepare_until_refused(producer: Producer, answered: dict[str, int]) -> httpx.Response:
+    """Prepares on the full disk until one is refused (the first that needs a new page)."""
+    deadline = time.monotonic() + REFUSED_WITHIN
+    while time.monotonic() < deadline:
+        message_id = f"full-{uuid.uuid4().hex[:10]}"
+        response = await producer.prepare(message_id)
+        answered[message_id] = response.status_code
+        assert response.status_code in {201, 503}, response.text
+        if response.status_code == 503:
+            return response
+    raise AssertionError(f"no prepare refused in {REFUSED_WITHIN} s on a full disk")
+
+
+async def create_apps_until_refused(stack: Stack) -> httpx.Response:
+    """Apps created on the full disk until one is refused (an admin write through SQLAlchemy,
+    where the prepares above go through the driver's coalesced statements)."""
+    deadline = time.monotonic() + REFUSED_WITHIN
+    while time.monotonic() < deadline:
+        response = await stack.http.post(
+            f"{stack.api}/v1/admin/apps", timeout=REQUEST_SECONDS,
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            json={"name": f"full-{uuid.uuid4().hex[:10]}", "produce_topics": ["full.*"],
+                  "consume_topics": ["none"], "check_url_prefixes": []})
+        assert response.status_code in {201, 503}, response.text
+        if response.status_code == 503:
+            return response
+    raise AssertionError(f"no app creation refused in {REFUSED_WITHIN} s on a full disk")
+
+
+def assert_database_full(refused: httpx.Response) -> None:
+    problem = refused.json()
+    assert problem["type"] == "https://rms.dev/problems/database-full", problem
+    assert problem["status"] == 503 and refused.headers["Retry-After"] == "30", problem
+    assert refused.headers["content-type"] == "application/problem+json"
+
+
+async def seconds_until_prepared(producer: Producer) -> float:
+    started = time.monotonic()
+    while True:
+        response = await producer.prepare(f"after-{uuid.uuid4().hex[:10]}")
+        if response.status_code == 201:
+            return time.monotonic() - started
+        assert response.status_code == 503, response.text
+        assert time.monotonic() - started < RESUMED_WITHIN, response.text
+
+
+async def test_postgres_disk_full_refuses_writes_with_503_and_resumes(disk_stack: Stack) -> None:
+    stack = disk_stack
+    disk = stack.infra.pg_disk
+    assert disk is not None
+    apps = await stack.create_apps(uuid.uuid4().hex[:8])
+    app, key = next(iter(apps.producers.items()))
+    producer = Producer(stack, app, key)
+    assert (await producer.prepare("before-full")).status_code == 201
+    postmaster = (stack.infra.postgres.data_dir / "postmaster.pid").read_text()
+
+    filled = disk.fill()
+    answered: dict[str, int] = {}
+    try:
+        refused = await prepare_until_refused(producer, answered)
+        confirm = await producer.confirm("before-full")
+        assert confirm.status_code in {200, 503}, confirm.text
+        app_refused = await create_apps_until_refused(stack)
+    finally:
+        disk.free()
+        freed_at = time.monotonic()
+    assert_database_full(refused)
+    assert_database_full(app_refused)
+    resumed = await seconds_until_prepared(producer) + (time.monotonic() - freed_at)
+
+    # nothing refused was half-written; everything answered 201 is there
+    ids = list(answered)
+    rows = {r[0] for r in await stack.rows("SELECT message_id FROM messages WHERE "
+                                           "message_id = ANY(:ids)", ids=ids)}
+    events = {r[0] for r in await stack.rows("SELECT message_id FROM message_events WHERE "
+                                             "message_id = ANY(:ids)", ids=ids)}
+    refused_ids = {m for m, status in answered.items() if status == 503}
+    assert rows == events == set(ids) - refused_ids
+    # RMS was not restarted, and neither was PostgreSQL
+    assert [p.starts for p in stack.processes] == [1] * len(stack.processes)
+    assert (stack.infra.postgres.data_dir / "postmaster.pid").read_text() == postmaster
+    for message_id in refused_ids:  # the producer's retry with the same id succeeds
+        assert (await producer.prepare(message_id)).status_code == 201
+    assert (await producer.confirm("before-full")).status_code == 200
+    print(f"filled {filled / 2**20:.1f} MiB; {len(answered) - len(refused_ids)} prepares "
+          f"accepted, then 503 database-full; first prepare accepted {resumed:.2f} s after "
+          f"the space was freed")
+
+
+async def test_postgres_disk_full_under_load_loses_nothing(disk_stack: Stack) -> None:
+    report = await run(disk_stack, Scenario("pg-disk-full", [FillPostgresDisk()], seconds=14.0,
+                                            gap=(2.0, 3.0)), seed=14)
+    assert_clean(report, "pg-disk-full")
