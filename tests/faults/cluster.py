@@ -95,8 +95,10 @@ class Infra:
     brokers: int = 3
     ha: PatroniCluster | None = None  # a PostgreSQL that fails over instead of ``postgres``
     pg_disk_mb: int | None = None  # PostgreSQL's data directory on a tmpfs of this size
+    kafka_disk_mb: int | None = None  # node 1's log directory on a tmpfs of this size
     postgres: EmbeddedPostgres = field(init=False)
     pg_disk: SizedDisk | None = field(init=False, default=None)
+    kafka_disk: SizedDisk | None = field(init=False, default=None)
     kafka: KafkaCluster = field(init=False)
 
     def __post_init__(self) -> None:
@@ -109,6 +111,8 @@ class Infra:
         self.kafka.nodes[0].advertised_port = free_port()  # the fault proxy's
         if self.pg_disk_mb is not None:
             self.pg_disk = SizedDisk(self.postgres.data_dir, self.pg_disk_mb)
+        if self.kafka_disk_mb is not None:
+            self.kafka_disk = SizedDisk(self.kafka.nodes[0].log_dir, self.kafka_disk_mb)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -147,6 +151,8 @@ class Infra:
             self.postgres.start()
             self.postgres.create_database(DATABASE)
         upgrade(self.database_url(DATABASE))
+        if self.kafka_disk is not None:
+            self.kafka_disk.mount()
         self.kafka.start()
 
     def stop(self) -> None:
@@ -157,8 +163,9 @@ class Infra:
             else:
                 self.postgres.stop("immediate")
         finally:
-            if self.pg_disk is not None:
-                self.pg_disk.unmount()
+            for disk in (self.pg_disk, self.kafka_disk):
+                if disk is not None:
+                    disk.unmount()
 
     def heal_postgres(self) -> None:
         """PostgreSQL up: its disk freed, restarted after a crash, or every failover member
@@ -176,7 +183,10 @@ class Infra:
         self.kafka.restart_empty()
 
     def heal_kafka(self) -> bool:
-        """Every node resumed and running; True when one had to be started again."""
+        """Every node's disk freed, every node resumed and running; True when one had to be
+        started again."""
+        if self.kafka_disk is not None:
+            self.kafka_disk.free()
         return bool(self.kafka.heal())
 
 

@@ -241,6 +241,27 @@ class FillPostgresDisk:
 
 
 @dataclass
+class FillKafkaDisk:
+    """The single broker's log directory (a size-limited tmpfs) filled to the last byte under
+    load: the broker fails its log directory and stops. Confirmed messages stay ``sent`` and
+    are published once the space is freed and the broker started again (with its log)."""
+
+    name: str = "kafka-disk-full"
+    full: tuple[float, float] = (3.0, 5.0)
+
+    async def inject(self, ctx: FaultContext) -> None:
+        infra = ctx.stack.infra
+        disk = infra.kafka_disk
+        assert disk is not None, "a full broker disk needs Infra(kafka_disk_mb=...)"
+        await asyncio.to_thread(disk.fill)
+        ctx.injected[self.name] += 1
+        await asyncio.sleep(ctx.rng.uniform(*self.full))
+        if await asyncio.to_thread(infra.heal_kafka):
+            ctx.injected["broker-stopped-by-full-disk"] += 1
+            await ctx.consumer.restart()
+
+
+@dataclass
 class TerminateBackends:
     """``pg_terminate_backend`` on every connection the RMS processes hold."""
 

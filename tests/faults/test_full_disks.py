@@ -1,21 +1,26 @@
-"""Full disks: PostgreSQL's data directory on a size-limited tmpfs filled to the last byte
-under load. Writes are refused with a clear 503 problem document (``database-full``, with
-``Retry-After``), never a 500 and never a hang; nothing refused is half-written; once space is
-freed, RMS resumes by itself (no process restarted) and loses nothing."""
+"""Full disks, each on a size-limited tmpfs filled to the last byte under load.
+
+PostgreSQL's data directory: writes are refused with a clear 503 problem document
+(``database-full``, with ``Retry-After``), never a 500 and never a hang; nothing refused is
+half-written; once space is freed, RMS resumes by itself (no process restarted) and loses
+nothing. Kafka's log directory: the broker stops; confirmed messages stay ``sent``,
+``publish_blocked`` names the reason, and they are delivered once the broker is back."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import httpx
 import pytest
+from aiokafka import AIOKafkaConsumer
 
 from tests.faults.cluster import ADMIN_TOKEN, Infra, Stack, running_stack
 from tests.faults.disk import cannot_mount
-from tests.faults.faults import FillPostgresDisk
+from tests.faults.faults import FillKafkaDisk, FillPostgresDisk
 from tests.faults.scenario import Scenario, run
 from tests.faults.test_scenarios import assert_clean
 
@@ -23,6 +28,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300),
               pytest.mark.usefixtures("tasks_dumped_before_the_timeout")]
 
 PG_DISK_MB = 256
+KAFKA_DISK_MB = 256
+BLOCKED_WITHIN = 30.0
+DELIVERED_WITHIN = 90.0
 REQUEST_SECONDS = 10.0  # a refused write answers at once; waiting longer would be a hang
 REFUSED_WITHIN = 60.0  # seconds of prepares on a full disk before one needs a new page
 RESUMED_WITHIN = 30.0
@@ -30,17 +38,39 @@ RESUMED_WITHIN = 30.0
 
 @pytest.fixture(scope="module")
 def disk_full_infra(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Infra]:
-    reason = cannot_mount()
-    if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the full-disk scenarios cannot run: {reason}")
-        pytest.skip(reason)
+    mountable()
     own = Infra(tmp_path_factory.mktemp("faults-disk"), brokers=1, pg_disk_mb=PG_DISK_MB)
     try:
         own.start()
         yield own
     finally:
         own.stop()  # unmounts, also after a failed start
+
+
+def mountable() -> None:
+    reason = cannot_mount()
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the full-disk scenarios cannot run: {reason}")
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def kafka_disk_infra(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Infra]:
+    mountable()
+    own = Infra(tmp_path_factory.mktemp("faults-kafka-disk"), brokers=1,
+                kafka_disk_mb=KAFKA_DISK_MB)
+    try:
+        own.start()
+        yield own
+    finally:
+        own.stop()
+
+
+@pytest.fixture
+async def kafka_disk_stack(kafka_disk_infra: Infra) -> AsyncIterator[Stack]:
+    async with running_stack(kafka_disk_infra) as running:
+        yield running
 
 
 @pytest.fixture
@@ -57,6 +87,12 @@ class Producer:
     async def prepare(self, message_id: str) -> httpx.Response:
         return await self.stack.http.post(
             f"{self.stack.api}/v1/messages", headers=self.headers, timeout=REQUEST_SECONDS,
+            json={"message_id": message_id, "topic": self.topic, "payload": {"id": message_id},
+                  "check_url": self.stack.check_url})
+
+    async def send(self, message_id: str) -> httpx.Response:
+        return await self.stack.http.post(
+            f"{self.stack.api}/v1/messages/send", headers=self.headers, timeout=REQUEST_SECONDS,
             json={"message_id": message_id, "topic": self.topic, "payload": {"id": message_id},
                   "check_url": self.stack.check_url})
 
@@ -159,3 +195,96 @@ async def test_postgres_disk_full_under_load_loses_nothing(disk_stack: Stack) ->
     report = await run(disk_stack, Scenario("pg-disk-full", [FillPostgresDisk()], seconds=14.0,
                                             gap=(2.0, 3.0)), seed=14)
     assert_clean(report, "pg-disk-full")
+
+
+async def blocked_reasons(stack: Stack, topic: str) -> set[str]:
+    stats = await stack.http.get(f"{stack.api}/v1/admin/stats", timeout=REQUEST_SECONDS,
+                                 headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    assert stats.status_code == 200, stats.text
+    return {b["reason"] for b in stats.json()["publish_blocked"] if b["topic"] == topic}
+
+
+async def states(stack: Stack, ids: list[str]) -> dict[str, tuple[str, bool, int]]:
+    rows = await stack.rows("SELECT message_id, state, dead, (SELECT count(*) FROM "
+                            "message_events e WHERE e.message_id = m.message_id AND "
+                            "e.event = 'published') FROM messages m WHERE message_id = ANY(:ids)",
+                            ids=ids)
+    return {r[0]: (r[1], r[2], int(r[3])) for r in rows}
+
+
+async def wait_for(what: str, bound: float, check: Callable[[], Awaitable[bool]]) -> float:
+    started = time.monotonic()
+    while not await check():
+        assert time.monotonic() - started < bound, f"{what} not within {bound} s"
+        await asyncio.sleep(0.2)
+    return time.monotonic() - started
+
+
+async def test_kafka_disk_full_keeps_messages_sent_and_delivers_them_after(
+        kafka_disk_stack: Stack) -> None:
+    stack = kafka_disk_stack
+    infra = stack.infra
+    disk = infra.kafka_disk
+    assert disk is not None
+    apps = await stack.create_apps(uuid.uuid4().hex[:8])
+    app, key = next(iter(apps.producers.items()))
+    producer = Producer(stack, app, key)
+    assert (await producer.send("before-kafka-full")).status_code == 201
+
+    filled = disk.fill()
+    try:
+        ids = [f"kfull-{n}-{uuid.uuid4().hex[:6]}" for n in range(10)]
+        for message_id in ids:
+            response = await producer.send(message_id)
+            assert response.status_code == 201, response.text  # stored; the publish waits
+        reasons: set[str] = set()
+
+        async def blocked() -> bool:
+            reasons.update(await blocked_reasons(stack, producer.topic))
+            return bool(reasons)
+
+        blocked_after = await wait_for("publish_blocked naming the topic", BLOCKED_WITHIN,
+                                       blocked)
+        during = await states(stack, ids)
+        assert {state for state, _, _ in during.values()} == {"sent"}, during
+        assert not any(dead for _, dead, _ in during.values()), during
+        broker_stopped = not infra.kafka.nodes[0].running()
+    finally:
+        freed_at = time.monotonic()
+        restarted = await asyncio.to_thread(infra.heal_kafka)  # frees the disk first
+
+    async def delivered() -> bool:
+        return all(published >= 1 for _, _, published in (await states(stack, ids)).values())
+
+    await wait_for("every held message published", DELIVERED_WITHIN, delivered)
+    delivered_after = time.monotonic() - freed_at
+    assert await read_ids(infra.bootstrap_servers, producer.topic, set(ids))
+    print(f"kafka log dir filled ({filled / 2**20:.1f} MiB); broker stopped: {broker_stopped}, "
+          f"restarted: {restarted}; publish_blocked {sorted(reasons)} after "
+          f"{blocked_after:.1f} s; every held message published {delivered_after:.1f} s after "
+          f"the space was freed")
+
+
+async def read_ids(servers: str, topic: str, wanted: set[str]) -> bool:
+    """Every ``wanted`` message id read from ``topic`` (its ``rms-message-id`` header)."""
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=servers, auto_offset_reset="earliest",
+                                enable_auto_commit=False, group_id=None)
+    await consumer.start()
+    seen: set[str] = set()
+    try:
+        deadline = time.monotonic() + DELIVERED_WITHIN
+        while not wanted <= seen and time.monotonic() < deadline:
+            batches = await consumer.getmany(timeout_ms=1000)
+            for records in batches.values():
+                for record in records:
+                    headers = dict(record.headers or [])
+                    seen.add(headers.get("rms-message-id", b"").decode())
+    finally:
+        await consumer.stop()
+    return wanted <= seen
+
+
+async def test_kafka_disk_full_under_load_loses_nothing(kafka_disk_stack: Stack) -> None:
+    report = await run(kafka_disk_stack, Scenario("kafka-disk-full", [FillKafkaDisk()],
+                                                  seconds=14.0, gap=(2.0, 3.0)), seed=15)
+    assert_clean(report, "kafka-disk-full")
