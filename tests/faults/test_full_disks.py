@@ -23,6 +23,7 @@ from tests.faults.disk import cannot_mount
 from tests.faults.faults import FillKafkaDisk, FillPostgresDisk
 from tests.faults.scenario import Scenario, run
 from tests.faults.test_scenarios import assert_clean
+from tests.monitoring.prometheus import Prometheus, scraping
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300),
               pytest.mark.usefixtures("tasks_dumped_before_the_timeout")]
@@ -69,7 +70,7 @@ def kafka_disk_infra(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Infra
 
 @pytest.fixture
 async def kafka_disk_stack(kafka_disk_infra: Infra) -> AsyncIterator[Stack]:
-    async with running_stack(kafka_disk_infra) as running:
+    async with running_stack(kafka_disk_infra, metrics=True) as running:
         yield running
 
 
@@ -223,14 +224,20 @@ async def wait_for(what: str, bound: float, check: Callable[[], Awaitable[bool]]
 async def test_kafka_disk_full_keeps_messages_sent_and_delivers_them_after(
         kafka_disk_stack: Stack) -> None:
     stack = kafka_disk_stack
-    infra = stack.infra
-    disk = infra.kafka_disk
-    assert disk is not None
     apps = await stack.create_apps(uuid.uuid4().hex[:8])
     app, key = next(iter(apps.producers.items()))
     producer = Producer(stack, app, key)
     assert (await producer.send("before-kafka-full")).status_code == 201
 
+    with scraping(stack) as watching:
+        await asyncio.sleep(3)  # a few scrapes before the fault
+        await kafka_disk_full_drill(stack, producer, watching)
+
+
+async def kafka_disk_full_drill(stack: Stack, producer: Producer, watching: Prometheus) -> None:
+    infra = stack.infra
+    disk = infra.kafka_disk
+    assert disk is not None
     filled = disk.fill()
     try:
         ids = [f"kfull-{n}-{uuid.uuid4().hex[:6]}" for n in range(10)]
@@ -249,6 +256,7 @@ async def test_kafka_disk_full_keeps_messages_sent_and_delivers_them_after(
         assert {state for state, _, _ in during.values()} == {"sent"}, during
         assert not any(dead for _, dead, _ in during.values()), during
         broker_stopped = not infra.kafka.nodes[0].running()
+        alerted_after = await watching.wait_firing(stack.http, "RMSPublishFailures")
     finally:
         freed_at = time.monotonic()
         restarted = await asyncio.to_thread(infra.heal_kafka)  # frees the disk first
@@ -261,8 +269,8 @@ async def test_kafka_disk_full_keeps_messages_sent_and_delivers_them_after(
     assert await read_ids(infra.bootstrap_servers, producer.topic, set(ids))
     print(f"kafka log dir filled ({filled / 2**20:.1f} MiB); broker stopped: {broker_stopped}, "
           f"restarted: {restarted}; publish_blocked {sorted(reasons)} after "
-          f"{blocked_after:.1f} s; every held message published {delivered_after:.1f} s after "
-          f"the space was freed")
+          f"{blocked_after:.1f} s, RMSPublishFailures firing {alerted_after:.1f} s later (for: "
+          f"2s); every held message published {delivered_after:.1f} s after the space was freed")
 
 
 async def read_ids(servers: str, topic: str, wanted: set[str]) -> bool:

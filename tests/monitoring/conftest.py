@@ -7,13 +7,9 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from tests.deploy.test_deploy_manifests import ALERT_RULES
-from tests.deploy.tools import checker_missing
-from tests.faults.cluster import Infra, Stack, metrics_address, running_stack
+from tests.faults.cluster import Infra, Stack, running_stack
 from tests.monitoring import prometheus
-from tests.monitoring.prometheus import Prometheus, with_short_holds
-
-ALERT_HOLD = "2s"  # every rule's `for:` in the test copy; nothing else differs
+from tests.monitoring.prometheus import Prometheus
 
 
 @pytest.fixture(scope="module")
@@ -34,15 +30,5 @@ async def live(infra: Infra) -> AsyncIterator[Stack]:
 
 @pytest.fixture
 def scraping(live: Stack) -> Iterator[Prometheus]:
-    """Prometheus scraping every process of ``live`` every second, with the shipped alert
-    rules (their `for:` shortened); stopped at the end, also when the test fails."""
-    if prometheus.executable() is None:
-        checker_missing("the Prometheus server is not installed (bash scripts/system-deps.sh "
-                        "installs Debian's prometheus)")
-    server = Prometheus(live.base / "prometheus", [metrics_address(p) for p in live.processes],
-                        with_short_holds(ALERT_RULES, ALERT_HOLD))
-    try:
-        server.start()
+    with prometheus.scraping(live) as server:
         yield server
-    finally:
-        server.stop()

@@ -4,9 +4,12 @@ its HTTP API."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,8 +19,13 @@ import yaml
 
 from rms.devstack.embedded import free_port
 from rms.devstack.reaper import tied_to_parent
+from tests.deploy.test_deploy_manifests import ALERT_RULES
+from tests.deploy.tools import checker_missing
+from tests.faults.cluster import Stack, metrics_address
 
 SCRAPE_SECONDS = 1
+ALERT_SECONDS = 60.0  # from a condition forced to its alert firing (rules held 2 s)
+ALERT_HOLD = "2s"  # every rule's `for:` in the test copy; nothing else differs
 START_SECONDS = 30.0
 STOP_SECONDS = 10.0
 # Grafana's $__rate_interval: max(4 x the scrape interval, the step + one scrape interval)
@@ -115,3 +123,29 @@ class Prometheus:
         """Each target's ``up``."""
         answer = await self.query(http, "up")
         return {r["metric"]["instance"]: float(r["value"][1]) for r in answer["data"]["result"]}
+
+    async def wait_firing(self, http: httpx.AsyncClient, alertname: str, **labels: str) -> float:
+        """Seconds until the alert ``alertname`` with ``labels`` fires."""
+        started = time.monotonic()
+        wanted = {"alertname": alertname, **labels}
+        while not any(wanted.items() <= alert.items() for alert in await self.firing(http)):
+            assert time.monotonic() - started < ALERT_SECONDS, (wanted, await self.firing(http))
+            await asyncio.sleep(0.5)
+        return time.monotonic() - started
+
+
+@contextlib.contextmanager
+def scraping(stack: Stack) -> Iterator[Prometheus]:
+    """Prometheus scraping every process of ``stack`` every second, with the shipped alert
+    rules (their `for:` shortened); stopped at the end, also when the test fails."""
+    if executable() is None:
+        checker_missing("the Prometheus server is not installed (bash scripts/system-deps.sh "
+                        "installs Debian's prometheus)")
+    server = Prometheus(stack.base / "prometheus",
+                        [metrics_address(p) for p in stack.processes],
+                        with_short_holds(ALERT_RULES, ALERT_HOLD))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()

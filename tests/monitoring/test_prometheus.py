@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
 
 import httpx
 import pytest
@@ -20,8 +19,6 @@ from tests.faults.scenario import Scenario, run
 from tests.monitoring.prometheus import RATE_INTERVAL, Prometheus
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
-
-ALERT_SECONDS = 60.0  # from the condition forced to the alert firing
 
 
 def grafana_expr(expr: str) -> str:
@@ -41,16 +38,6 @@ async def answered_without_data(prom: Prometheus, http: httpx.AsyncClient) -> li
         if answer["status"] != "success" or not answer["data"]["result"]:
             missing.append(f"{title}: {expr} -> {answer}")
     return missing
-
-
-async def wait_firing(prom: Prometheus, http: httpx.AsyncClient,
-                      match: Callable[[dict[str, str]], bool]) -> float:
-    """Seconds until an alert that ``match``es fires."""
-    started = time.monotonic()
-    while not any(match(labels) for labels in await prom.firing(http)):
-        assert time.monotonic() - started < ALERT_SECONDS, await prom.firing(http)
-        await asyncio.sleep(0.5)
-    return time.monotonic() - started
 
 
 async def unacknowledged_dead_letter(stack: Stack) -> None:
@@ -100,13 +87,11 @@ async def test_every_panel_returns_data_and_the_alerts_fire(live: Stack,
     assert not quiet & {"RMSDeadLetters", "RMSWorkersMissing", "RMSMetricsMissing"}, quiet
 
     await unacknowledged_dead_letter(live)
-    dead_after = await wait_firing(scraping, http, lambda a: a["alertname"] == "RMSDeadLetters"
-                                   and a.get("reason") == "delivery-exhausted")
+    dead_after = await scraping.wait_firing(http, "RMSDeadLetters", reason="delivery-exhausted")
     worker = live.of_kind("confirm-worker")[0]
     worker.terminate()
     await worker.stop(time.monotonic() + 10)
-    missing_after = await wait_firing(scraping, http,
-                                      lambda a: a["alertname"] == "RMSWorkersMissing"
-                                      and a.get("component") == "confirm-worker")
+    missing_after = await scraping.wait_firing(http, "RMSWorkersMissing",
+                                               component="confirm-worker")
     print(f"RMSDeadLetters fired {dead_after:.1f} s after the send; RMSWorkersMissing "
           f"{missing_after:.1f} s after the confirm worker stopped (for: 2s, scrapes 1 s)")
