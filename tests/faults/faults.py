@@ -16,6 +16,7 @@ from typing import Protocol
 from sqlalchemy.exc import SQLAlchemyError
 
 from tests.faults.cluster import BROKER_SESSION_MS, LEASE_SECONDS, RmsProcess, Stack
+from tests.faults.disk import SizedDisk
 from tests.faults.ha import TTL, HaError, PatroniCluster
 from tests.faults.history import Failover
 from tests.faults.load import Consumer, Load
@@ -217,6 +218,16 @@ class RestartPostgres:
         await asyncio.to_thread(postgres.start)
 
 
+async def hold_full(ctx: FaultContext, disk: SizedDisk | None, name: str,
+                    full: tuple[float, float]) -> None:
+    """``disk`` filled to its last byte for a while, then freed."""
+    assert disk is not None, f"{name} needs its Infra's disk on a tmpfs (Infra(..._disk_mb=))"
+    await asyncio.to_thread(disk.fill)
+    ctx.injected[name] += 1
+    await asyncio.sleep(ctx.rng.uniform(*full))
+    await asyncio.to_thread(disk.free)
+
+
 @dataclass
 class FillPostgresDisk:
     """PostgreSQL's data directory (a size-limited tmpfs) filled to the last byte under load
@@ -229,12 +240,7 @@ class FillPostgresDisk:
 
     async def inject(self, ctx: FaultContext) -> None:
         infra = ctx.stack.infra
-        disk = infra.pg_disk
-        assert disk is not None, "a full disk needs Infra(pg_disk_mb=...)"
-        await asyncio.to_thread(disk.fill)
-        ctx.injected[self.name] += 1
-        await asyncio.sleep(ctx.rng.uniform(*self.full))
-        await asyncio.to_thread(disk.free)
+        await hold_full(ctx, infra.pg_disk, self.name, self.full)
         if not (infra.postgres.data_dir / "postmaster.pid").exists():
             ctx.injected["pg-stopped-by-full-disk"] += 1
             await asyncio.to_thread(infra.heal_postgres)
@@ -251,11 +257,7 @@ class FillKafkaDisk:
 
     async def inject(self, ctx: FaultContext) -> None:
         infra = ctx.stack.infra
-        disk = infra.kafka_disk
-        assert disk is not None, "a full broker disk needs Infra(kafka_disk_mb=...)"
-        await asyncio.to_thread(disk.fill)
-        ctx.injected[self.name] += 1
-        await asyncio.sleep(ctx.rng.uniform(*self.full))
+        await hold_full(ctx, infra.kafka_disk, self.name, self.full)
         if await asyncio.to_thread(infra.heal_kafka):
             ctx.injected["broker-stopped-by-full-disk"] += 1
             await ctx.consumer.restart()
