@@ -72,3 +72,18 @@ async def test_driver_errors_short_of_a_resource_are_503(sqlstate: str, slug: st
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                  base_url="http://rms.test") as client:
         assert_refused(await client.get("/boom"), slug)
+
+
+async def test_confirm_and_ack_on_a_full_disk_are_503_database_full(api: Api, topic: str
+                                                                     ) -> None:
+    producer = await api.create_app("producer", produce=[f"{topic}*"])
+    consumer = await api.create_app("consumer", produce=["none"], consume=[f"{topic}*"])
+    prepared = await api.prepared_id(producer, topic)
+    sent = await api.post(producer, "/v1/messages/send", json={
+        "topic": topic, "payload": 2, "check_url": f"{CHECK_PREFIX}status"})
+    assert sent.status_code == 201, sent.text
+    await raise_on_insert(api, "message_events", "53100")  # every transition writes an event
+    assert_refused(await api.post(producer, f"/v1/messages/{prepared}/confirm"),
+                   "database-full")
+    assert_refused(await api.post(consumer, f"/v1/messages/{sent.json()['message_id']}/ack"),
+                   "database-full")
