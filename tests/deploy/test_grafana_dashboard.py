@@ -14,18 +14,23 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.deploy import test_deploy_manifests as manifests
 from tests.deploy.test_deploy_manifests import (
     ALERT_RULES,
     COMPOSE,
     DEPLOY,
     K8S,
+    OVERLAYS,
+    Obj,
     alert_rules,
     defined_metrics,
     doc_anchors,
-    render,
-    renderer,
 )
 from tests.deploy.tools import checker_missing
+
+# the manifests' fixtures: deploy/k8s prepared as an operator does, and its overlays rendered
+k8s_tree = manifests.k8s_tree
+rendered = manifests.rendered
 
 GRAFANA = DEPLOY / "grafana"
 DASHBOARD = GRAFANA / "rms-dashboard.json"
@@ -109,17 +114,19 @@ def test_every_alert_has_a_panel_linking_its_runbook() -> None:
         assert link.removeprefix("${runbook}#") in anchors, link
 
 
-def test_kubernetes_copy_is_identical_and_provisioned_as_a_config_map() -> None:
+def test_kubernetes_copy_is_identical() -> None:
     copy = K8S / "base" / "monitoring" / DASHBOARD.name
     assert copy.read_text() == DASHBOARD.read_text()
-    if renderer() is None:
-        checker_missing("neither kustomize nor kubectl is installed: overlays not rendered "
-                        "(install kubectl or kustomize)")
-    maps = [o for o in render(K8S / "base") if o["kind"] == "ConfigMap"
-            and o["metadata"]["name"].startswith("rms-grafana-dashboard")]
-    assert len(maps) == 1
-    assert maps[0]["metadata"]["labels"]["grafana_dashboard"] == "1"
-    assert json.loads(maps[0]["data"][DASHBOARD.name]) == dashboard()
+
+
+def test_every_overlay_provisions_the_dashboard_as_a_config_map(
+        rendered: dict[str, list[Obj]]) -> None:
+    for overlay in OVERLAYS:
+        maps = [o for o in rendered[overlay] if o["kind"] == "ConfigMap"
+                and o["metadata"]["name"].startswith("rms-grafana-dashboard")]
+        assert len(maps) == 1, overlay
+        assert maps[0]["metadata"]["labels"]["grafana_dashboard"] == "1"
+        assert json.loads(maps[0]["data"][DASHBOARD.name]) == dashboard()
 
 
 def compose_service(name: str) -> dict[str, Any]:
