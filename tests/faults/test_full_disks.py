@@ -238,13 +238,15 @@ async def kafka_disk_full_drill(stack: Stack, producer: Producer, watching: Prom
     assert disk is not None
     filled = disk.fill()
     try:
-        ids = [f"kfull-{n}-{uuid.uuid4().hex[:6]}" for n in range(10)]
-        for message_id in ids:
-            response = await producer.send(message_id)
-            assert response.status_code == 201, response.text  # stored; the publish waits
+        ids: list[str] = []
         reasons: set[str] = set()
 
         async def blocked() -> bool:
+            """One more message sent (stored at once; its publish waits or fails): the last
+            page of the broker's active segment still takes a few records after the fill."""
+            ids.append(f"kfull-{len(ids)}-{uuid.uuid4().hex[:6]}")
+            response = await producer.send(ids[-1])
+            assert response.status_code == 201, response.text
             reasons.update(await blocked_reasons(stack, producer.topic))
             return bool(reasons)
 
@@ -253,6 +255,7 @@ async def kafka_disk_full_drill(stack: Stack, producer: Producer, watching: Prom
         during = await states(stack, ids)
         assert {state for state, _, _ in during.values()} == {"sent"}, during
         assert not any(dead for _, dead, _ in during.values()), during
+        assert any(published == 0 for _, _, published in during.values()), during
         broker_stopped = not infra.kafka.nodes[0].running()
         alerted_after = await watching.wait_firing(stack.http, "RMSPublishFailures")
     finally:
@@ -265,7 +268,8 @@ async def kafka_disk_full_drill(stack: Stack, producer: Producer, watching: Prom
     await wait_for("every held message published", DELIVERED_WITHIN, delivered)
     delivered_after = time.monotonic() - freed_at
     assert await read_ids(infra.bootstrap_servers, producer.topic, set(ids))
-    print(f"kafka log dir filled ({filled / 2**20:.1f} MiB); broker stopped: {broker_stopped}, "
+    print(f"kafka log dir filled ({filled / 2**20:.1f} MiB); {len(ids)} sent after the fill; "
+          f"broker stopped: {broker_stopped}, "
           f"restarted: {restarted}; publish_blocked {sorted(reasons)} after "
           f"{blocked_after:.1f} s, RMSPublishFailures firing {alerted_after:.1f} s later (for: "
           f"2s); every held message published {delivered_after:.1f} s after the space was freed")
