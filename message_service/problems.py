@@ -81,6 +81,13 @@ def _unavailable(request: Request, exc: Exception) -> Response:
                    retry_after=1)
 
 
+def _database_full(request: Request, exc: Exception) -> Response:
+    log.warning("request.database_full", path=request.url.path, error=str(exc)[:300])
+    return problem(503, "Database full", "PostgreSQL has no disk space left to write; nothing "
+                   "of this request was stored; retry later", "database-full",
+                   retry_after=DATABASE_FULL_RETRY_SECONDS)
+
+
 def _unexpected(request: Request, exc: Exception) -> Response:
     log.exception("request.unexpected_error", path=request.url.path, exc_info=exc)
     return problem(500, "Internal error", "an unexpected error occurred; it has been logged",
@@ -92,18 +99,25 @@ def _unexpected(request: Request, exc: Exception) -> Response:
 # cannot connect now: PostgreSQL restarting). The fault suite (tests/faults) saw 57P03 answered
 # as 500 while PostgreSQL restarted.
 _UNAVAILABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03")
+# SQLSTATE 53100 disk_full: the statement rolled back, the request can be retried once an
+# operator frees space (the WAL filling up stops the server instead: class 08 then)
+DISK_FULL = "53100"
+INSUFFICIENT_RESOURCES_CLASS = "53"  # out of memory, too many connections, disk full
+DATABASE_FULL_RETRY_SECONDS = 30
 
 
-def _database_unavailable(exc: DBAPIError) -> bool:
+def _sqlstate(exc: DBAPIError) -> str:
     code = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
-    return isinstance(code, str) and code.startswith(_UNAVAILABLE_SQLSTATES)
+    return code if isinstance(code, str) else ""
 
 
 def _database_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, DBAPIError)
-    if exc.connection_invalidated or isinstance(exc, InterfaceError) or _database_unavailable(exc):
+    sqlstate = _sqlstate(exc)
+    if exc.connection_invalidated or isinstance(exc, InterfaceError) or sqlstate.startswith(
+            _UNAVAILABLE_SQLSTATES):
         return _unavailable(request, exc)
-    return _by_sqlstate(request, exc, str(getattr(exc.orig, "sqlstate", None) or ""))
+    return _by_sqlstate(request, exc, sqlstate)
 
 
 def _driver_error(request: Request, exc: Exception) -> Response:
@@ -111,13 +125,18 @@ def _driver_error(request: Request, exc: Exception) -> Response:
     connection): a lost or refused connection is 503, the rest as for SQLAlchemy's."""
     if isinstance(exc, asyncpg.InterfaceError | asyncpg.InternalClientError
                   | asyncpg.PostgresConnectionError
-                  | asyncpg.exceptions.OperatorInterventionError
-                  | asyncpg.exceptions.InsufficientResourcesError):
+                  | asyncpg.exceptions.OperatorInterventionError):
         return _unavailable(request, exc)
     return _by_sqlstate(request, exc, str(getattr(exc, "sqlstate", None) or ""))
 
 
 def _by_sqlstate(request: Request, exc: Exception, sqlstate: str) -> Response:
+    """A refused statement, judged by its SQLSTATE: the database full or short of resources is
+    503 (retry), a value it cannot store 422, the rest a defect (500)."""
+    if sqlstate == DISK_FULL:
+        return _database_full(request, exc)
+    if sqlstate.startswith(INSUFFICIENT_RESOURCES_CLASS):
+        return _unavailable(request, exc)
     if sqlstate.startswith(DATA_EXCEPTION_CLASS):
         # a value PostgreSQL cannot take, e.g. a NUL character in a string or \u0000 in
         # JSON: bad input, never a 500

@@ -10,6 +10,9 @@ from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from rms.domain.checkback import Outcome
+from rms.domain.states import DeadReason
+
 TRANSITIONS = Counter("rms_transitions_total", "State transitions applied", ["event"])
 PUBLISHES = Counter("rms_publishes_total", "Records accepted by the broker")
 PUBLISH_FAILURES = Counter("rms_publish_failures_total",
@@ -128,6 +131,18 @@ class RetentionCollector(Collector):
             counter.add_metric([], value)
             yield counter
 
+
+def count_from_zero(counter: Counter, label_values: list[str]) -> None:
+    """Export each labelled series at 0 from the start: ``increase()`` and ``rate()`` see no
+    increase in a series whose first sample is already 1, so an alert on the first dead letter
+    (or first failure of a reason) of a process would never fire."""
+    for value in label_values:
+        counter.labels(value)
+
+
+count_from_zero(DEAD_LETTERS, [reason.value for reason in DeadReason])
+count_from_zero(CHECKS, [outcome.value for outcome in Outcome])
+count_from_zero(DB_CONNECTIONS_DISCARDED, ["open-transaction"])
 
 RETENTION = RetentionCollector()
 REGISTRY.register(RETENTION)

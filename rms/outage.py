@@ -22,6 +22,7 @@ DATABASE_UNAVAILABLE = (DBAPIError, PoolTimeout, asyncpg.InterfaceError,
 
 
 _CLIENTS = {"asyncpg": "database", "sqlalchemy": "database", "aiokafka": "kafka"}
+CAUSES = ("database", "kafka", "other")
 
 
 def cause_of(exc: BaseException) -> str:
@@ -55,6 +56,11 @@ class OutageLog:
         self.since: float | None = None
         self.failures = 0
         self._causes: set[str] = set()
+        # exported from the start: a loop that has never failed shows 0, and a process that
+        # stopped being scraped shows nothing (the RMSWorkersMissing alert)
+        metrics.LOOP_FAILING.labels(component=component).set(0)
+        for cause in CAUSES:
+            metrics.LOOP_FAILURES.labels(component=component, cause=cause)
 
     def failed(self, exc: BaseException) -> None:
         cause = cause_of(exc)

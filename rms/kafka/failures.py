@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from aiokafka import errors
 
+from rms import metrics
+
 FailureReason = Literal["topic-missing", "not-authorized", "too-large", "not-enough-replicas",
                         "timeout", "broker-unavailable", "producer-reset", "refused"]
+metrics.count_from_zero(metrics.PUBLISH_FAILURES, list(get_args(FailureReason)))
 
 # errors after which an idempotent producer cannot go on (its sequence numbers no longer match
 # the broker's, for example after a leader change lost the last batches): only a new producer,

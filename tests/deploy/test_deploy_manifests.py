@@ -673,7 +673,7 @@ def test_third_party_images_are_pinned(compose: Obj) -> None:
         if "build" in service:
             continue
         tag = service["image"].partition(":")[2]
-        assert re.match(r"\d+\.\d+", tag) and tag != "latest", f"{name}: {service['image']}"
+        assert re.match(r"v?\d+\.\d+", tag) and tag != "latest", f"{name}: {service['image']}"
 
 
 def test_acks_all_wherever_acks_are_set(compose: Obj) -> None:

@@ -41,6 +41,7 @@ from rms.kafka.topics import create_topics
 from rms.store.migrate import upgrade
 from tests.checkback.servers import CallbackServer, serving
 from tests.faults.bounds import bounded
+from tests.faults.disk import SizedDisk
 from tests.faults.ha import PatroniCluster
 from tests.faults.history import Claim, FinalMessage, StoredEvent
 from tests.faults.proxy import FaultProxy
@@ -97,7 +98,11 @@ class Infra:
     brokers: int = 3
     ha: PatroniCluster | None = None  # a PostgreSQL that fails over instead of ``postgres``
     migrate: bool = True  # False: an empty database, migrated by whoever runs on it first
+    pg_disk_mb: int | None = None  # PostgreSQL's data directory on a tmpfs of this size
+    kafka_disk_mb: int | None = None  # node 1's log directory on a tmpfs of this size
     postgres: EmbeddedPostgres = field(init=False)
+    pg_disk: SizedDisk | None = field(init=False, default=None)
+    kafka_disk: SizedDisk | None = field(init=False, default=None)
     kafka: KafkaCluster = field(init=False)
 
     def __post_init__(self) -> None:
@@ -108,6 +113,10 @@ class Infra:
                       KafkaCluster(self.base / "kafka", size=self.brokers,
                                    extra_settings=CLUSTER_SETTINGS))
         self.kafka.nodes[0].advertised_port = free_port()  # the fault proxy's
+        if self.pg_disk_mb is not None:
+            self.pg_disk = SizedDisk(self.postgres.data_dir, self.pg_disk_mb)
+        if self.kafka_disk_mb is not None:
+            self.kafka_disk = SizedDisk(self.kafka.nodes[0].log_dir, self.kafka_disk_mb)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -141,22 +150,33 @@ class Infra:
             self.ha.start()
             self.ha.create_database(DATABASE)
         else:
+            if self.pg_disk is not None:
+                self.pg_disk.mount()
             self.postgres.start()
             self.postgres.create_database(DATABASE)
         if self.migrate:
             upgrade(self.database_url(DATABASE))
+        if self.kafka_disk is not None:
+            self.kafka_disk.mount()
         self.kafka.start()
 
     def stop(self) -> None:
-        self.kafka.kill()
-        if self.ha:
-            self.ha.stop()
-        else:
-            self.postgres.stop("immediate")
+        try:
+            self.kafka.kill()
+            if self.ha:
+                self.ha.stop()
+            else:
+                self.postgres.stop("immediate")
+        finally:
+            for disk in (self.pg_disk, self.kafka_disk):
+                if disk is not None:
+                    disk.unmount()
 
     def heal_postgres(self) -> None:
-        """PostgreSQL up: restarted after a crash, or every failover member running and a
-        primary elected."""
+        """PostgreSQL up: its disk freed, restarted after a crash, or every failover member
+        running and a primary elected."""
+        if self.pg_disk is not None:
+            self.pg_disk.free()
         if self.ha:
             self.ha.heal()
         elif not (self.postgres.data_dir / "postmaster.pid").exists():
@@ -168,7 +188,10 @@ class Infra:
         self.kafka.restart_empty()
 
     def heal_kafka(self) -> bool:
-        """Every node resumed and running; True when one had to be started again."""
+        """Every node's disk freed, every node resumed and running; True when one had to be
+        started again."""
+        if self.kafka_disk is not None:
+            self.kafka_disk.free()
         return bool(self.kafka.heal())
 
 
@@ -425,21 +448,34 @@ def rms_env(infra: Infra, pg_proxy: FaultProxy) -> dict[str, str]:
                              "RMS_KAFKA_BOOTSTRAP_SERVERS": infra.bootstrap_servers}
 
 
-def _processes(base: Path, env: dict[str, str], workers: int, command: tuple[str, ...]
-               ) -> tuple[RmsProcess, list[RmsProcess]]:
+def _processes(base: Path, env: dict[str, str], workers: int, command: tuple[str, ...],
+               metrics: bool) -> tuple[RmsProcess, list[RmsProcess]]:
     port = free_port()
     serve = RmsProcess("serve", ["serve", "--port", str(port)], env, base / "serve.log", port,
                        command)
-    spawned = [RmsProcess(f"{kind}-{n}", [kind], env, base / f"{kind}-{n}.log", None, command)
+    spawned = [RmsProcess(f"{kind}-{n}", [kind, *_metrics_port(metrics)], env,
+                          base / f"{kind}-{n}.log", None, command)
                for kind in ("confirm-worker", "recovery-worker") for n in range(workers)]
     return serve, spawned
 
 
+def _metrics_port(metrics: bool) -> list[str]:
+    return ["--metrics-port", str(free_port())] if metrics else []
+
+
+def metrics_address(process: RmsProcess) -> str:
+    """Where Prometheus scrapes ``process``: the API's port, a worker's ``--metrics-port``."""
+    port = process.port or int(process.args[process.args.index("--metrics-port") + 1])
+    return f"127.0.0.1:{port}"
+
+
 @contextlib.asynccontextmanager
-async def running_stack(infra: Infra, workers: int = 2, command: tuple[str, ...] = THIS_RELEASE
+async def running_stack(infra: Infra, workers: int = 2, command: tuple[str, ...] = THIS_RELEASE,
+                        *, metrics: bool = False, settings: dict[str, str] | None = None
                         ) -> AsyncIterator[Stack]:
     """Proxies, a callback server and the RMS processes (started by ``command``), all
-    stopped at the end."""
+    stopped at the end (``metrics``: the workers serve /metrics too; ``settings``: RMS
+    settings beyond ``SETTINGS``)."""
     base = infra.base / f"stack-{uuid.uuid4().hex[:6]}"
     base.mkdir()
     pg_proxy = FaultProxy(upstream_port=infra.pg_port, seed=1)
@@ -447,7 +483,8 @@ async def running_stack(infra: Infra, workers: int = 2, command: tuple[str, ...]
     kafka_proxy = FaultProxy(upstream_port=node_port, port=proxy_port, seed=3)
     callbacks = CallbackServer()
     callback_proxy = FaultProxy(upstream_port=callbacks.port, seed=2)
-    serve, spawned = _processes(base, rms_env(infra, pg_proxy), workers, command)
+    serve, spawned = _processes(base, rms_env(infra, pg_proxy) | (settings or {}), workers,
+                                command, metrics)
     engine = create_async_engine(infra.database_url(DATABASE), pool_pre_ping=True,
                                  connect_args={"server_settings": {"application_name": HARNESS}})
     async with serving(callbacks, port=callbacks.port), httpx.AsyncClient() as http:

@@ -16,6 +16,7 @@ from typing import Protocol
 from sqlalchemy.exc import SQLAlchemyError
 
 from tests.faults.cluster import BROKER_SESSION_MS, LEASE_SECONDS, RmsProcess, Stack
+from tests.faults.disk import SizedDisk
 from tests.faults.ha import TTL, HaError, PatroniCluster
 from tests.faults.history import Failover
 from tests.faults.load import Consumer, Load
@@ -215,6 +216,51 @@ class RestartPostgres:
         ctx.injected[self.name] += 1
         await asyncio.sleep(ctx.rng.uniform(0.5, 2.0))
         await asyncio.to_thread(postgres.start)
+
+
+async def hold_full(ctx: FaultContext, disk: SizedDisk | None, name: str,
+                    full: tuple[float, float]) -> None:
+    """``disk`` filled to its last byte for a while, then freed."""
+    assert disk is not None, f"{name} needs its Infra's disk on a tmpfs (Infra(..._disk_mb=))"
+    await asyncio.to_thread(disk.fill)
+    ctx.injected[name] += 1
+    await asyncio.sleep(ctx.rng.uniform(*full))
+    await asyncio.to_thread(disk.free)
+
+
+@dataclass
+class FillPostgresDisk:
+    """PostgreSQL's data directory (a size-limited tmpfs) filled to the last byte under load
+    for a few seconds, then freed: writes are refused with 503 (``database-full``), nothing
+    is half-written, and service resumes without restarting RMS. Should PostgreSQL stop
+    (a WAL segment it could not create), it is started again and counted."""
+
+    name: str = "pg-disk-full"
+    full: tuple[float, float] = (3.0, 5.0)
+
+    async def inject(self, ctx: FaultContext) -> None:
+        infra = ctx.stack.infra
+        await hold_full(ctx, infra.pg_disk, self.name, self.full)
+        if not (infra.postgres.data_dir / "postmaster.pid").exists():
+            ctx.injected["pg-stopped-by-full-disk"] += 1
+            await asyncio.to_thread(infra.heal_postgres)
+
+
+@dataclass
+class FillKafkaDisk:
+    """The single broker's log directory (a size-limited tmpfs) filled to the last byte under
+    load: the broker fails its log directory and stops. Confirmed messages stay ``sent`` and
+    are published once the space is freed and the broker started again (with its log)."""
+
+    name: str = "kafka-disk-full"
+    full: tuple[float, float] = (3.0, 5.0)
+
+    async def inject(self, ctx: FaultContext) -> None:
+        infra = ctx.stack.infra
+        await hold_full(ctx, infra.kafka_disk, self.name, self.full)
+        if await asyncio.to_thread(infra.heal_kafka):
+            ctx.injected["broker-stopped-by-full-disk"] += 1
+            await ctx.consumer.restart()
 
 
 @dataclass
