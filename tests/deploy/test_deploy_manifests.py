@@ -915,7 +915,7 @@ def test_retention_removes_only_finished_messages_past_the_age(
     events = rows(server, name, "SELECT DISTINCT message_id FROM message_events ORDER BY 1")
     assert events == sorted([*KEPT, "vanished-recently"])
     assert "4 messages and 5 events" in result.stdout
-    assert "1 events of messages already gone" in result.stdout
+    assert "1 event of messages already gone" in result.stdout
 
 
 def test_retention_archives_with_the_documented_setting(
