@@ -32,6 +32,7 @@ def image() -> Iterator[image_runner.MountedImage]:
     image_runner.unmount(mounted)
 
 
+@pytest.mark.timeout(600)  # the first test also loads the archive into buildah's storage
 def test_the_labels_carry_the_release_and_the_licence(image: image_runner.MountedImage) -> None:
     assert image.labels["org.opencontainers.image.version"] == VERSION
     assert image.labels["org.opencontainers.image.licenses"] == "Apache-2.0"
