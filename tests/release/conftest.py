@@ -58,6 +58,15 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def create_app(rms_url: str, admin_token: str, name: str, **topics: list[str]) -> dict[str, str]:
+    """A new app of the live RMS (``produce_topics``, ``consume_topics``,
+    ``check_url_prefixes``): its API key and signing secret among the fields."""
+    created = httpx.post(f"{rms_url}/v1/admin/apps", timeout=10, json={"name": name, **topics},
+                         headers={"Authorization": f"Bearer {admin_token}"})
+    assert created.status_code == 201, created.text
+    return dict(created.json())
+
+
 def fresh_database(postgres: EmbeddedPostgres) -> str:
     """An empty database (no migrations: the release's own ``rms migrate`` makes the schema)."""
     name = f"r_{uuid.uuid4().hex[:16]}"

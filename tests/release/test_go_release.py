@@ -9,11 +9,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.clients.conftest import LiveRms, require_tool
-from tests.release.conftest import DIST, ROOT, VERSION, artifact, clean_env, run
+from tests.release.conftest import DIST, ROOT, VERSION, artifact, clean_env, create_app, run
 
 MODULE = "github.com/rms-dev/rms/clients/go"
 README = ROOT / "clients" / "go" / "README.md"
@@ -49,13 +48,10 @@ def test_the_module_resolves_from_the_proxy_layout_and_runs_against_a_live_rms(
     shutil.copyfile(tmp_path / "gomodcache" / f"{MODULE}@v{VERSION}" / "examples" / "quickstart" /
                     "main.go", project / "main.go")
     topic = f"go.{client_env['RMS_TEST_PREFIX']}"
-    created = httpx.post(f"{live_rms.url}/v1/admin/apps", timeout=10, headers={
-        "Authorization": f"Bearer {client_env['RMS_ADMIN_TOKEN']}"}, json={
-        "name": f"{client_env['RMS_TEST_PREFIX']}-gomod", "produce_topics": [topic],
-        "check_url_prefixes": ["http://127.0.0.1:9/"]})
-    assert created.status_code == 201, created.text
+    app = create_app(live_rms.url, client_env["RMS_ADMIN_TOKEN"], f"{client_env['RMS_TEST_PREFIX']}-gomod",
+                     produce_topics=[topic], check_url_prefixes=["http://127.0.0.1:9/"])
     out = run([go, "run", "."], project, {
-        **env, "RMS_URL": live_rms.url, "RMS_API_KEY": created.json()["api_key"],
+        **env, "RMS_URL": live_rms.url, "RMS_API_KEY": app["api_key"],
         "RMS_TOPIC": topic, "RMS_CHECK_URL": "http://127.0.0.1:9/rms/check"}, timeout=600)
     assert re.fullmatch(r"prepared (\S+): pending-send\nconfirmed \1: sent, delivery 1\n"
                         r"cancel refused: 409, current state sent\n", out), out

@@ -9,11 +9,19 @@ import re
 import shutil
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.clients.conftest import LiveRms, require_tool
-from tests.release.conftest import DIST, ROOT, VERSION, artifact, clean_env, free_port, run
+from tests.release.conftest import (
+    DIST,
+    ROOT,
+    VERSION,
+    artifact,
+    clean_env,
+    create_app,
+    free_port,
+    run,
+)
 
 README = ROOT / "clients" / "java" / "README.md"
 SOURCES = Path(__file__).parent / "java"
@@ -78,9 +86,10 @@ def test_a_producer_and_a_consumer_build_on_the_released_library_against_a_live_
 
     prefix, port = client_env["RMS_TEST_PREFIX"], free_port()
     topic = f"java.{prefix}"
-    orders, points = (register(live_rms, client_env, f"{prefix}-{name}", **topics) for name, topics in (
-        ("mvn-orders", {"produce_topics": [topic], "check_url_prefixes": [f"http://127.0.0.1:{port}/"]}),
-        ("mvn-points", {"consume_topics": [topic]})))
+    admin = client_env["RMS_ADMIN_TOKEN"]
+    orders = create_app(live_rms.url, admin, f"{prefix}-mvn-orders", produce_topics=[topic],
+                        check_url_prefixes=[f"http://127.0.0.1:{port}/"])
+    points = create_app(live_rms.url, admin, f"{prefix}-mvn-points", consume_topics=[topic])
     java = require_tool("java")
     env = {**clean_env(tmp_path), "RMS_URL": live_rms.url, "TOPIC": topic}
     sent = run([java, "-cp", ":".join(producer_path), "Producer"], producer, {
@@ -92,10 +101,3 @@ def test_a_producer_and_a_consumer_build_on_the_released_library_against_a_live_
         "RMS_KAFKA_BOOTSTRAP_SERVERS": live_rms.kafka_bootstrap}, timeout=120).split()
     assert acked == [sent[0], "ACKED"], acked
 
-
-def register(live_rms: LiveRms, client_env: dict[str, str], name: str,
-             **topics: list[str]) -> dict[str, str]:
-    created = httpx.post(f"{live_rms.url}/v1/admin/apps", timeout=10, json={"name": name, **topics},
-                         headers={"Authorization": f"Bearer {client_env['RMS_ADMIN_TOKEN']}"})
-    assert created.status_code == 201, created.text
-    return dict(created.json())

@@ -9,11 +9,10 @@ import re
 import shutil
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.clients.conftest import LiveRms, require_tool
-from tests.release.conftest import ROOT, VERSION, artifact, clean_env, free_port, run
+from tests.release.conftest import ROOT, VERSION, artifact, clean_env, create_app, free_port, run
 
 PACKAGE = ROOT / "clients" / "typescript"
 TSCONFIG = {"compilerOptions": {"target": "ES2022", "module": "NodeNext", "moduleResolution": "NodeNext",
@@ -59,12 +58,8 @@ def quickstart(project: Path, live_rms: LiveRms, client_env: dict[str, str],
                env: dict[str, str]) -> None:
     port = free_port()
     topic = f"quick.{client_env['RMS_TEST_PREFIX']}"
-    created = httpx.post(f"{live_rms.url}/v1/admin/apps", timeout=10, headers={
-        "Authorization": f"Bearer {client_env['RMS_ADMIN_TOKEN']}"}, json={
-        "name": f"{client_env['RMS_TEST_PREFIX']}-npm", "produce_topics": [topic],
-        "check_url_prefixes": [f"http://127.0.0.1:{port}/"]})
-    assert created.status_code == 201, created.text
-    app = created.json()
+    app = create_app(live_rms.url, client_env["RMS_ADMIN_TOKEN"], f"{client_env['RMS_TEST_PREFIX']}-npm",
+                     produce_topics=[topic], check_url_prefixes=[f"http://127.0.0.1:{port}/"])
     script = shutil.copyfile(PACKAGE / "examples" / "quickstart.mjs", project / "quickstart.mjs")
     out = run([str(require_tool("node")), str(script)], project, {
         **env, "RMS_URL": live_rms.url, "DATABASE_URL": client_env["RMS_TEST_DATABASE_URL"],
