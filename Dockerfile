@@ -3,22 +3,32 @@
 # One image for every RMS process. The entrypoint is `rms`, so the container's arguments
 # choose the process: serve | confirm-worker | recovery-worker | migrate | dead | ...
 #
-#   docker build -t rms:0.1.0 .                          # API, workers, migrations (no Java)
-#   docker build --target report -t rms-report:0.1.0 .   # + JRE 17, PySpark, psql:
+#   docker build -t rms:0.2.0 .                          # API, workers, migrations (no Java)
+#   docker build --target report -t rms-report:0.2.0 .   # + JRE 17, PySpark, psql:
 #                                                        #   report, export, retention
 #
-#   docker run --rm --env-file rms.env rms:0.1.0 migrate
-#   docker run -d --env-file rms.env -p 8000:8000 rms:0.1.0            # rms serve
-#   docker run -d --env-file rms.env rms:0.1.0 confirm-worker --metrics-port 8000 --metrics-host 0.0.0.0
+#   docker run --rm --env-file rms.env rms:0.2.0 migrate
+#   docker run -d --env-file rms.env -p 8000:8000 rms:0.2.0            # rms serve
+#   docker run -d --env-file rms.env rms:0.2.0 confirm-worker --metrics-port 8000 --metrics-host 0.0.0.0
 #
 # The base is pinned to a full version; pin its digest too in your own registry mirror
 # (python:3.11.14-slim-bookworm@sha256:...) when you need bit-for-bit rebuilds.
 # Bookworm (not trixie) because it still ships openjdk-17-jre-headless for Spark.
 
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
+# the release (the repository's VERSION; release/version.py keeps this copy equal to it)
+ARG RELEASE_VERSION=0.2.0
 
 # ---------------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS base
+
+ARG RELEASE_VERSION
+LABEL org.opencontainers.image.title="rms-server" \
+      org.opencontainers.image.description="RMS, the reliable message service: API, workers, migrations" \
+      org.opencontainers.image.version="${RELEASE_VERSION}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.source="https://github.com/rms-dev/rms" \
+      org.opencontainers.image.vendor="The RMS authors"
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -46,17 +56,15 @@ RUN python -m venv "${VIRTUAL_ENV}"
 WORKDIR /src
 
 # Dependencies first (from pyproject.toml only), so a code change reuses this layer. The
-# rms-client distribution comes from this repository (below); its own dependencies are
-# among the server's.
-COPY pyproject.toml README.md ./
-RUN python - <<'EOF'
-import pathlib, tomllib
-project = tomllib.loads(pathlib.Path("pyproject.toml").read_text())["project"]
-dependencies = [d for d in project["dependencies"] if not d.startswith("rms-client")]
-pathlib.Path("/tmp/requirements.txt").write_text("\n".join(dependencies) + "\n")
-pathlib.Path("/tmp/requirements-spark.txt").write_text(
-    "\n".join(project["optional-dependencies"]["spark"]) + "\n")
-EOF
+# rms-client distribution comes from this repository (below), never from an index; its own
+# dependencies are among the server's.
+COPY pyproject.toml README.md LICENSE NOTICE ./
+RUN python -c "import pathlib, tomllib; \
+project = tomllib.loads(pathlib.Path('pyproject.toml').read_text())['project']; \
+dependencies = [d for d in project['dependencies'] if not d.startswith('rms-client')]; \
+pathlib.Path('/tmp/requirements.txt').write_text('\n'.join(dependencies) + '\n'); \
+pathlib.Path('/tmp/requirements-spark.txt').write_text( \
+    '\n'.join(project['optional-dependencies']['spark']) + '\n')"
 RUN pip install -r /tmp/requirements.txt
 
 COPY rms ./rms
@@ -91,6 +99,7 @@ RUN set -eux; \
 
 COPY --from=build-report /opt/rms/.venv /opt/rms/.venv
 COPY --chmod=0755 deploy/scripts/ /opt/rms/bin/
+COPY LICENSE NOTICE /usr/share/doc/rms/
 
 USER 10001:10001
 WORKDIR /tmp
@@ -104,6 +113,7 @@ FROM base AS runtime
 
 COPY --from=build /opt/rms/.venv /opt/rms/.venv
 COPY --chmod=0755 deploy/scripts/ /opt/rms/bin/
+COPY LICENSE NOTICE /usr/share/doc/rms/
 
 USER 10001:10001
 WORKDIR /tmp

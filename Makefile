@@ -5,12 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: dev test lint typecheck imports unit install system-deps bench soak clean
+.PHONY: dev test lint typecheck imports unit install system-deps bench soak clean dist release-check
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e clients/python -e '.[test,dev-stack,spark]'
+	$(BIN)/python -m pip install --quiet -e clients/python -e '.[test,dev-stack,spark,release]'
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 
@@ -40,10 +40,20 @@ imports: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit -q
 
-## Lint, type-check and run the whole test suite against real PostgreSQL and Kafka
-test: $(STAMP) system-deps lint typecheck imports
+## Lint, type-check, build the release artifacts and run the whole test suite against real
+## PostgreSQL and Kafka (tests/release installs the artifacts from dist/)
+test: $(STAMP) system-deps lint typecheck imports dist
 	@$(BIN)/python -m rms.devstack.kafka_broker
 	$(BIN)/pytest
+
+## Every release artifact into dist/, each with its CycloneDX SBOM (release/dist.py)
+dist: $(STAMP) system-deps
+	$(BIN)/python -m release.dist
+
+## Install each artifact of dist/ in a clean environment and use it against a live RMS
+release-check: dist
+	@$(BIN)/python -m rms.devstack.kafka_broker
+	$(BIN)/pytest tests/release
 
 ## The fault suite's long soak: every fault mixed, for SOAK_SECONDS (default 1800); summary at the end
 ## (SOAK_ARGS="--failover sync": on a PostgreSQL that fails over, its primary killed too)
@@ -60,4 +70,4 @@ bench: $(STAMP)
 	$(BIN)/rms bench
 
 clean:
-	rm -rf $(VENV) .rms-dev .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
+	rm -rf $(VENV) dist build .rms-dev .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

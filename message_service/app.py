@@ -24,6 +24,7 @@ from message_service.dashboard import router as dashboard
 from message_service.deps import Services
 from message_service.hot_paths import HotPaths
 from message_service.limits import Limits
+from rms import __version__
 from rms.config import Settings
 from rms.dispatcher import dispatcher_for
 from rms.heap import settle_heap
@@ -102,7 +103,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = FastAPI(
         title="RMS - reliable message service",
-        version="1",
+        version=__version__,  # the release: rms --version, the image labels, the clients
         summary="prepare / confirm / cancel / ack messages, published to Kafka reliably",
         lifespan=lifespan,
         docs_url=None,  # served from the package (api_docs), not from a CDN

@@ -1,3 +1,3 @@
 """RMS, the reliable message service: shared domain, store, Kafka adapter and CLI."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -48,7 +48,7 @@ def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("rms")
+        return version("rms-server")
     except PackageNotFoundError:  # run from a source tree without installing
         return "unknown (not installed)"
 

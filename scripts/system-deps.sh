@@ -9,7 +9,8 @@
 #                                (on a host that runs systemd that package also starts a
 #                                Prometheus server on :9090: `systemctl disable --now
 #                                prometheus`); Patroni and etcd for the fault suite's
-#                                PostgreSQL that fails over (also for `make soak`)
+#                                PostgreSQL that fails over (also for `make soak`); buildah
+#                                and mmdebstrap for `make dist`'s server image
 set -euo pipefail
 need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
@@ -22,6 +23,9 @@ if [ "${1:-test}" != dev ]; then
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
   command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
   command -v promtool >/dev/null 2>&1 || need+=(prometheus)  # promtool: alert rules
+  # make dist: the server image, built on a bootstrapped Debian base (release/image.py)
+  command -v buildah >/dev/null 2>&1 || need+=(buildah)
+  command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 fi
 # the fault suite's failover cluster (tests/faults/ha.py): Patroni and its store, etcd
 if [ "${1:-test}" != dev ] || [ -n "${RMS_FAILOVER_DEPS:-}" ]; then

@@ -132,6 +132,7 @@ func (c *Client) once(ctx context.Context, method, path string, payload []byte,
 	}
 	request.Header.Set("Authorization", "Bearer "+c.apiKey)
 	request.Header.Set("Accept", "application/json")
+	request.Header.Set("User-Agent", userAgent)
 	if payload != nil {
 		request.Header.Set("Content-Type", "application/json")
 	}

@@ -1,5 +1,5 @@
-"""The Java client library (clients/java, Maven dev.rms:rms-client): its JUnit 5 suite, run with
-``mvn -q -B test`` against the live RMS, PostgreSQL and Kafka of
+"""The Java client library (clients/java, Maven io.github.rms-dev:rms-client): its JUnit 5
+suite, run with ``mvn -q -B test`` against the live RMS, PostgreSQL and Kafka of
 :func:`tests.clients.conftest.client_env`. Maven fetches the dependencies into ~/.m2 on the
 first run; later runs need no network."""
 

@@ -1,4 +1,4 @@
-"""The TypeScript client library (clients/typescript, npm package @rms/client): its own
+"""The TypeScript client library (clients/typescript, npm package rms-client): its own
 node:test suite, built with tsc and run with ``npm test`` against the live RMS, PostgreSQL and
 Kafka of :func:`tests.clients.conftest.client_env`. Dependencies come from the npm registry
 with ``npm ci`` into the package's node_modules, again only when package-lock.json changed."""

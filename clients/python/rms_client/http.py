@@ -13,7 +13,10 @@ from typing import Any
 
 import httpx
 
+from rms_client.version import USER_AGENT
+
 _NO_ANSWER = "without sending a response"
+_HTTPX_AGENT = "python-httpx/"  # httpx's own default: replaced by the SDK's
 
 
 def dropped_before_answer(error: httpx.TransportError) -> bool:
@@ -25,7 +28,12 @@ def dropped_before_answer(error: httpx.TransportError) -> bool:
 
 async def send(client: httpx.AsyncClient, method: str, url: str, **options: Any
                ) -> httpx.Response:
-    """``client.request``, sent a second time when the first meets a dropped connection."""
+    """``client.request``, sent a second time when the first meets a dropped connection. It
+    carries the SDK's ``User-Agent`` unless the caller's client or headers name their own."""
+    if client.headers.get("user-agent", "").startswith(_HTTPX_AGENT):
+        headers = httpx.Headers({"user-agent": USER_AGENT})
+        headers.update(options.get("headers") or {})
+        options["headers"] = headers
     try:
         return await client.request(method, url, **options)
     except httpx.TransportError as error:

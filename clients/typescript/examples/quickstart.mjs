@@ -2,7 +2,7 @@
 // resolve the message if this process dies between its commit and its confirm.
 import http from "node:http";
 import pg from "pg";
-import { Barrier, RmsProducer, createCheckBackHandler, nodeCheckBackListener } from "@rms/client";
+import { Barrier, RmsProducer, createCheckBackHandler, nodeCheckBackListener } from "rms-client";
 
 const env = process.env;
 const db = new pg.Pool({ connectionString: env.DATABASE_URL });

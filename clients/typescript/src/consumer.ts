@@ -35,7 +35,7 @@ export const HEADER_DELIVERY = "rms-delivery";
 export const HEADER_CREATED_AT = "rms-created-at";
 export const DEFAULT_ACK_TOPIC = "rms.acks";
 export const DEFAULT_INBOX_TABLE = "rms_inbox";
-const tracer = trace.getTracer("@rms/client");
+const tracer = trace.getTracer("rms-client");
 
 // ---- records ---------------------------------------------------------------------------------
 

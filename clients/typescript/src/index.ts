@@ -8,3 +8,4 @@ export * from "./checkback.js";
 export * from "./http.js";
 export { Barrier, BarrierClosedError, barrierDdl, DEFAULT_BARRIER_TABLE, type BarrierOptions } from "./barrier.js";
 export * from "./consumer.js";
+export { USER_AGENT, VERSION } from "./version.js";

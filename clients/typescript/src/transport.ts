@@ -14,6 +14,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 
 import { errorFor, RmsUnavailableError, type Problem } from "./errors.js";
 import { traceHeaders } from "./trace.js";
+import { USER_AGENT } from "./version.js";
 
 export interface RetryOptions {
   /** Attempts per call, the first included (default 4). */
@@ -145,7 +146,9 @@ export class Transport {
   }
 
   private headers(json: boolean): Record<string, string> {
-    const headers: Record<string, string> = { authorization: this.auth, accept: "application/json" };
+    const headers: Record<string, string> = {
+      authorization: this.auth, accept: "application/json", "user-agent": USER_AGENT,
+    };
     if (json) headers["content-type"] = "application/json";
     return { ...headers, ...traceHeaders() };
   }

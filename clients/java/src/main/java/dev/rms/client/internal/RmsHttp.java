@@ -9,6 +9,7 @@ import dev.rms.client.RmsNotFoundException;
 import dev.rms.client.RmsUnavailableException;
 import dev.rms.client.RmsValidationException;
 import dev.rms.client.Tracing;
+import dev.rms.client.Version;
 import java.io.EOFException;
 import java.io.IOException;
 import java.net.URI;
@@ -104,7 +105,8 @@ public final class RmsHttp {
     HttpRequest.Builder builder = HttpRequest.newBuilder(URI.create(baseUrl + path))
         .timeout(timeout)
         .header("Authorization", authorization)
-        .header("Accept", "application/json");
+        .header("Accept", "application/json")
+        .header("User-Agent", Version.USER_AGENT);
     for (Map.Entry<String, String> header : Tracing.currentHeaders().entrySet()) {
       builder.header(header.getKey(), header.getValue());
     }

@@ -1,0 +1,1 @@
+"""Release tooling: the one version, the artifacts of ``make dist`` and ``make release-check``."""
