@@ -10,6 +10,8 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	@# the server's distribution was named rms up to 0.1.0: a .venv made then still holds it
+	@$(BIN)/python -m pip uninstall --quiet --yes rms 2>/dev/null || true
 	$(BIN)/python -m pip install --quiet -e clients/python -e '.[test,dev-stack,spark,release]'
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)

@@ -60,7 +60,7 @@ METRICS: dict[str, str] = {
 }
 PROBES = {"readinessProbe": "/readyz", "livenessProbe": "/healthz", "startupProbe": "/healthz"}
 HEALTH_PATHS = {"/healthz", "/readyz"}
-IMAGE_TARGETS = {"rms": "runtime", "rms-report": "report"}  # image name -> Dockerfile stage
+IMAGE_TARGETS = {"rms-server": "runtime", "rms-report": "report"}  # image name -> Dockerfile stage
 LONG_RUNNING = {"api": "serve", "confirm-worker": "confirm-worker",
                 "recovery-worker": "recovery-worker"}
 OVERLAYS = ("staging", "production")
@@ -572,7 +572,7 @@ def test_dockerfile_base_is_pinned_python_slim() -> None:
 
 def test_dockerfile_images_run_rms_as_non_root() -> None:
     stages = dockerfile_stages()
-    assert list(stages)[-1] == IMAGE_TARGETS["rms"], "the default target must be last"
+    assert list(stages)[-1] == IMAGE_TARGETS["rms-server"], "the default target must be last"
     for target in IMAGE_TARGETS.values():
         lines = stages[target]
         users = [line.split()[1] for line in lines if line.startswith("USER ")]
