@@ -209,7 +209,8 @@ async def test_the_walkthrough_runs_over_sasl_ssl_with_acls(
     acker = TopicAcker(secure_kafka.servers, "points", signing_secret=points.signing_secret,
                        ack_topic=ACK_TOPIC, security=secure_kafka.scram("points-service"))
     try:
-        assert (await acker.ack(message_id)).result is AckResult.ACKED
+        created_at = header(list(record.headers), "rms-created-at")
+        assert (await acker.ack(message_id, created_at)).result is AckResult.ACKED
     finally:
         await acker.close()
 
