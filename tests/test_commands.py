@@ -85,7 +85,7 @@ def test_version() -> None:
     process = _rms("--version")
     output, _ = process.communicate(timeout=60)
     assert process.returncode == 0
-    assert output.strip() == f"rms {version('rms')}"
+    assert output.strip() == f"rms {version('rms-server')}"
 
 
 @pytest.mark.parametrize("command", [["dead", name] for name in
