@@ -15,12 +15,13 @@ History order: the ``published`` event of a publish the broker took comes before
 ``acked`` event. The statement locks the rows of accepted publishes (``FOR SHARE``, the one
 extra cost per publish) before it numbers their events, so an ack comes wholly before or after
 it; a publish recorded after its ack (the consumer was faster than the broker's answer) is
-dated no later than the ack and settled by two more statements for that message alone.
+dated no later than the ack and settled by one more statement for all such messages of the
+batch (after waiting for a row an ack still held).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,34 +114,40 @@ def _record_statement() -> Any:
         ["message_id", "event", "actor", "detail", "at"],
         select(batch.c.message_id, event, batch.c.actor, detail, at).select_from(
             batch.outerjoin(taken, taken.c.message_id == batch.c.message_id))).cte("history")
-    unsettled = (select(batch.c.message_id, literal(True).label("settle"))
+    # ``held``: the row was locked by another statement (an ack in progress, not yet visible)
+    unsettled = (select(batch.c.message_id, literal(True).label("settle"),
+                        taken.c.message_id.is_(None).label("held"))
                  .select_from(batch.outerjoin(taken, taken.c.message_id == batch.c.message_id))
                  .where(batch.c.ok, or_(taken.c.message_id.is_(None), acked)))
     # ``unsettled`` first: it reads ``taken`` whole, so every row is locked before the updates
     # below change it (a row this statement updated first could no longer be locked by it)
     changed = union_all(unsettled,
-                        select(rescheduled.c.message_id, literal(False).label("settle")),
-                        select(given_back.c.message_id, literal(False)))
+                        select(rescheduled.c.message_id, literal(False).label("settle"),
+                               literal(False).label("held")),
+                        select(given_back.c.message_id, literal(False), literal(False)))
     return select(changed.subquery("outcomes")).add_cte(history)
 
 
-# The ``published`` event of a message recorded after its ack (found ``done``, or its row held
-# by another statement, such as the ack, when the outcome was recorded): once whoever held the
-# row is done (:data:`_WAIT`), its ``acked`` events numbered before the ``published`` one are
-# numbered after it, and the ``published`` time is made no later than the ack's. Binds $1: the
-# message id. Changes nothing when no ack came first.
+# The ``published`` events of messages recorded after their ack (found ``done``, or their row
+# held by another statement, such as the ack, when the outcome was recorded): once whoever held
+# a row is done (:data:`_WAIT`), the ``acked`` events numbered before a message's latest
+# ``published`` one are numbered after it, and the ``published`` time is made no later than the
+# ack's. Binds $1: the message ids. Changes nothing for a message no ack came before.
 _WAIT = "SELECT 1 FROM messages WHERE message_id = $1 FOR SHARE"
 _SETTLE = """
 WITH published AS (
-    SELECT id FROM message_events WHERE message_id = $1 AND event = 'published'
-    ORDER BY id DESC LIMIT 1
+    SELECT DISTINCT ON (message_id) message_id, id FROM message_events
+    WHERE message_id = ANY($1::text[]) AND event = 'published'
+    ORDER BY message_id, id DESC
 ), moved AS (
     UPDATE message_events e SET id = nextval(pg_get_serial_sequence('message_events', 'id'))
-    FROM published p WHERE e.message_id = $1 AND e.event = 'acked' AND e.id < p.id
-    RETURNING e.at
+    FROM published p WHERE e.message_id = p.message_id AND e.event = 'acked' AND e.id < p.id
+    RETURNING e.message_id, e.at
+), earliest AS (
+    SELECT message_id, min(at) AS at FROM moved GROUP BY message_id
 )
-UPDATE message_events e SET at = least(e.at, (SELECT min(at) FROM moved))
-FROM published p WHERE e.id = p.id AND EXISTS (SELECT 1 FROM moved)
+UPDATE message_events e SET at = least(e.at, m.at)
+FROM published p JOIN earliest m ON m.message_id = p.message_id WHERE e.id = p.id
 """
 
 
@@ -167,18 +174,21 @@ class DispatchStore:
         async with driver_connection(self._engine) as driver:
             rows = await driver.fetch(self._record.sql, *self._record.args(**_params(records)))
         changed = {row["message_id"] for row in rows if not row["settle"]}
-        await self.settle(sorted({row["message_id"] for row in rows if row["settle"]}))
+        await self.settle(sorted({row["message_id"] for row in rows if row["settle"]}),
+                          held={row["message_id"] for row in rows if row["held"]})
         return [r.outcome.message_id in changed
                 and (not r.outcome.ok or r.next_due_seconds is not None) for r in records]
 
-    async def settle(self, message_ids: Sequence[str]) -> None:
+    async def settle(self, message_ids: Sequence[str], held: Set[str] = frozenset()) -> None:
         """Order the history of messages whose accepted publish may have been recorded after
-        their ack: the ``published`` event before the ``acked`` one. One message at a time,
-        each its own statements (the wait for the row, then the renumbering, which must see
-        the ack committed); rare: it takes an ack racing the broker's answer."""
+        their ack: the ``published`` event before the ``acked`` one. The renumbering must see
+        each ack committed: a row another statement ``held`` is first waited for, one at a
+        time (a shared lock on many rows at once could deadlock with a batch of acks); then
+        one statement settles them all (a consumer faster than the broker's answer makes
+        this every message of a batch, so it is never one statement per message)."""
         if not message_ids:
             return
         async with driver_connection(self._engine) as driver:
-            for message_id in message_ids:
+            for message_id in sorted(held):
                 await driver.execute(_WAIT, message_id)
-                await driver.execute(_SETTLE, message_id)
+            await driver.execute(_SETTLE, list(message_ids))
