@@ -35,6 +35,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Protocol
 
 import orjson
@@ -45,12 +46,35 @@ from rms.domain.errors import Unauthorized
 from rms.usecases.authentication import Authentication
 
 RETRY_AFTER_SECONDS = 1
-_REFUSAL = orjson.dumps({
-    "type": "https://rms.dev/problems/overloaded", "title": "Overloaded", "status": 503,
-    "detail": "the service is at its concurrency limit; retry after the Retry-After seconds"})
-_REFUSAL_HEADERS = [(b"content-type", b"application/problem+json"),
-                    (b"content-length", str(len(_REFUSAL)).encode()),
-                    (b"retry-after", str(RETRY_AFTER_SECONDS).encode())]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Answer:
+    """A whole answer the gate gives instead of running the application (an RFC 9457 problem
+    document), built once (and known by its identity)."""
+
+    status: int
+    reason: bytes
+    headers: tuple[tuple[bytes, bytes], ...]
+    body: bytes
+
+    @classmethod
+    def problem(cls, status: HTTPStatus, title: str, slug: str, detail: str,
+                *headers: tuple[bytes, bytes]) -> Answer:
+        body = orjson.dumps({"type": "https://rms.dev/problems/" + slug, "title": title,
+                             "status": status.value, "detail": detail})
+        return cls(status.value, status.phrase.encode(),
+                   ((b"content-type", b"application/problem+json"),
+                    (b"content-length", str(len(body)).encode()), *headers), body)
+
+
+REFUSAL = Answer.problem(
+    HTTPStatus.SERVICE_UNAVAILABLE, "Overloaded", "overloaded",
+    "the service is at its concurrency limit; retry after the Retry-After seconds",
+    (b"retry-after", str(RETRY_AFTER_SECONDS).encode()))
+UNAUTHORIZED = Answer.problem(
+    HTTPStatus.UNAUTHORIZED, "Unauthorized", "unauthorized",
+    "missing or unknown API key: send 'Authorization: Bearer <api key>' with an app's key")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +92,7 @@ class LimitPolicy:
     smoothing: float = 0.2  # how far one window moves the limit towards its new value
     lag_budget_seconds: float = 0.01  # mean event-loop lag per window beyond this shrinks it
     lag_probe_seconds: float = 0.005  # how often the event loop's lag is measured
-    unauthenticated: int = 8  # requests in flight that do not authenticate (their own bound)
+    unauthenticated: int = 8  # requests in flight of an undetermined caller (their own bound)
 
 
 @dataclass
@@ -160,18 +184,25 @@ def authorization_of(scope: Scope) -> bytes | None:
 class Callers(Protocol):
     """Who sends a request, from its API key: the app's name, or None for a key of no app."""
 
-    def recall(self, api_key: str) -> str | Unknown | None:
+    def recall(self, api_key: str) -> str | NoApp | Unknown:
         """The answer if it is known without a query (:data:`UNKNOWN` otherwise)."""
 
-    async def identify(self, api_key: str) -> str | None: ...
+    async def identify(self, api_key: str) -> str | NoApp: ...
 
 
 class Unknown:
     """The answer of :meth:`Callers.recall` when only a query can tell."""
 
 
+class NoApp:
+    """The caller of a request known not to authenticate: it carries no API key, or a key of
+    no app. The gate answers it 401 itself: it needs nothing of the process, and a 503 would
+    invite it to come back with the same key."""
+
+
 UNKNOWN = Unknown()
-UNAUTHENTICATED = None  # the caller of a request that does not authenticate
+NO_APP = NoApp()
+UNDETERMINED = None  # the caller of a request whose key the database could not look up
 
 
 class AuthenticatedCallers:
@@ -180,17 +211,17 @@ class AuthenticatedCallers:
     def __init__(self, authentication: Authentication) -> None:
         self.authentication = authentication
 
-    def recall(self, api_key: str) -> str | Unknown | None:
+    def recall(self, api_key: str) -> str | NoApp | Unknown:
         known, app = self.authentication.recall(api_key)
         if not known:
             return UNKNOWN
-        return None if app is None else app.name
+        return NO_APP if app is None else app.name
 
-    async def identify(self, api_key: str) -> str | None:
+    async def identify(self, api_key: str) -> str | NoApp:
         try:
             return (await self.authentication.app_for_key(api_key)).name
         except Unauthorized:
-            return UNAUTHENTICATED
+            return NO_APP
 
 
 @dataclass(slots=True)
@@ -210,9 +241,11 @@ class Admission:
     overloaded.
 
     Only authenticated work counts against the limit: the caller is known from the request's
-    headers (the API key, looked up before the body is read), and a request that does not
-    authenticate is held to a small bound of its own (``unauthenticated``), so that clients
-    without a valid key, however slowly they send, cannot take a place meant for an app.
+    headers (the API key, looked up before the body is read). A request known not to
+    authenticate (no key, or a key of no app) is answered 401 by the gate at once, so that
+    clients without a valid key, however slowly they send, hold nothing; one whose key the
+    database could not look up is held to a small bound of its own (``unauthenticated``) and
+    left to the application, which answers it.
 
     Under overload each app has a fair share of the limit, as in Netflix's partitioned limiter:
     while fewer requests than the limit are in flight any app may use the idle places; at the
@@ -237,31 +270,40 @@ class Admission:
         period = self.limit.policy.lag_probe_seconds
         loop.call_at(now + period, self._probe, loop, now + period)
 
-    def recall(self, authorization: bytes | None) -> str | Unknown | None:
+    def recall(self, authorization: bytes | None) -> str | NoApp | Unknown:
         """The caller of a request from its Authorization header, when known without a query."""
         key = bearer_key(authorization)
         if key is None:
-            return UNAUTHENTICATED
+            return NO_APP
         if self.callers is None:
             return UNKNOWN
         return self.callers.recall(key)
 
-    async def caller(self, authorization: bytes | None) -> str | None:
-        """The caller of a request from its Authorization header (a query when not cached)."""
+    async def caller(self, authorization: bytes | None) -> str | NoApp | None:
+        """The caller of a request from its Authorization header (a query when not cached);
+        :data:`UNDETERMINED` when the database cannot tell."""
         known = self.recall(authorization)
         if not isinstance(known, Unknown):
             return known
         key = bearer_key(authorization)
         if self.callers is None or key is None:
-            return UNAUTHENTICATED
+            return UNDETERMINED
         try:
             return await self.callers.identify(key)
         except Exception:  # the database cannot tell: the framework answers the request
-            return UNAUTHENTICATED
+            return UNDETERMINED
+
+    def answer(self, method: str, path: str, caller: str | NoApp | None) -> Answer | None:
+        """What the gate answers a request instead of the application (None: admit it)."""
+        if not limited(path):
+            return None
+        if isinstance(caller, NoApp):
+            return UNAUTHORIZED
+        return REFUSAL if self.refuses(method, path, caller) else None
 
     def refuses(self, method: str, path: str, app: str | None) -> bool:
-        """Whether a request of ``app`` (None: one that does not authenticate) is to be refused
-        now (and counted as refused)."""
+        """Whether a request of ``app`` (None: one whose caller is undetermined) is to be
+        refused now (and counted as refused)."""
         if not limited(path):
             return False
         if self._fits(app, finishes_work(method, path)):
@@ -313,8 +355,8 @@ class Admission:
 
 
 class AdmissionMiddleware:
-    """Pure ASGI: refuses a request the gate refuses with a pre-built 503 (when no protocol
-    refused it before), and counts (and, when authenticated, times) every admitted limited
+    """Pure ASGI: answers a request the gate answers (when no protocol answered it before)
+    with its pre-built 401 or 503, and counts (and, when authenticated, times) every admitted limited
     one."""
 
     def __init__(self, app: ASGIApp, gate: Admission) -> None:
@@ -326,19 +368,16 @@ class AdmissionMiddleware:
             await self.app(scope, receive, send)
             return
         caller = await self.gate.caller(authorization_of(scope))
-        if self.gate.refuses(scope["method"], scope["path"], caller):
-            await send({"type": "http.response.start", "status": 503,
-                        "headers": _REFUSAL_HEADERS})
-            await send({"type": "http.response.body", "body": _REFUSAL})
+        answer = self.gate.answer(scope["method"], scope["path"], caller)
+        if answer is None and not isinstance(caller, NoApp):
+            ticket = self.gate.admitted(caller)
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                self.gate.finished(ticket)
             return
-        ticket = self.gate.admitted(caller)
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            self.gate.finished(ticket)
+        answer = answer or UNAUTHORIZED
+        await send({"type": "http.response.start", "status": answer.status,
+                    "headers": list(answer.headers)})
+        await send({"type": "http.response.body", "body": answer.body})
 
-
-# the refusal's parts, for a protocol to write to the connection itself
-REFUSAL_STATUS = b"HTTP/1.1 503 Service Unavailable"
-REFUSAL_HEADERS = tuple(_REFUSAL_HEADERS)
-REFUSAL_BODY = _REFUSAL

@@ -23,10 +23,10 @@ import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from message_service.admission import (
-    REFUSAL_BODY,
-    REFUSAL_HEADERS,
-    REFUSAL_STATUS,
+    REFUSAL,
+    UNAUTHORIZED,
     Admission,
+    Answer,
     Unknown,
     authorization_of,
     limited,
@@ -63,7 +63,9 @@ def _timeout_answer() -> RawAnswer:
 
 
 TIMEOUT = _timeout_answer()
-REFUSAL = RawAnswer(REFUSAL_STATUS, REFUSAL_HEADERS, REFUSAL_BODY)
+GATE_ANSWERS = {answer: RawAnswer(b"HTTP/1.1 %d %s" % (answer.status, answer.reason),
+                                      answer.headers, answer.body)
+                for answer in (REFUSAL, UNAUTHORIZED)}
 
 
 class DeadlineProtocol(HttpToolsProtocol):
@@ -100,25 +102,29 @@ class DeadlineProtocol(HttpToolsProtocol):
         super().data_received(data)
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
-        if self._refused(cycle.scope):
-            self._refuse(cycle)
+        answer = self._gate_answer(cycle.scope)
+        if answer is not None:
+            self._answer(cycle, GATE_ANSWERS[answer])
             return
         super()._start_asgi_task(cycle, app)
 
-    def _refused(self, scope: Any) -> bool:
-        """Whether the gate refuses the request already, from its caller as known without a
-        query (the admission middleware decides the rest, once it knows the caller)."""
+    def _gate_answer(self, scope: Any) -> Answer | None:
+        """The gate's answer to the request already (a 503 refusal, or a 401 to a caller known
+        not to authenticate), from its caller as known without a query (the admission
+        middleware decides the rest, once it knows the caller)."""
         gate = self.gate
         if gate is None or not limited(scope["path"]):
-            return False
+            return None
         caller = gate.recall(authorization_of(scope))
-        return not isinstance(caller, Unknown) and gate.refuses(scope["method"], scope["path"],
-                                                                caller)
+        if isinstance(caller, Unknown):
+            return None
+        return gate.answer(scope["method"], scope["path"], caller)
 
-    def _refuse(self, cycle: RequestResponseCycle) -> None:
-        """Answer the request with the gate's 503 without running the application."""
+    def _answer(self, cycle: RequestResponseCycle, answer: RawAnswer) -> None:
+        """Answer the request with one of the gate's answers without running the
+        application."""
         cycle.response_started = cycle.response_complete = True
-        self.transport.write(REFUSAL.bytes(cycle.keep_alive, cycle.scope["method"]))
+        self.transport.write(answer.bytes(cycle.keep_alive, cycle.scope["method"]))
         if cycle.keep_alive:
             self.on_response_complete()
         else:

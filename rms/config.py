@@ -187,17 +187,17 @@ class Settings(WorkerSettings, RetentionSettings):
     http_head_timeout_seconds: float = Field(default=10.0, gt=0)
     http_body_timeout_seconds: float = Field(default=30.0, gt=0)
     # adaptive concurrency limit of the producer and consumer API (message_service/
-    # admission.py), opt-in: requests in flight beyond the limit get 503 with Retry-After at
-    # once; the limit follows measured latency and event-loop lag between its minimum and
-    # maximum
-    admission_enabled: bool = False
+    # admission.py), on unless switched off: requests in flight beyond the limit get 503 with
+    # Retry-After at once, an app over its fair share first; the limit follows measured
+    # latency and event-loop lag between its minimum and maximum
+    admission_enabled: bool = True
     admission_initial_limit: int = Field(default=64, ge=1)
     admission_min_limit: int = Field(default=8, ge=1)
     admission_max_limit: int = Field(default=1000, ge=1)
     admission_tolerance: float = Field(default=1.5, ge=1.0)
     admission_latency_ceiling_seconds: float = Field(default=0.25, gt=0)
     admission_lag_budget_seconds: float = Field(default=0.01, gt=0)
-    # requests in flight that do not authenticate, held apart from the limit
+    # requests in flight whose key the database could not look up, held apart from the limit
     admission_unauthenticated_limit: int = Field(default=8, ge=1)
     # how long a rotated-out signing secret still signs check-backs next to the new one
     signing_secret_overlap_seconds: float = Field(default=86_400.0, ge=0)

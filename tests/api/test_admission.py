@@ -18,6 +18,7 @@ from message_service.admission import (
     AdmissionMiddleware,
     GradientLimit,
     LimitPolicy,
+    NoApp,
     Unknown,
     finishes_work,
     limited,
@@ -125,10 +126,10 @@ def test_only_the_producer_and_consumer_api_is_limited(path: str, expected: bool
 class KeyNames:
     """Callers for pure-logic tests: every API key is the name of its app."""
 
-    def recall(self, api_key: str) -> str | Unknown | None:
+    def recall(self, api_key: str) -> str | NoApp | Unknown:
         return api_key
 
-    async def identify(self, api_key: str) -> str | None:
+    async def identify(self, api_key: str) -> str | NoApp:
         return api_key
 
 
@@ -299,7 +300,8 @@ async def test_under_uvicorn_the_protocol_refuses_before_the_app_and_keeps_the_c
             b"content-length: %d\r\n\r\n%s" % (len(body), body)))
         gate.inflight, gate.per_app = 0, {}
         again, served_answer = await _exchange(
-            reader, writer, b"GET /v1/messages/m-1 HTTP/1.1\r\nhost: rms\r\n\r\n")
+            reader, writer,
+            b"GET /v1/messages/m-1 HTTP/1.1\r\nhost: rms\r\nauthorization: Bearer orders\r\n\r\n")
         writer.close()
     finally:
         configure_admission(None)

@@ -1,10 +1,19 @@
-"""The gate's shares (pure logic): only authenticated requests count against the limit, those
-that do not authenticate have a small bound of their own, and at the limit an app over its
-share is refused while an app below its share is still admitted."""
+"""The gate's shares (pure logic): only authenticated requests count against the limit, a
+request known not to authenticate is answered 401 by the gate, one whose caller the database
+could not tell has a small bound of its own, and at the limit an app over its share is refused
+while an app below its share is still admitted."""
 
 from __future__ import annotations
 
-from message_service.admission import Admission, GradientLimit, LimitPolicy, Ticket
+from message_service.admission import (
+    NO_APP,
+    REFUSAL,
+    UNAUTHORIZED,
+    Admission,
+    GradientLimit,
+    LimitPolicy,
+    Ticket,
+)
 
 PREPARE = ("POST", "/v1/messages")
 CONFIRM = ("POST", "/v1/messages/m-1/confirm")
@@ -15,7 +24,19 @@ def _gate(limit: int = 8, unauthenticated: int = 2) -> Admission:
                                                unauthenticated=unauthenticated)))
 
 
-async def test_requests_that_do_not_authenticate_have_their_own_bound() -> None:
+async def test_a_request_known_not_to_authenticate_is_answered_401_and_holds_nothing() -> None:
+    gate = _gate(limit=1)
+    held = gate.admitted("orders")
+    assert gate.answer(*PREPARE, NO_APP) is UNAUTHORIZED
+    assert gate.answer(*CONFIRM, NO_APP) is UNAUTHORIZED
+    assert gate.answer("GET", "/healthz", NO_APP) is None  # never limited
+    assert gate.answer(*PREPARE, "orders") is REFUSAL
+    assert gate.inflight == 1 and gate.unauthenticated == 0
+    gate.finished(held)
+    assert gate.answer(*PREPARE, "orders") is None
+
+
+async def test_requests_whose_caller_is_undetermined_have_their_own_bound() -> None:
     gate = _gate(limit=8, unauthenticated=2)
     held = [gate.admitted(None) for _ in range(2)]
     assert gate.refuses(*PREPARE, None)

@@ -302,6 +302,16 @@ def test_config_and_secret_references_resolve(rendered: dict[str, list[Obj]]) ->
                     assert ("PersistentVolumeClaim", claim["claimName"]) in names
 
 
+def test_overlays_run_the_api_with_overload_protection(rendered: dict[str, list[Obj]]
+                                                      ) -> None:
+    """The setting's default and every deployment agree: the API's concurrency gate is on."""
+    assert Settings.model_fields["admission_enabled"].default is True
+    for overlay in OVERLAYS:
+        (config,) = [o for o in by_kind(rendered[overlay], "ConfigMap")
+                     if o["metadata"]["name"].startswith("rms-config")]
+        assert config["data"]["RMS_ADMISSION_ENABLED"] == "true", overlay
+
+
 def doc_patches() -> dict[str, str]:
     """The overlay patches docs/operations.md shows, by file name."""
     blocks = re.findall(r"```yaml\n(.*?)```", OPERATIONS.read_text(), re.DOTALL)
@@ -643,6 +653,12 @@ def test_compose_runs_the_whole_stack(compose: Obj) -> None:
     assert {"api-1", "api-2"} <= services["lb"]["depends_on"].keys()
     nginx = (COMPOSE / "nginx.conf").read_text()
     assert "server api-1:8000" in nginx and "server api-2:8000" in nginx
+
+
+def test_compose_api_runs_with_overload_protection(compose: Obj) -> None:
+    for name in ("api-1", "api-2"):
+        environment = compose["services"][name]["environment"]
+        assert environment["RMS_ADMISSION_ENABLED"] == "true", name
 
 
 def test_compose_kafka_is_kraft_with_durable_defaults(compose: Obj) -> None:

@@ -1,7 +1,7 @@
 """Admission under attack and under one tenant's flood, against a real ``rms serve`` (limit 8):
-requests that do not authenticate, however slowly they send, hold no place of an app's, and an
-app flooding far past the limit (fast prepares, and prepares whose bodies trickle in) leaves
-another app's steady prepares answered."""
+requests that do not authenticate, however slowly they send, are answered 401 at once and hold
+no place of an app's, and an app flooding far past the limit (fast prepares, and prepares whose
+bodies trickle in) leaves another app's steady prepares answered."""
 
 from __future__ import annotations
 
@@ -77,9 +77,9 @@ async def test_slow_clients_without_a_key_do_not_refuse_an_apps_prepares(
         stop.set()
         await asyncio.gather(*attack)
     assert statuses == [201] * 10
-    # beyond their own bound, requests without a key are refused like any excess
-    assert unauthenticated.status_code == 503, unauthenticated.text
-    assert unauthenticated.headers["retry-after"] == "1"
+    # a request without a key is told so at once, not invited to come back
+    assert unauthenticated.status_code == 401, unauthenticated.text
+    assert unauthenticated.json()["type"] == "https://rms.dev/problems/unauthorized"
 
 
 async def _flood(client: httpx.AsyncClient, topic: str, stop: asyncio.Event) -> list[int]:

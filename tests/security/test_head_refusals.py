@@ -23,7 +23,6 @@ def serve(settings: Settings, tmp_path: Path) -> Iterator[int]:
     with rms_serve(settings, tmp_path / "serve.log", {
             "RMS_ADMISSION_ENABLED": "true", "RMS_ADMISSION_INITIAL_LIMIT": "1",
             "RMS_ADMISSION_MIN_LIMIT": "1", "RMS_ADMISSION_MAX_LIMIT": "1",
-            "RMS_ADMISSION_UNAUTHENTICATED_LIMIT": "1",
             "RMS_APP_RATE_LIMIT_PER_SECOND": "0.001", "RMS_APP_RATE_LIMIT_BURST": "1",
             "RMS_HTTP_BODY_TIMEOUT_SECONDS": "2", "RMS_MAX_PAYLOAD_BYTES": "1024"}) as port:
         yield port
@@ -50,16 +49,27 @@ async def _head_then_health(port: int, request: bytes) -> tuple[bytes, bytes]:
         writer.close()
 
 
-async def _hold_the_unauthenticated_place(port: int, stop: asyncio.Event) -> None:
-    """A request without a key whose body trickles in, holding the one unauthenticated place."""
+async def _hold_the_place(port: int, auth: bytes, stop: asyncio.Event) -> None:
+    """An app's prepare whose body trickles in, holding the one place of the limit."""
     _, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(b"POST /v1/messages HTTP/1.1\r\nHost: rms\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: 100\r\n\r\n")
+                 + auth + b"Content-Length: 100\r\n\r\n")
     while not stop.is_set():
         writer.write(b" ")
         await writer.drain()
         await asyncio.wait([asyncio.create_task(stop.wait())], timeout=0.5)
     writer.close()
+
+
+async def _until_admitted(port: int, auth: bytes) -> None:
+    """Wait until the held place is given back (the holder's connection closed)."""
+    for _ in range(100):
+        head, _ = await _head_then_health(
+            port, b"HEAD /v1/messages/m-1 HTTP/1.1\r\nHost: rms\r\n" + auth + b"\r\n")
+        if not head.startswith(b"HTTP/1.1 503 "):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("the held place was never given back")
 
 
 @pytest.mark.timeout(120)
@@ -76,18 +86,20 @@ async def test_every_refusal_of_a_head_request_has_no_body(serve: int) -> None:
                + b"Content-Length: %d\r\n\r\n%s" % (TOO_LARGE, b" " * TOO_LARGE),
         "rate limit": b"HEAD /v1/messages/m-1 HTTP/1.1\r\nHost: rms\r\n" + auth + b"\r\n",
         "admin 401": b"HEAD /v1/admin/stats HTTP/1.1\r\nHost: rms\r\n\r\n",
+        "401 (the gate: no key)": b"HEAD /v1/messages/m-1 HTTP/1.1\r\nHost: rms\r\n\r\n",
     }
     answers = {name: await _head_then_health(serve, request) for name, request in probes.items()}
 
     stop = asyncio.Event()
-    holding = asyncio.create_task(_hold_the_unauthenticated_place(serve, stop))
+    holding = asyncio.create_task(_hold_the_place(serve, auth, stop))
     await asyncio.sleep(1.0)
     try:
         answers["503 (the gate, before the application)"] = await _head_then_health(
-            serve, b"HEAD /v1/messages/m-1 HTTP/1.1\r\nHost: rms\r\n\r\n")
+            serve, b"HEAD /v1/messages/m-1 HTTP/1.1\r\nHost: rms\r\n" + auth + b"\r\n")
     finally:
         stop.set()
         await holding
+    await _until_admitted(serve, auth)
 
     reader, writer = await asyncio.open_connection("127.0.0.1", serve)
     writer.write(b"HEAD /v1/messages/m-1 HTTP/1.1\r\nHost: rms\r\n" + auth
@@ -100,6 +112,7 @@ async def test_every_refusal_of_a_head_request_has_no_body(serve: int) -> None:
         if following:
             assert following == b"HTTP/1.1 200 OK\r\n", (name, head, following)
     assert answers["503 (the gate, before the application)"][0].startswith(b"HTTP/1.1 503 ")
+    assert answers["401 (the gate: no key)"][0].startswith(b"HTTP/1.1 401 ")
     # answered before its body, which then never comes: the 405's head, no body, and the
     # connection's own 408 at the body deadline
     refused, _, rest = timed_out.partition(b"\r\n\r\n")
