@@ -182,28 +182,38 @@ def judge(generated: dict[str, Any], phases: tuple[tuple[float, float], ...],
     return Figures(**(asdict(figures) | {"failed_targets": tuple(_failed(figures))}))
 
 
-def _failed(f: Figures) -> list[str]:
-    failed = []
-    if f.goodput_share < GOODPUT_SHARE:
-        failed.append(f"goodput {f.goodput_share:.2f} of capacity < {GOODPUT_SHARE}")
-    for name, value in (("prepare", f.p99_prepare_ms), ("confirm", f.p99_confirm_ms)):
-        if value is None or value > P99_MS:
-            failed.append(f"p99 {name} {value} ms > {P99_MS:g} ms")
-    if f.refusal_p99_ms is not None and f.refusal_p99_ms > REFUSAL_MS:
-        failed.append(f"p99 refusal {f.refusal_p99_ms} ms > {REFUSAL_MS:g} ms")
-    if f.refusals_without_retry_after:
-        failed.append(f"{f.refusals_without_retry_after} refusals without Retry-After")
-    for name, count in (("time-outs", f.timeouts), ("5xx other than 503", f.server_errors),
-                        ("other errors", f.other_errors)):
-        if count:
-            failed.append(f"{count} {name}")
+Verdict = tuple[str, str, bool]  # target, what was measured, met
+
+
+def verdicts(f: Figures) -> list[Verdict]:
+    """Each overload target with what the run measured for it, and whether it was met."""
     normal = None if f.calm_p99_ms is None else f.calm_p99_ms * NORMAL_FACTOR
-    if normal is None or f.recovered_p99_ms is None or f.recovered_p99_ms > normal:
-        failed.append(f"p99 {RECOVERY_SECONDS:g} s after the overload {f.recovered_p99_ms} ms,"
-                      f" calm {f.calm_p99_ms} ms")
-    if f.refused_after_recovery:
-        failed.append(f"{f.refused_after_recovery} refused {RECOVERY_SECONDS:g} s after")
-    return failed
+    answered = [(name, value) for name, value in (("prepare", f.p99_prepare_ms),
+                                                  ("confirm", f.p99_confirm_ms))]
+    return [
+        (f"goodput >= {GOODPUT_SHARE} of capacity", f"{f.goodput_share:.2f}",
+         f.goodput_share >= GOODPUT_SHARE),
+        *((f"p99 {name} of 2xx answers <= {P99_MS:g} ms", f"{value} ms",
+           value is not None and value <= P99_MS) for name, value in answered),
+        ("every other request refused with 503 or 429 and Retry-After",
+         f"{f.refusals_without_retry_after} refusals without Retry-After, "
+         f"{f.other_errors} other errors", not f.refusals_without_retry_after
+         and not f.other_errors),
+        (f"p99 refusal <= {REFUSAL_MS:g} ms", f"{f.refusal_p99_ms} ms (max {f.refusal_max_ms})",
+         f.refusal_p99_ms is None or f.refusal_p99_ms <= REFUSAL_MS),
+        ("no time-outs, no 5xx other than 503",
+         f"{f.timeouts} time-outs, {f.server_errors} 5xx other than 503",
+         not f.timeouts and not f.server_errors),
+        (f"p99 {RECOVERY_SECONDS:g} s after the overload <= {NORMAL_FACTOR:g} x calm, nothing "
+         "refused", f"{f.recovered_p99_ms} ms (calm {f.calm_p99_ms} ms), "
+         f"{f.refused_after_recovery} refused", normal is not None
+         and f.recovered_p99_ms is not None and f.recovered_p99_ms <= normal
+         and not f.refused_after_recovery),
+    ]
+
+
+def _failed(f: Figures) -> list[str]:
+    return [f"{target}: {measured}" for target, measured, met in verdicts(f) if not met]
 
 
 def start_admission_server(stack: Stack, workers: int) -> str:
@@ -236,8 +246,10 @@ def run_overload(stack: Stack, concurrency: int, seconds: float, calm: float, fa
         stack.stop_process(SERVER, SERVER)
     figures = judge(generated, phases, capacity)
     limits = watch.during(overload_window(generated, phases))
-    row["overload"] = figures.as_dict() | {"limit_during_overload": (
-        (limits[0], limits[len(limits) // 2], limits[-1]) if limits else None)}
+    row["overload"] = figures.as_dict() | {
+        "targets": verdicts(figures),
+        "limit_during_overload": (limits[0], limits[len(limits) // 2], limits[-1])
+        if limits else None}
     row["verification"]["passed"] = row["verification"]["passed"] and not figures.failed_targets
     row["verification"]["targets_failed"] = list(figures.failed_targets)
     return [measured, row]

@@ -135,8 +135,8 @@ def _overload(runs: list[dict[str, Any]]) -> list[str]:
                   f"  time-outs {f['timeouts']}, 5xx other than 503 {f['server_errors']}, other "
                   f"errors {f['other_errors']}; p99 full transaction calm {f['calm_p99_ms']} ms,"
                   f" from 5 s after the overload {f['recovered_p99_ms']} ms",
-                  "  targets: " + ("all met" if not f["failed_targets"]
-                                   else "NOT MET: " + "; ".join(f["failed_targets"]))]
+                  "  targets: " + ("all met" if not f["failed_targets"] else
+                                   f"{len(f['failed_targets'])} not met (below)")]
     return lines
 
 

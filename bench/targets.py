@@ -117,9 +117,8 @@ def _workers(result: dict[str, Any]) -> Iterator[Judged]:
 def _overload(result: dict[str, Any]) -> Iterator[Judged]:
     for run in _runs(result, "overload", "open"):
         figures = run.get("overload") or {}
-        failed = figures.get("failed_targets", [])
-        yield ("overload at twice capacity: goodput, p99, fast refusals, recovery",
-               "all met" if not failed else "; ".join(failed), not failed)
+        for target, measured, met in figures.get("targets", []):
+            yield f"overload at {run['load']}: {target}", measured, met
 
 
 def judge(result: dict[str, Any]) -> list[Judged]:

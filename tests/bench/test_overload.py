@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench import targets
 from bench.loadgen import CONFIRMED, REFUSED, TIMEOUT
-from bench.overload import judge
+from bench.overload import judge, verdicts
 
 PHASES = ((10.0, 50.0), (30.0, 200.0), (10.0, 50.0))  # calm, overload, calm
 START = 1000.0
@@ -85,3 +86,19 @@ def test_latency_that_stays_high_after_the_overload_fails() -> None:
         if t[2] >= 1045:  # 5 s after the overload ended
             t[4] = t[2] + 0.2
     assert any("after the overload" in f for f in judge(run, PHASES, CAPACITY).failed_targets)
+
+
+def test_each_target_is_judged_and_reported_on_its_own() -> None:
+    run = _healthy()
+    for r in run["requests"]:
+        if r[2] == 503:
+            r[4] = r[3] + 0.05  # slow refusals: that target alone is not met
+    figures = judge(run, PHASES, CAPACITY)
+    judged = verdicts(figures)
+    assert len(judged) == 7
+    assert [target for target, _, met in judged if not met] == ["p99 refusal <= 20 ms"]
+    result = {"runs": [{"path": "overload", "mode": "open", "load": "r=200/s",
+                        "overload": figures.as_dict() | {"targets": judged}}]}
+    reported = [(name, met) for name, _, met in targets.judge(result)
+                if name.startswith("overload")]
+    assert reported == [(f"overload at r=200/s: {target}", met) for target, _, met in judged]
