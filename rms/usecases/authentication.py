@@ -7,7 +7,13 @@ repeating a wrong key costs one query per interval, not one per request. That ca
 a valid key: RMS generates every key and shows it only once it is stored, so no client can
 present it before it exists; the short interval and :meth:`forget` (called when an app is
 created or its key rotated) bound even that case. Both caches are bounded, and concurrent
-requests with one key share one query."""
+requests with one key share one query.
+
+A key in use is looked up again in the background once half its time in the cache has passed,
+so its entry is renewed before it expires: requests of an app that keeps sending never wait for
+the lookup, and the admission gate, which must know the caller before it may refuse a request
+without a query, never loses sight of it (an expired key made every request of that app wait
+for a query queued behind the overloaded database, refusals included)."""
 
 from __future__ import annotations
 
@@ -30,6 +36,8 @@ class Authentication:
         self._entries: dict[str, tuple[float, App]] = {}
         self._misses: dict[str, float] = {}
         self._inflight: dict[str, asyncio.Future[App | None]] = {}
+        self._renewals: set[asyncio.Task[None]] = set()
+        self._epoch = 0  # moved by forget(): a renewal begun before it is not kept
 
     def recall(self, api_key: str) -> tuple[bool, App | None]:
         """What the caches know of a key without a query: ``(True, app)`` for a known key,
@@ -39,8 +47,31 @@ class Authentication:
         now = time.monotonic()
         entry = self._entries.get(key_hash)
         if entry is not None and entry[0] >= now:
+            if entry[0] - now < self._ttl / 2:
+                self._renew(key_hash, api_key)
             return True, entry[1]
         return self._misses.get(key_hash, 0.0) >= now, None
+
+    def _renew(self, key_hash: str, api_key: str) -> None:
+        """Look a key in use up again in the background (once at a time)."""
+        if key_hash in self._inflight:
+            return
+        renewal = asyncio.ensure_future(self._renewed(key_hash, api_key, self._epoch))
+        self._renewals.add(renewal)
+        renewal.add_done_callback(self._renewals.discard)
+
+    async def _renewed(self, key_hash: str, api_key: str, epoch: int) -> None:
+        try:
+            app = await self._lookup(key_hash, api_key)
+        except Exception:  # the entry expires as it would; a request asks again
+            return
+        if epoch != self._epoch:
+            return
+        if app is None:
+            self._entries.pop(key_hash, None)
+            self._remember_miss(key_hash)
+        else:
+            self._remember(key_hash, app)
 
     async def app_for_key(self, api_key: str) -> App:
         """The app whose API key this is; Unauthorized when none."""
@@ -77,6 +108,7 @@ class Authentication:
         signing secret rotated)."""
         self._entries.clear()
         self._misses.clear()
+        self._epoch += 1
 
     def _remember(self, key_hash: str, app: App) -> None:
         if self._ttl <= 0:

@@ -3,6 +3,7 @@ is a stand-in that knows no key)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import cast
 
 import pytest
@@ -37,3 +38,41 @@ async def test_misses_are_bounded_and_the_newest_kept() -> None:
     with pytest.raises(Unauthorized):
         await auth.app_for_key("k499")
     assert store.lookups == before + 1
+
+
+class _OneKey:
+    """A store that knows one key (of the app ``orders``) until it is rotated away."""
+
+    def __init__(self) -> None:
+        self.lookups = 0
+        self.valid = True
+
+    async def by_api_key(self, api_key: str) -> App | None:
+        self.lookups += 1
+        return cast(App, _Orders()) if self.valid and api_key == "k" else None
+
+
+class _Orders:
+    name = "orders"
+
+
+async def test_a_key_in_use_is_renewed_before_it_expires_so_the_gate_never_loses_it() -> None:
+    store = _OneKey()
+    auth = Authentication(cast(AppStore, store), ttl=0.2)
+    await auth.app_for_key("k")
+    for _ in range(12):  # in use for three times its time in the cache
+        await asyncio.sleep(0.05)
+        known, app = auth.recall("k")
+        assert known and app is not None and app.name == "orders"
+    assert 2 <= store.lookups <= 8
+
+
+async def test_a_renewal_that_finds_the_key_gone_forgets_it() -> None:
+    store = _OneKey()
+    auth = Authentication(cast(AppStore, store), ttl=0.2)
+    await auth.app_for_key("k")
+    store.valid = False  # rotated on another instance
+    await asyncio.sleep(0.15)
+    assert auth.recall("k")[0]  # still cached: the renewal starts
+    await asyncio.sleep(0.02)
+    assert auth.recall("k") == (True, None)  # now known to be of no app
