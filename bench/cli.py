@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 PATHS = ("happy", "bare", "oneshot", "bulk", "transaction", "checkback", "redelivery",
-         "delayed", "ordered", "overload")
+         "delayed", "ordered", "overload", "tenants")
 TRANSACTION_MESSAGES = 3  # messages per transaction of the transaction path
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -59,6 +59,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="seconds of its calm phases before and after, at half the capacity (default 10)")
     add("--overload-factor", type=float, default=2.0,
         help="the overload's arrival rate, in capacities (default 2)")
+    add("--tenants-rate", type=float, default=100.0,
+        help="the two-tenant path's calm load, transactions per second (default 100)")
+    add("--tenants-seconds", type=float, default=20.0,
+        help="seconds of the calm load alone and again beside the flood (default 20)")
     add("--soak", type=float, default=0.0, metavar="SECONDS",
         help="after the paths, sample rms serve RSS for this long under load (default off)")
     add("--soak-rate", type=float, default=1000.0, help="open-loop rate of the soak")
@@ -136,6 +140,13 @@ def _measure(stack: Any, args: argparse.Namespace, stamp: str,
                             args.overload_calm, args.overload_factor, args.duration,
                             args.api_workers, f"{stamp}-overload")
         for row in rows:
+            runs.append(row)
+            progress(row)
+    if "tenants" in args.paths:
+        from bench.tenants import run_tenants
+
+        for row in run_tenants(stack, args.tenants_rate, args.tenants_seconds, args.api_workers,
+                               f"{stamp}-tenants"):
             runs.append(row)
             progress(row)
     for work in _worker_runs(args):

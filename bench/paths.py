@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import orjson
@@ -56,7 +56,8 @@ class Load:
 
 
 def _spec(stack: Stack, load: Load, base_url: str, run_id: str) -> Spec:
-    kind = "happy" if load.path in ("bare", "soak", "ordered", "overload") else load.path
+    kind = ("happy" if load.path in ("bare", "soak", "ordered", "overload", "tenants")
+            else load.path)
     return Spec(base_url=base_url, token=stack.api_key, kind=kind, mode=load.mode,
                 id_prefix=run_id, topic=TOPICS[load.path], check_url=stack.check_url,
                 concurrency=load.concurrency, rate=load.rate, transactions=load.transactions,
@@ -154,3 +155,10 @@ def warm_up(stack: Stack, base_url: str, run_id: str, transactions: int = 200) -
 
 def usage_dict(usage: dict[str, Usage]) -> dict[str, dict[str, float]]:
     return {group: asdict(u) for group, u in sorted(usage.items())}
+
+
+def drive_as(stack: Stack, load: Load, base_url: str, run_id: str, api_key: str
+             ) -> dict[str, Any]:
+    """The load generator's output for ``load`` sent as another app (its API key), without
+    waiting for ``done`` or verifying: a load beside a measured one."""
+    return _drive(stack, replace(_spec(stack, load, base_url, run_id), token=api_key), run_id)

@@ -140,6 +140,22 @@ def _overload(runs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _tenants(runs: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for run in runs:
+        if (t := run.get("tenants")) is None:
+            continue
+        alone, flooded, flood = t["alone"], t["flooded"], t["flood"]
+        lines += ["", f"two tenants ({run['load']} tx/s calm): alone {alone['answered']} of "
+                      f"{alone['transactions']} answered, p99 {alone['p99_ms']} ms; beside the "
+                      f"flood {flooded['answered']} of {flooded['transactions']}, p99 "
+                      f"{flooded['p99_ms']} ms",
+                  f"  the flood: {flood['clients']} clients, {flood['answered']} of "
+                  f"{flood['transactions']} transactions answered, {flood['refusals']} "
+                  f"refused, {flood['errors']} errors"]
+    return lines
+
+
 def render(result: dict[str, Any]) -> str:
     header = (f"{'path':<10} {'load':<10} {'throughput':>10} {'':<13} {'done/s':>9} "
               f"{'errors':>6} {'RMS/bare':>8} {'verified':>8}  stages p50/p95/p99 ms")
@@ -150,6 +166,7 @@ def render(result: dict[str, Any]) -> str:
     lines += _soak(result.get("soak"))
     lines += _errors(result["runs"])
     lines += _overload(result["runs"])
+    lines += _tenants(result["runs"])
     lines += targets.render(result)
     for run in result["runs"]:
         if run.get("dropped_connection_retries"):
@@ -161,9 +178,12 @@ def render(result: dict[str, Any]) -> str:
                          f"{run['error_samples'][0][:200]}")
     failed = [r for r in result["runs"] if not r["verification"]["passed"]]
     for run in failed:
+        verification = run["verification"]
         lines.append(f"\nVERIFICATION FAILED for {run['path']} {run['load']}: "
-                     f"{run['verification']['problems']} problem(s), e.g.")
-        lines += [f"  {sample}" for sample in run["verification"]["samples"]]
+                     f"{verification['problems']} problem(s), e.g.")
+        lines += [f"  {sample}" for sample in verification["samples"]]
+        lines += [f"  target not met: {target}" for target in verification.get("targets_failed",
+                                                                                 [])]
     lines += ["", DEFINITIONS]
     return "\n".join(lines)
 

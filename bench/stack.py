@@ -17,6 +17,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 from aiokafka import AIOKafkaProducer
@@ -31,7 +32,7 @@ from rms.store.migrate import upgrade
 ADMIN_TOKEN = "bench-admin-token"
 TOPICS = {path: f"bench.{path}" for path in
           ("happy", "oneshot", "bulk", "transaction", "checkback", "redelivery", "delayed",
-           "bare", "soak", "ordered", "overload")}
+           "bare", "soak", "ordered", "overload", "tenants")}
 BARE_ACK_TOPIC = "bench.bare-acks"
 STOP_SECONDS = 15
 
@@ -186,15 +187,24 @@ def register_app(stack: Stack) -> None:
     """One app that produces and consumes ``bench.*`` and may be called back locally; its
     keyed messages on the ordered path's topic are published in confirm order per key."""
     stack.app = f"bench-{uuid.uuid4().hex[:8]}"
+    created = create_app(stack, stack.app)
+    stack.api_key = created["api_key"]
+    stack.signing_secret = created["signing_secret"]
+
+
+def create_app(stack: Stack, name: str) -> dict[str, Any]:
+    """Register app ``name`` like the bench app (``bench.*`` topics, local check-backs);
+    returns its keys."""
     response = httpx.post(
         f"{stack.api_url}/v1/admin/apps", headers={"Authorization": f"Bearer {stack.admin_token}"},
-        json={"name": stack.app, "produce_topics": ["bench.*"], "consume_topics": ["bench.*"],
+        json={"name": name, "produce_topics": ["bench.*"], "consume_topics": ["bench.*"],
               "check_url_prefixes": [f"http://127.0.0.1:{stack.callback_port}/"],
               "ordered_topics": [TOPICS["ordered"]]}, timeout=10)
     if response.status_code != 201:
-        raise StackError(f"cannot register the bench app: {response.status_code} {response.text}")
-    stack.api_key = response.json()["api_key"]
-    stack.signing_secret = response.json()["signing_secret"]
+        raise StackError(f"cannot register the app {name}: {response.status_code} "
+                         f"{response.text}")
+    created: dict[str, Any] = response.json()
+    return created
 
 
 async def create_topics(bootstrap: str, topics: list[str]) -> None:

@@ -121,9 +121,15 @@ def _overload(result: dict[str, Any]) -> Iterator[Judged]:
             yield f"overload at {run['load']}: {target}", measured, met
 
 
+def _tenants(result: dict[str, Any]) -> Iterator[Judged]:
+    for run in _runs(result, "tenants"):
+        for target, measured, met in (run.get("tenants") or {}).get("targets", []):
+            yield f"two tenants at {run['load']}: {target}", measured, met
+
+
 def judge(result: dict[str, Any]) -> list[Judged]:
     return [*_happy(result), *_open_loop(result), *_transactions(result), *_bulk(result),
-            *_workers(result), *_overload(result)]
+            *_workers(result), *_overload(result), *_tenants(result)]
 
 
 def render(result: dict[str, Any]) -> list[str]:
