@@ -45,7 +45,8 @@ from rms import metrics
 from rms.domain.errors import Unauthorized
 from rms.usecases.authentication import Authentication
 
-RETRY_AFTER_SECONDS = 1
+RETRY_AFTER_SECONDS = 1  # the soonest a refused request is told to come back ...
+RETRY_AFTER_SPREAD = 5  # ... and the latest (every RMS SDK waits up to 5 s by itself)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -68,10 +69,12 @@ class Answer:
                     (b"content-length", str(len(body)).encode()), *headers), body)
 
 
-REFUSAL = Answer.problem(
+REFUSALS = tuple(Answer.problem(
     HTTPStatus.SERVICE_UNAVAILABLE, "Overloaded", "overloaded",
     "the service is at its concurrency limit; retry after the Retry-After seconds",
-    (b"retry-after", str(RETRY_AFTER_SECONDS).encode()))
+    (b"retry-after", str(seconds).encode()))
+    for seconds in range(RETRY_AFTER_SECONDS, RETRY_AFTER_SPREAD + 1))
+REFUSAL = REFUSALS[0]
 UNAUTHORIZED = Answer.problem(
     HTTPStatus.UNAUTHORIZED, "Unauthorized", "unauthorized",
     "missing or unknown API key: send 'Authorization: Bearer <api key>' with an app's key")
@@ -261,6 +264,8 @@ class Admission:
         self.per_app: dict[str, int] = {}  # of those, per app (apps with none are absent)
         self.unauthenticated = 0  # requests in flight that do not authenticate
         self._probing = False
+        self._second = -1  # the second of the refusals counted in _refused
+        self._refused: dict[str | None, int] = {}  # refusals per caller in that second
         metrics.ADMISSION_LIMIT.set(limit.limit)
 
     def _probe(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
@@ -299,7 +304,19 @@ class Admission:
             return None
         if isinstance(caller, NoApp):
             return UNAUTHORIZED
-        return REFUSAL if self.refuses(method, path, caller) else None
+        return self._refusal(caller) if self.refuses(method, path, caller) else None
+
+    def _refusal(self, app: str | None) -> Answer:
+        """The 503 of a refused request of ``app``: its refusals within one second are told to
+        come back a share's worth per second over the next ``RETRY_AFTER_SPREAD`` seconds, so
+        that a burst returns as places free up instead of all at once, to be refused again."""
+        second = int(self.limit.clock())
+        if second != self._second:
+            self._second, self._refused = second, {}
+        earlier = self._refused.get(app, 0)
+        self._refused[app] = earlier + 1
+        places = self.limit.policy.unauthenticated if app is None else self.share(app)
+        return REFUSALS[min(len(REFUSALS) - 1, earlier // max(1, places))]
 
     def refuses(self, method: str, path: str, app: str | None) -> bool:
         """Whether a request of ``app`` (None: one whose caller is undetermined) is to be

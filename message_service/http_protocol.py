@@ -23,7 +23,7 @@ import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from message_service.admission import (
-    REFUSAL,
+    REFUSALS,
     UNAUTHORIZED,
     Admission,
     Answer,
@@ -65,7 +65,7 @@ def _timeout_answer() -> RawAnswer:
 TIMEOUT = _timeout_answer()
 GATE_ANSWERS = {answer: RawAnswer(b"HTTP/1.1 %d %s" % (answer.status, answer.reason),
                                       answer.headers, answer.body)
-                for answer in (REFUSAL, UNAUTHORIZED)}
+                for answer in (*REFUSALS, UNAUTHORIZED)}
 
 
 class DeadlineProtocol(HttpToolsProtocol):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from message_service.admission import (
     NO_APP,
     REFUSAL,
+    RETRY_AFTER_SPREAD,
     UNAUTHORIZED,
     Admission,
     GradientLimit,
@@ -68,3 +69,25 @@ async def test_every_app_has_at_least_one_place() -> None:
     for ticket in tickets:
         gate.finished(ticket)
     assert gate.per_app == {} and gate.inflight == 0
+
+
+def _retry_after(gate: Admission, app: str) -> int:
+    answer = gate.answer(*PREPARE, app)
+    assert answer is not None and answer.status == 503
+    return int(dict(answer.headers)[b"retry-after"])
+
+
+async def test_a_burst_of_refusals_is_told_to_come_back_a_share_per_second() -> None:
+    now = [100.0]
+    gate = Admission(GradientLimit(LimitPolicy(initial=4, minimum=1, maximum=8),
+                                   clock=lambda: now[0]))
+    held = [gate.admitted("burst") for _ in range(4)]  # the limit (4) is reached
+    told = [_retry_after(gate, "burst") for _ in range(4 * 7)]  # its share: 4 (the only app)
+    assert told == [1] * 4 + [2] * 4 + [3] * 4 + [4] * 4 + [5] * 12
+    assert RETRY_AFTER_SPREAD == 5
+    other = [gate.admitted("other") for _ in range(2)]  # below its share (4 // 2) until now
+    assert _retry_after(gate, "other") == 1  # another app's refusals are spread on their own
+    now[0] += 1.0  # a new second: the spread starts again
+    assert _retry_after(gate, "burst") == 1
+    for ticket in (*held, *other):
+        gate.finished(ticket)
