@@ -185,7 +185,8 @@ def authorization_of(scope: Scope) -> bytes | None:
 
 
 class Callers(Protocol):
-    """Who sends a request, from its API key: the app's name, or None for a key of no app."""
+    """Who sends a request, from its API key: the app's name, or :data:`NO_APP` for a key of
+    no app."""
 
     def recall(self, api_key: str) -> str | NoApp | Unknown:
         """The answer if it is known without a query (:data:`UNKNOWN` otherwise)."""
@@ -262,7 +263,7 @@ class Admission:
         self.callers = callers
         self.inflight = 0  # authenticated requests in flight (the limit's measure)
         self.per_app: dict[str, int] = {}  # of those, per app (apps with none are absent)
-        self.unauthenticated = 0  # requests in flight that do not authenticate
+        self.unauthenticated = 0  # requests in flight of an undetermined caller
         self._probing = False
         self._second = -1  # the second of the refusals counted in _refused
         self._refused: dict[str | None, int] = {}  # refusals per caller in that second
