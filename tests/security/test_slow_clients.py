@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from rms.config import Settings
-from tests.security.served import rms_serve
+from tests.conftest import ADMIN_TOKEN
+from tests.security.served import create_app_keys, rms_serve
 
 HEAD_SECONDS, BODY_SECONDS = 1.5, 2.5
 SLOW_HEADS, SLOW_BODIES = 30, 10
@@ -53,11 +54,13 @@ async def _trickle(port: int, head: bytes, rest: bytes) -> tuple[bytes, float]:
 
 @pytest.mark.timeout(60)
 async def test_slow_heads_and_bodies_are_cut_off_while_others_are_served(serve: int) -> None:
+    key = create_app_keys(f"http://127.0.0.1:{serve}", ADMIN_TOKEN, "slow")["api_key"]
     endless_header = b"X-Slow: " + b"a" * 400
     heads = [_trickle(serve, b"GET /healthz HTTP/1.1\r\nHost: rms\r\n", endless_header)
              for _ in range(SLOW_HEADS)]
+    # an app's prepares (a request without a valid key is answered 401 before its body)
     body_head = (b"POST /v1/messages HTTP/1.1\r\nHost: rms\r\nContent-Type: application/json\r\n"
-                 b"Authorization: Bearer nope\r\nContent-Length: 1000\r\n\r\n")
+                 b"Authorization: Bearer " + key.encode() + b"\r\nContent-Length: 1000\r\n\r\n")
     bodies = [_trickle(serve, body_head, b"{" + b" " * 400) for _ in range(SLOW_BODIES)]
     slow = asyncio.gather(*heads, *bodies)
 
