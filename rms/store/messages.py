@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import CTE, ColumnElement, and_, func, select, update
+from sqlalchemy import CTE, ColumnElement, and_, bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from rms.domain import transitions as table
@@ -32,7 +32,7 @@ from rms.store.coalesced import (
 from rms.store.coalesced import (
     AckTarget as AckTarget,  # the ack use case judges records against it
 )
-from rms.store.raw import driver_connection
+from rms.store.raw import RawStatement, driver_connection
 from rms.store.rows import message_from, to_event, to_message
 from rms.store.schema import message_events, messages
 from rms.store.transitions import core_values, delivery_detail, event_of, with_event
@@ -85,6 +85,10 @@ class MessageStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
         self._coalesced = CoalescedWrites(engine)
+        self._pending_count = RawStatement(
+            select(func.count()).select_from(messages).where(
+                messages.c.app == bindparam("app"),
+                messages.c.state == State.PENDING_SEND.value), engine.dialect)
 
     # ---- prepare -------------------------------------------------------------------------
 
@@ -246,11 +250,10 @@ class MessageStore:
         return {row["message_id"]: AckTarget(row["topic"], row["created_at"]) for row in rows}
 
     async def pending_count(self, app: str) -> int:
-        """The app's pending-send messages (an index-only count on ``messages_app_state``)."""
-        statement = select(func.count()).select_from(messages).where(
-            messages.c.app == app, messages.c.state == State.PENDING_SEND.value)
-        async with self._engine.connect() as conn:
-            return int((await conn.execute(statement)).scalar_one())
+        """The app's pending-send messages (an index-only count on ``messages_app_state``),
+        one autocommit statement compiled once."""
+        [row] = await self._pending_count.fetch(self._engine, app=app)
+        return int(row[0])
 
     async def events(self, message_id: str) -> list[MessageEvent]:
         statement = (

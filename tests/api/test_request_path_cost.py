@@ -94,7 +94,9 @@ async def test_each_request_of_the_happy_path_takes_one_connection_per_statement
         api: Api, topic: str, metered: Meter) -> None:
     producer = await api.create_app("orders", consume=["none"])
     consumer = await api.create_app("points", produce=["none"], consume=["orders.*"])
-    await api.prepared_id(producer, topic)  # the first prepare reads the pending-send count
+    checkouts, statements = await _cost(api, producer, metered, lambda: api.prepare(
+        producer, topic, message_id="m0"))
+    assert (checkouts, len(statements)) == (2, 2), statements  # + the app's pending-send count
     checkouts, statements = await _cost(api, producer, metered, lambda: api.prepare(
         producer, topic, message_id="m1"))
     assert (checkouts, len(statements)) == (1, 1), statements  # insert + event
