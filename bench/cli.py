@@ -36,6 +36,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--rate", type=float, nargs="*", default=[1500.0],
         help="open-loop arrival rates in tx/s, one run per value (default 1500)")
     add("--api-workers", type=int, default=1, help="uvicorn workers of rms serve and bare (default 1)")
+    add("--confirm-answer", choices=("published", "committed"), default="published",
+        help="RMS_CONFIRM_ANSWER of the rms serve the benchmark starts: a confirm answers "
+             "after the broker's answer is recorded (published, the default) or once the "
+             "confirm is durable (committed)")
     add("--ordered-keys", type=int, nargs="+", default=[4, 10_000],
         help="distinct keys of the ordered path, one run per value (default 4 10000)")
     add("--bulk-batch", type=int, default=500, help="messages per bulk request (default 500)")
@@ -180,6 +184,7 @@ def _bench(args: argparse.Namespace, stamp: str) -> dict[str, Any]:
         stacks.start_helpers(stack)
         found = conditions.collect(stack.dsn, stack.bootstrap, stack.own, args.api_workers)
         found["load_average_at_start"] = load_average
+        found["confirm_answer"] = args.confirm_answer if stack.own else "the target's"
         print(f"rms bench: measuring (work dir {stack.work}) ...", flush=True)
         runs = _measure(stack, args, stamp, _progress)
         soak = None

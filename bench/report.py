@@ -89,7 +89,9 @@ def _conditions(conditions: dict[str, Any]) -> list[str]:
         f"{pg['synchronous_commit']} shared_buffers={pg['shared_buffers']} wal_level="
         f"{pg['wal_level']} max_connections={pg['max_connections']}",
         f"  broker: {conditions['broker']}; rms serve workers: "
-        f"{conditions['rms_serve_workers']}; {conditions['stack']}; git {conditions['git_commit']}",
+        f"{conditions['rms_serve_workers']} (confirm answer: "
+        f"{conditions.get('confirm_answer', 'published')}); {conditions['stack']}; "
+        f"git {conditions['git_commit']}",
     ]
 
 

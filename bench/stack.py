@@ -141,10 +141,11 @@ def wait_http(url: str, timeout: float = 60.0, stack: Stack | None = None) -> No
     raise StackError(f"{url} not ready after {timeout:.0f}s")
 
 
-def start_serve(stack: Stack, workers: int) -> None:
+def start_serve(stack: Stack, workers: int, confirm_answer: str = "published") -> None:
     port = int(stack.api_url.rsplit(":", 1)[1])
     stack.spawn("rms-serve", ["-m", "rms.cli", "serve", "--port", str(port),
-                              "--workers", str(workers)])
+                              "--workers", str(workers)],
+                stack.env(RMS_CONFIRM_ANSWER=confirm_answer))
     wait_http(f"{stack.api_url}/readyz", stack=stack)
 
 
@@ -163,7 +164,7 @@ def own_stack(args: argparse.Namespace, sampler: Sampler) -> Stack:
         sampler.add("postgres", _postmaster_pid(postgres))
         assert kafka.nodes[0].process is not None
         sampler.add("kafka", kafka.nodes[0].process.pid)
-        start_serve(stack, args.api_workers)
+        start_serve(stack, args.api_workers, args.confirm_answer)
     except BaseException:
         stack.stop()
         raise

@@ -48,6 +48,7 @@ log = structlog.get_logger(__name__)
 AUTH_CACHE_SECONDS = 2.0
 DATABASE_PROBE_SECONDS = 5.0
 REQUEST_OVERHEAD_BYTES = 64 * 1024
+HAND_OFF_GRACE_SECONDS = 5.0  # at shutdown, beyond a publish's time-out: recording its answer
 
 
 async def _report_unreachable_database(engine: AsyncEngine, url: str) -> None:
@@ -97,6 +98,8 @@ def create_app(settings: Settings) -> FastAPI:
             yield
         finally:
             probe.cancel()
+            await wired.service.dispatcher.drain(settings.kafka_publish_timeout_seconds
+                                                 + HAND_OFF_GRACE_SECONDS)
             await acks.stop()
             await publisher.stop()
             await engine.dispose()

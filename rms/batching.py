@@ -52,9 +52,12 @@ class Coalescer(Generic[In, Out]):
         self._starting = 0  # flush tasks created that have not taken their batch yet
 
     async def submit(self, item: In) -> Out:
-        """Write ``item`` (in some flush) and return its result; raises what writing it raised."""
-        [result] = await self.submit_many([item])
-        return result
+        """Write ``item`` (in some flush) and return its result; raises what writing it raised.
+        The caller waits on its own future (no ``gather`` around one future)."""
+        future: asyncio.Future[Out] = asyncio.get_running_loop().create_future()
+        self._waiting.append((item, future))
+        self._start_flushes()
+        return await future
 
     async def submit_many(self, items: Sequence[In]) -> list[Out]:
         """Write ``items`` (in the same or in successive flushes); one result per item."""

@@ -6,6 +6,7 @@ connects to the address checked here (no DNS rebinding)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import re
 import socket
@@ -18,6 +19,7 @@ from urllib.parse import SplitResult, urlsplit, urlunsplit
 from rms.domain.errors import Invalid
 
 MAX_URL_LENGTH = 2048
+URL_CACHE_SIZE = 1024  # URLs remembered parsed and normalised (each at most MAX_URL_LENGTH)
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
@@ -30,21 +32,29 @@ class ParsedUrl:
 
     @classmethod
     def parse(cls, url: str) -> ParsedUrl:
-        if len(url) > MAX_URL_LENGTH:
-            raise Invalid(f"check_url is longer than {MAX_URL_LENGTH} characters")
-        try:
-            parts: SplitResult = urlsplit(url)
-            port = parts.port
-        except ValueError as exc:
-            raise Invalid(f"check_url {url!r} is not a valid URL: {exc}") from exc
-        if parts.scheme not in {"http", "https"}:
-            raise Invalid(f"check_url {url!r} must use http or https")
-        if not parts.hostname:
-            raise Invalid(f"check_url {url!r} has no host")
-        if parts.username or parts.password:
-            raise Invalid(f"check_url {url!r} must not carry credentials")
-        default_port = 443 if parts.scheme == "https" else 80
-        return cls(parts.scheme, parts.hostname.lower(), port or default_port, parts.path or "/")
+        return _parsed(url)
+
+
+@functools.lru_cache(maxsize=URL_CACHE_SIZE)
+def _parsed(url: str) -> ParsedUrl:
+    """:meth:`ParsedUrl.parse`, remembered: a prepare parses its check URL and its app's
+    prefixes, which are the same few strings request after request (a refusal is raised
+    again each time, not remembered)."""
+    if len(url) > MAX_URL_LENGTH:
+        raise Invalid(f"check_url is longer than {MAX_URL_LENGTH} characters")
+    try:
+        parts: SplitResult = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise Invalid(f"check_url {url!r} is not a valid URL: {exc}") from exc
+    if parts.scheme not in {"http", "https"}:
+        raise Invalid(f"check_url {url!r} must use http or https")
+    if not parts.hostname:
+        raise Invalid(f"check_url {url!r} has no host")
+    if parts.username or parts.password:
+        raise Invalid(f"check_url {url!r} must not carry credentials")
+    default_port = 443 if parts.scheme == "https" else 80
+    return ParsedUrl(parts.scheme, parts.hostname.lower(), port or default_port, parts.path or "/")
 
 
 _UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
@@ -54,6 +64,13 @@ _SLASHES = re.compile(r"/{2,}")
 
 
 def normalize_url(url: str) -> str:
+    """:func:`_normalized`, remembered for a URL of at most MAX_URL_LENGTH characters (a
+    prepare normalises its check URL and its app's prefixes: the same few strings request
+    after request; a refusal is raised again each time, not remembered)."""
+    return _normalized(url) if len(url) > MAX_URL_LENGTH else _normalized_short(url)
+
+
+def _normalized(url: str) -> str:
     """The one spelling of ``url`` that RMS matches, stores and calls (RFC 3986 section 6):
     scheme and host in lower case, percent-encoded unreserved characters decoded (``%2e`` is
     ``.``), repeated slashes merged, dot segments removed, no fragment. Refused: whitespace and
@@ -74,6 +91,9 @@ def normalize_url(url: str) -> str:
         raise Invalid(f"check_url {url!r} must not contain an encoded slash or backslash")
     return urlunsplit((parts.scheme.lower(), parts.netloc.lower(),
                        _remove_dot_segments(path) or "/", parts.query, ""))
+
+
+_normalized_short = functools.lru_cache(maxsize=URL_CACHE_SIZE)(_normalized)
 
 
 def _decoded_if_unreserved(match: re.Match[str]) -> str:

@@ -166,6 +166,12 @@ class Settings(WorkerSettings, RetentionSettings):
     # unsigned ones (still refusing a wrong signature) where Kafka ACLs guard the ack topic
     ack_signatures: Literal["required", "optional"] = "required"
 
+    # when a producer's confirm (POST /v1/messages/{id}/confirm) is answered: "published",
+    # once the broker's answer to its first publish is recorded (the answer states it);
+    # "committed", once the confirming statement is durable, the publish following on the
+    # dispatcher (the answer states the delivery reserved; design section 4)
+    confirm_answer: Literal["published", "committed"] = "published"
+
     # Limits
     max_payload_bytes: int = Field(default=256 * 1024, ge=1)
     max_headers: int = Field(default=64, ge=0)

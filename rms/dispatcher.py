@@ -6,11 +6,19 @@ re-delivery and admin resend all hand a message whose delivery number is reserve
 The broker's answers are written by a :class:`~rms.batching.Coalescer`: concurrent deliveries
 (concurrent API confirms, a worker's batch) share one statement per flush, and each call still
 returns only after its own outcome is durably recorded.
+
+A first publish may also be handed off (:meth:`Dispatcher.hand_off`): it then runs after the
+request that committed the confirm was answered (``RMS_CONFIRM_ANSWER=committed``). Its
+delivery is reserved by the confirming statement, so a process that dies before recording the
+broker's answer leaves a message the redelivery worker publishes at its ack deadline, as after
+any unknown publish.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Coroutine, Sequence
+from typing import Any
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -66,6 +74,33 @@ class Dispatcher:
         # and a confirm's answer waits for its `published` event
         self._writer: Coalescer[Recorded, bool] = Coalescer(store.record_many, name="deliveries",
                                                             max_inflight=4)
+        self._handed_off: set[asyncio.Task[object]] = set()
+
+    def hand_off(self, delivery: Coroutine[Any, Any, object], *, message_id: str) -> None:
+        """Run ``delivery`` (a first publish and its record) in the background: the request
+        that reserved it answers without waiting. A failure is logged; the message stays
+        reserved for the redelivery worker."""
+        task = asyncio.create_task(delivery, name=f"deliver {message_id}")
+        self._handed_off.add(task)
+        task.add_done_callback(self._delivered)
+
+    def _delivered(self, task: asyncio.Task[object]) -> None:
+        self._handed_off.discard(task)
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            log.warning("publish.handed_off_failed", message_id=task.get_name()[8:],
+                        error=f"{type(error).__name__}: {error}")
+
+    async def drain(self, timeout_seconds: float) -> None:
+        """Wait for the handed-off deliveries (at shutdown, before the publisher stops); one
+        still running after ``timeout_seconds`` is cancelled and left to the redelivery
+        worker."""
+        if not self._handed_off:
+            return
+        _, running = await asyncio.wait(set(self._handed_off), timeout=timeout_seconds)
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
 
     async def deliver(self, message: Message, *, actor: str, reschedule: bool,
                       parent: TraceContext | None = None, span: str = "rms.publish"

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import CTE, ColumnElement, and_, func, select, update
+from sqlalchemy import CTE, ColumnElement, and_, bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from rms.domain import transitions as table
@@ -20,6 +20,7 @@ from rms.domain.models import Actor, Message, MessageEvent, NewMessage
 from rms.domain.states import State
 from rms.store.coalesced import (
     ACK_TARGETS,
+    SELECT_MESSAGES,
     CoalescedWrites,
     PrepareItem,
     TransitionItem,
@@ -31,8 +32,8 @@ from rms.store.coalesced import (
 from rms.store.coalesced import (
     AckTarget as AckTarget,  # the ack use case judges records against it
 )
-from rms.store.raw import driver_connection
-from rms.store.rows import to_event, to_message
+from rms.store.raw import RawStatement, driver_connection
+from rms.store.rows import message_from, to_event, to_message
 from rms.store.schema import message_events, messages
 from rms.store.transitions import core_values, delivery_detail, event_of, with_event
 from rms.store.transitions import set_sql as set_clause
@@ -84,6 +85,10 @@ class MessageStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
         self._coalesced = CoalescedWrites(engine)
+        self._pending_count = RawStatement(
+            select(func.count()).select_from(messages).where(
+                messages.c.app == bindparam("app"),
+                messages.c.state == State.PENDING_SEND.value), engine.dialect)
 
     # ---- prepare -------------------------------------------------------------------------
 
@@ -222,15 +227,18 @@ class MessageStore:
     # ---- reads ---------------------------------------------------------------------------
 
     async def get(self, message_id: str, *, app: str | None = None) -> Message:
-        async with self._engine.connect() as conn:
-            message = (await self._fetch(conn, [message_id])).get(message_id)
+        message = (await self.get_many([message_id])).get(message_id)
         if message is None or (app is not None and message.app != app):
             raise NotFound(f"no message {message_id!r}")
         return message
 
     async def get_many(self, message_ids: Sequence[str]) -> dict[str, Message]:
-        async with self._engine.connect() as conn:
-            return await self._fetch(conn, message_ids)
+        """The stored rows of ``message_ids`` (one statement in autocommit: a read on the
+        request path needs no BEGIN and ROLLBACK round trips around it)."""
+        if not message_ids:
+            return {}
+        rows = await SELECT_MESSAGES.fetch(self._engine, ids=list(message_ids))
+        return {row["message_id"]: message_from(row) for row in rows}
 
     async def ack_targets(self, message_ids: Sequence[str]) -> dict[str, AckTarget]:
         """The topic and creation time of each known id: what an ack's permission and
@@ -242,11 +250,10 @@ class MessageStore:
         return {row["message_id"]: AckTarget(row["topic"], row["created_at"]) for row in rows}
 
     async def pending_count(self, app: str) -> int:
-        """The app's pending-send messages (an index-only count on ``messages_app_state``)."""
-        statement = select(func.count()).select_from(messages).where(
-            messages.c.app == app, messages.c.state == State.PENDING_SEND.value)
-        async with self._engine.connect() as conn:
-            return int((await conn.execute(statement)).scalar_one())
+        """The app's pending-send messages (an index-only count on ``messages_app_state``),
+        one autocommit statement compiled once."""
+        [row] = await self._pending_count.fetch(self._engine, app=app)
+        return int(row[0])
 
     async def events(self, message_id: str) -> list[MessageEvent]:
         statement = (

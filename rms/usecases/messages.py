@@ -69,13 +69,20 @@ class MessageService:
         return [message for message, _ in results]
 
     async def confirm(self, app: App, message_id: str) -> Message:
+        """A producer's confirm, answered once the broker's answer to the first publish is
+        recorded, or (``RMS_CONFIRM_ANSWER=committed``) once the confirm is durable, with the
+        reserved publish handed to the dispatcher."""
         started = tracing.clock()
         message, changed = await self.store.transition(
             message_id, table.CONFIRM, app=app.name, actor=f"app:{app.name}", by=Actor.PRODUCER)
-        if changed:
-            metrics.TRANSITIONS.labels("confirmed").inc()
-            return await self._publish_confirmed(message, started)
-        return message
+        if not changed:
+            return message
+        metrics.TRANSITIONS.labels("confirmed").inc()
+        if self.settings.confirm_answer == "committed":
+            self.dispatcher.hand_off(self._publish_confirmed(message, started),
+                                     message_id=message_id)
+            return message
+        return await self._publish_confirmed(message, started)
 
     async def cancel(self, app: App, message_id: str) -> Message:
         message, changed = await self.store.transition(

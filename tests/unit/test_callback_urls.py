@@ -53,3 +53,22 @@ def test_control_characters_and_separators_never_pass(suffix: str) -> None:
 
 def test_host_and_scheme_case_and_fragment() -> None:
     assert normalize_url("HTTPS://Hooks.Example/RMS/x#f") == "https://hooks.example/RMS/x"
+
+
+def test_remembered_urls_keep_their_answers() -> None:
+    """Normalising and parsing are remembered per URL: a refusal is raised again every time,
+    a URL longer than any valid one is never kept, and an accepted one answers the same."""
+    from rms.callback_urls import MAX_URL_LENGTH, ParsedUrl, _normalized_short
+
+    for _ in range(2):
+        with pytest.raises(Invalid, match="backslash"):
+            normalize_url("http://hooks.example/a\\b")
+        with pytest.raises(Invalid, match="credentials"):
+            ParsedUrl.parse("http://user:secret@hooks.example/")
+    kept = _normalized_short.cache_info().currsize
+    long_url = PREFIX + "a" * MAX_URL_LENGTH
+    assert normalize_url(long_url) == long_url
+    assert _normalized_short.cache_info().currsize == kept
+    assert normalize_url(PREFIX + "x/../check") == normalize_url(PREFIX + "check")
+    assert matches_prefix(PREFIX + "x/%2e%2e/check", [PREFIX])
+    assert not matches_prefix("http://hooks.example:8081/rms/check", [PREFIX])
