@@ -75,7 +75,7 @@ from rms.store.retention import (
 LOCK_KEY = 0x726D735F72657431
 
 # a message finished before the cutoff was created before it: the index bounds the scan
-_CANDIDATES = f"""
+CANDIDATES = f"""
 SELECT {select_list(MESSAGE_COLUMNS, "m")}
 FROM messages AS m
 WHERE m.created_at < $1 AND (m.created_at, m.message_id) > ($2, $3) AND {FINISHED}
@@ -271,7 +271,7 @@ class Retention:
     async def read_batch(self, after: tuple[Any, str], rows: int) -> Batch | None:
         name = f"{self._stamp}-{self.result.batches:05d}"
         async with self._conn.transaction(isolation="repeatable_read", readonly=True):
-            messages = await self._conn.fetch(_CANDIDATES, self.result.cutoff, *after, rows)
+            messages = await self._conn.fetch(CANDIDATES, self.result.cutoff, *after, rows)
             if not messages:
                 return None
             events = []
