@@ -22,6 +22,7 @@ from typing import Any
 SEED_APPS = 5
 TOPICS_PER_APP = 4
 CHUNK = 250_000
+PREFIX = "seed-"
 TABLES = ("messages", "message_events")
 
 _APPS = """
@@ -33,7 +34,7 @@ ON CONFLICT DO NOTHING
 # message i of n was created (n - i) / n of the span before an hour ago; confirmed 40-90 ms
 # after it, published 5 ms after that, acked 150-400 ms after the publish
 _ROWS = """
-SELECT 'seed-' || i AS message_id, 'seed-app' || (i % $3::bigint) AS app,
+SELECT $7::text || i AS message_id, 'seed-app' || (i % $3::bigint) AS app,
        'seed.app' || (i % $3::bigint) || '.topic' || (i / $3::bigint % $5::bigint) AS topic,
        now() - interval '1 hour' - ($4::float8 * ($2::bigint - i) / $2::bigint)
            * interval '1 second' AS created_at,
@@ -118,19 +119,20 @@ async def table_sizes(conn: Any) -> list[TableSize]:
     return sizes
 
 
-async def _insert(conn: Any, messages: int, months: float, apps: int) -> None:
+async def _insert(conn: Any, messages: int, months: float, apps: int, prefix: str) -> None:
     span = months * 30 * 86_400
     for first in range(1, messages + 1, CHUNK):
         last = min(messages, first + CHUNK - 1)
-        args = (first, messages, apps, span, TOPICS_PER_APP, last)
+        args = (first, messages, apps, span, TOPICS_PER_APP, last, prefix)
         async with conn.transaction():
             await conn.execute(_MESSAGES, *args)
             await conn.execute(_EVENTS, *args)
 
 
 async def seed(dsn: str, messages: int, *, months: float = 6.0, apps: int = SEED_APPS,
-               rebuild_indexes: bool = False) -> Seeded:
-    """Seeds a migrated database (see the module documentation); returns the time and sizes."""
+               rebuild_indexes: bool = False, prefix: str = PREFIX) -> Seeded:
+    """Seeds a migrated database (see the module documentation); returns the time and sizes.
+    Message ids are ``prefix`` and a number from 1: seed again with another prefix."""
     import asyncpg
 
     started = time.monotonic()
@@ -141,7 +143,7 @@ async def seed(dsn: str, messages: int, *, months: float = 6.0, apps: int = SEED
         indexes = await conn.fetch(_SECONDARY_INDEXES, list(TABLES)) if rebuild_indexes else []
         for row in indexes:
             await conn.execute(f'DROP INDEX "{row["indexname"]}"')
-        await _insert(conn, messages, months, apps)
+        await _insert(conn, messages, months, apps, prefix)
         for row in indexes:
             await conn.execute(row["indexdef"])
         await conn.execute("ANALYZE messages, message_events")
