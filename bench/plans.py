@@ -30,6 +30,7 @@ from rms.store.explain import claim_calls, message_calls, retention_calls
 AGE = timedelta(days=30)  # retention's default age
 LIMIT = 1000  # the workers' default batch
 LEASE_SECONDS = 30.0
+LINE_CHARS = 240
 _SEQ_SCAN = re.compile(r"Seq Scan on (messages|message_events)\b")
 _START = (datetime(1900, 1, 1, tzinfo=UTC), "")
 
@@ -56,9 +57,16 @@ class Plan:
                           *self.lines])
 
 
+def _shortened(line: str) -> str:
+    """A plan line with its long literals (a batch's thousand ids) cut."""
+    if len(line) <= LINE_CHARS:
+        return line
+    return f"{line[:LINE_CHARS]}... ({len(line):,} characters)"
+
+
 async def _explain(conn: Any, name: str, sql: str, *args: Any) -> Plan:
     rows = await conn.fetch(f"EXPLAIN (ANALYZE, BUFFERS) {sql}", *args)
-    return Plan(name, [row[0] for row in rows])
+    return Plan(name, [_shortened(row[0]) for row in rows])
 
 
 async def explain_hot_statements(conn: Any) -> list[Plan]:
