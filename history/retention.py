@@ -7,10 +7,11 @@ run, from the database clock (``now() - older_than``) or given.
 
 How (batched deletes, see docs/operations.md for the measurement against partitions): the
 candidates are read in ``(created_at, message_id)`` order through the ``messages_created``
-index, ``batch_size`` at a time, continuing after the last key of the previous batch; each
-batch is deleted in one short transaction that locks only its own rows, which nothing on the
-request path writes any more (finished messages are final), so prepares, confirms and acks
-never wait on it.
+index, a batch at a time, continuing after the last key of the previous batch; each batch is
+deleted in one short transaction that locks only its own rows, which nothing on the request
+path writes any more (finished messages are final), so prepares, confirms and acks never wait
+on it. Between batches the run rests, and it sizes the batches, as :mod:`history.pacing`
+says, so that it takes only its share of the database.
 
 With an archive, each batch is, in this order:
 
