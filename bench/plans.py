@@ -110,6 +110,8 @@ def render(plans: Sequence[Plan]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import asyncpg
+
     from history.options import UsageError, database_url
     from rms.store.dburl import parse_database_url
 
@@ -123,6 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ValueError) as exc:
         print(f"{parser.prog}: {exc}", file=sys.stderr)
         return 2
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        print(f"{parser.prog}: failed: {exc}", file=sys.stderr)
+        return 1
     print(render(plans))
     return 1 if any(plan.seq_scan for plan in plans) else 0
 

@@ -154,7 +154,9 @@ async def seed(dsn: str, messages: int, *, months: float = 6.0, apps: int = SEED
 
 
 def main(argv: list[str] | None = None) -> int:
-    from history.options import UsageError, database_url, positive_int
+    import asyncpg
+
+    from history.options import UsageError, database_url, positive_float, positive_int
     from rms.store.dburl import parse_database_url
 
     parser = argparse.ArgumentParser(prog="python -m bench.seed",
@@ -162,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--database-url", help="a migrated database (default RMS_DATABASE_URL)")
     parser.add_argument("--messages", type=positive_int, default=5_000_000,
                         help="done messages to add (default 5000000)")
-    parser.add_argument("--months", type=float, default=6.0,
+    parser.add_argument("--months", type=positive_float, default=6.0,
                         help="months they are spread over, up to an hour ago (default 6)")
     parser.add_argument("--apps", type=positive_int, default=SEED_APPS, help="apps (default 5)")
     parser.add_argument("--rebuild-indexes", action="store_true",
@@ -173,8 +175,13 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"{parser.prog}: {exc}", file=sys.stderr)
         return 2
-    print(asyncio.run(seed(dsn, args.messages, months=args.months, apps=args.apps,
-                           rebuild_indexes=args.rebuild_indexes)).render())
+    try:
+        seeded = asyncio.run(seed(dsn, args.messages, months=args.months, apps=args.apps,
+                                  rebuild_indexes=args.rebuild_indexes))
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        print(f"{parser.prog}: failed: {exc}", file=sys.stderr)
+        return 1
+    print(seeded.render())
     return 0
 
 

@@ -47,3 +47,9 @@ def test_a_database_without_apps_is_a_clear_error(database_url: str,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     assert planner.main(["--database-url", database_url]) == 2
     assert "seed it first" in capsys.readouterr().err
+
+
+def test_an_unreachable_database_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert planner.main(["--database-url", "postgresql://rms@127.0.0.1:1/rms"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("python -m bench.plans: failed: ") and err.count("\n") == 1

@@ -69,3 +69,16 @@ def test_retention_removes_the_seeded_messages_past_its_age(database_url: str) -
                                             pace=Pace.unpaced(500)))
     assert 580 <= result.messages <= 620  # two of the three months
     assert result.events == 4 * result.messages
+
+
+def test_bad_input_is_one_line_and_an_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    unreachable = "postgresql://rms@127.0.0.1:1/rms"
+    assert seeder.main(["--database-url", unreachable, "--messages", "10"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("python -m bench.seed: failed: ") and err.count("\n") == 1
+    assert seeder.main(["--database-url", "mysql://x"]) == 2
+    assert "cannot be parsed" in capsys.readouterr().err
+    for bad in (["--messages", "0"], ["--months", "-1"]):
+        with pytest.raises(SystemExit) as refused:
+            seeder.main(["--database-url", unreachable, *bad])
+        assert refused.value.code == 2
