@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from history.options import positive_int
+from history.options import duty_cycle, positive_int
 
 PATHS = ("happy", "bare", "oneshot", "bulk", "transaction", "checkback", "redelivery",
          "delayed", "ordered", "overload")
@@ -65,6 +65,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the overload's arrival rate, in capacities (default 2)")
     add("--seed-messages", type=positive_int, default=5_000_000,
         help="the full path: done messages seeded before its second half (default 5000000)")
+    add("--retention-duty-cycle", type=duty_cycle, default=None,
+        help="the full path: rms retention run --duty-cycle (default: its own default pace)")
     add("--soak", type=float, default=0.0, metavar="SECONDS",
         help="after the paths, sample rms serve RSS for this long under load (default off)")
     add("--soak-rate", type=float, default=1000.0, help="open-loop rate of the soak")
@@ -166,7 +168,7 @@ def _full_load(args: argparse.Namespace) -> Any:
     return FullLoad(args.concurrency[-1], args.duration, args.transactions,
                     WorkerLoad("checkback", args.checkback_messages, 1, **common),
                     WorkerLoad("redelivery", args.redelivery_messages, 1, **common),
-                    args.seed_messages)
+                    args.seed_messages, args.retention_duty_cycle)
 
 
 def _progress(run: dict[str, Any]) -> None:

@@ -6,7 +6,8 @@ working beside the load, against the same paths on the empty database of the sam
 2. ``--seed-messages`` done messages with their four events each are added over six months
    (:mod:`bench.seed`), and the query plans of the hot statements printed (:mod:`bench.plans`).
 3. ``rms retention run --archive DIR`` starts, as cron starts it: the command line with its
-   default age (30 days) and its default pace; autovacuum is on, as PostgreSQL ships.
+   default age (30 days) and its default pace (``--retention-duty-cycle`` sets another duty
+   cycle); autovacuum is on, as PostgreSQL ships.
 4. The three paths run again while retention removes the seeded messages past their age.
    Retention's rate is the seeded messages gone per second over that window.
 
@@ -28,6 +29,7 @@ from bench.paths import Load, run_load
 from bench.seed import seed
 from bench.stack import Stack
 from bench.workerpaths import WorkerLoad, run_worker_path
+from history.pacing import Pace
 
 HAPPY_SHARE, HAPPY_P99_FACTOR, WORKER_SHARE = 0.9, 1.5, 0.8
 SIZING_MESSAGES_A_DAY = 10_000_000  # the daily volume of docs/operations.md, "Sizing"
@@ -45,6 +47,7 @@ class FullLoad:
     checkback: WorkerLoad
     redelivery: WorkerLoad
     seed_messages: int
+    retention_duty: float | None = None  # None: the command's default pace
 
 
 def _paths(stack: Stack, load: FullLoad, run_id: str) -> list[dict[str, Any]]:
@@ -65,10 +68,11 @@ async def _scalar(dsn: str, sql: str) -> Any:
         await conn.close()
 
 
-def _start_retention(stack: Stack) -> subprocess.Popen[bytes]:
-    """The cron job's command line, with the defaults an operator gets."""
+def _start_retention(stack: Stack, duty: float | None) -> subprocess.Popen[bytes]:
+    """The cron job's command line, with the defaults an operator gets (or ``duty``)."""
+    pace = [] if duty is None else ["--duty-cycle", f"{duty:g}"]
     process = stack.spawn(RETENTION, ["-m", "rms.cli", "retention", "run",
-                                      "--archive", str(stack.work / "archive")])
+                                      "--archive", str(stack.work / "archive"), *pace])
     stack.processes.pop(RETENTION)  # it may finish before the load does: not a failure
     return process
 
@@ -116,7 +120,7 @@ def run_full(stack: Stack, load: FullLoad, run_id: str) -> list[dict[str, Any]]:
     plans = asyncio.run(planner.explain(stack.dsn))
     print(planner.render(plans), flush=True)
     autovacuum = asyncio.run(_scalar(stack.dsn, "SHOW autovacuum"))
-    retention = _start_retention(stack)
+    retention = _start_retention(stack, load.retention_duty)
     left, started = asyncio.run(_scalar(stack.dsn, _SEEDED_LEFT)), time.monotonic()
     try:
         full = _paths(stack, load, f"{run_id}-full")
@@ -133,6 +137,7 @@ def run_full(stack: Stack, load: FullLoad, run_id: str) -> list[dict[str, Any]]:
         "retention": {"removed": removed, "seconds": round(seconds, 1),
                       "per_s": round(removed / seconds, 1) if seconds else 0.0,
                       "per_day": round(removed / seconds * 86_400) if seconds else 0,
+                      "duty_cycle": load.retention_duty or Pace().duty,
                       "sizing_per_day": SIZING_MESSAGES_A_DAY,
                       "ended_by_itself": ended is not None, "exit_code": ended},
     }
@@ -153,7 +158,7 @@ def render(runs: list[dict[str, Any]]) -> list[str]:
     retention = first["retention"]
     lines = ["", f"full database ({first['seed']['messages']:,} done messages seeded in "
                  f"{first['seed']['seconds']:.0f} s; autovacuum {first['autovacuum']}; "
-                 "rms retention run at its default pace beside the load):"]
+                 f"rms retention run at duty cycle {retention['duty_cycle']:g} beside the load):"]
     for run in rows:
         f = run["full"]
         lines.append(

@@ -46,11 +46,12 @@ def test_render_says_what_was_met() -> None:
     shared = {"seed": {"messages": 5_000_000, "seconds": 400.0}, "autovacuum": "on",
               "plans": [{"name": "prepare", "seq_scan": False}],
               "retention": {"removed": 120_000, "seconds": 60.0, "per_s": 2000.0,
-                            "per_day": 172_800_000, "sizing_per_day": 10_000_000,
+                            "per_day": 172_800_000, "sizing_per_day": 10_000_000, "duty_cycle": 0.25,
                             "ended_by_itself": False}}
     row["full"] = _compare(row, _row("happy", 1000.0, 10.0)) | shared
     text = "\n".join(render([row]))
     assert "5,000,000 done messages seeded in 400 s; autovacuum on" in text
+    assert "rms retention run at duty cycle 0.25 beside the load" in text
     assert "950 vs empty 1,000 tx/s (0.95); confirm p99 12.00 vs 10.00 ms (1.20x)" in text
     assert ": met" in text and "2,000/s, 172,800,000 a day" in text
     assert "every hot statement uses an index" in text

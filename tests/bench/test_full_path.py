@@ -39,6 +39,7 @@ def test_tiny_full_path_runs_and_verifies(tmp_path: Path) -> None:
         assert {p["name"] for p in compared["plans"]} >= {"prepare", "redelivery-claim"}
         assert compared["autovacuum"] == "on"
     retention = runs[3]["full"]["retention"]
+    assert retention["duty_cycle"] == 0.25  # the command's default pace
     # past the age: five of the six months (2,500 messages); removed while the load ran
     assert 0 < retention["removed"] <= 2501
     assert retention["per_s"] == pytest.approx(retention["removed"] / retention["seconds"],
