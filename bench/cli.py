@@ -18,16 +18,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from history.options import duty_cycle, positive_int
+
 PATHS = ("happy", "bare", "oneshot", "bulk", "transaction", "checkback", "redelivery",
          "delayed", "ordered", "overload", "tenants")
+# only when asked: it seeds millions of rows into the bench's database, and runs last
+EXTRA_PATHS = ("full",)
 TRANSACTION_MESSAGES = 3  # messages per transaction of the transaction path
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("--paths", nargs="+", choices=PATHS, default=list(PATHS),
-        help="paths to measure (default all; 'bare' is the baseline)")
+    add("--paths", nargs="+", choices=PATHS + EXTRA_PATHS, default=list(PATHS),
+        help="paths to measure (default all but 'full'; 'bare' is the baseline)")
     add("--duration", type=float, default=10.0, help="seconds per load run (default 10)")
     add("--transactions", type=int, default=None,
         help="transactions per load run instead of --duration")
@@ -67,6 +71,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the two-tenant path's calm load, transactions per second (default 100)")
     add("--tenants-seconds", type=float, default=20.0,
         help="seconds of the calm load alone and again beside the flood (default 20)")
+    add("--seed-messages", type=positive_int, default=5_000_000,
+        help="the full path: done messages seeded before its second half (default 5000000)")
+    add("--retention-duty-cycle", type=duty_cycle, default=None,
+        help="the full path: rms retention run --duty-cycle (default: its own default pace)")
     add("--soak", type=float, default=0.0, metavar="SECONDS",
         help="after the paths, sample rms serve RSS for this long under load (default off)")
     add("--soak-rate", type=float, default=1000.0, help="open-loop rate of the soak")
@@ -157,7 +165,25 @@ def _measure(stack: Any, args: argparse.Namespace, stamp: str,
         if work.path in args.paths:
             runs.append(run_worker_path(stack, work, f"{stamp}-{work.path}-w{work.workers}"))
             progress(runs[-1])
+    if "full" in args.paths:
+        from bench.fullpath import run_full
+
+        for row in run_full(stack, _full_load(args), f"{stamp}-full"):
+            runs.append(row)
+            progress(row)
     return runs
+
+
+def _full_load(args: argparse.Namespace) -> Any:
+    from bench.fullpath import FullLoad
+    from bench.workerpaths import WorkerLoad
+
+    common = {"batch_size": args.worker_batch, "concurrency": args.worker_concurrency,
+              "timeout": args.worker_timeout}
+    return FullLoad(args.concurrency[-1], args.duration, args.transactions,
+                    WorkerLoad("checkback", args.checkback_messages, 1, **common),
+                    WorkerLoad("redelivery", args.redelivery_messages, 1, **common),
+                    args.seed_messages, args.retention_duty_cycle)
 
 
 def _progress(run: dict[str, Any]) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from bench import targets
+from bench import fullpath, targets
 
 DEFINITIONS = """\
 definitions (all times on this machine's clock; full text in bench/README.md):
@@ -169,6 +169,7 @@ def render(result: dict[str, Any]) -> str:
     lines += _errors(result["runs"])
     lines += _overload(result["runs"])
     lines += _tenants(result["runs"])
+    lines += fullpath.render(result["runs"])
     lines += targets.render(result)
     for run in result["runs"]:
         if run.get("dropped_connection_retries"):

@@ -9,7 +9,7 @@ and then, while a few connections write like the request path (prepare: insert a
 its event; confirm: a guarded update and its event; one transaction each), the removal runs:
 
 * ``batched``: ``rms retention run`` itself (``history.retention``, no archive) on the schema of
-  the migrations, ``--batch-size`` messages per transaction;
+  the migrations, unpaced: ``--batch-size`` messages per transaction, one after the other;
 * ``partitioned``: ``messages`` and ``message_events`` partitioned by day (``created_at`` and
   ``at``), each old day ``DETACH PARTITION ... CONCURRENTLY`` then ``DROP TABLE``. The
   primary key has to include the partition column, ``(message_id, created_at)``: PostgreSQL
@@ -37,6 +37,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from history.pacing import Pace
 from history.retention import RetentionRequest, run_retention
 from rms.devstack.embedded import EmbeddedPostgres
 from rms.store.migrate import upgrade
@@ -204,7 +205,7 @@ async def batched(server: EmbeddedPostgres, rows: int, days: int, batch_size: in
 
     async def removal() -> tuple[int, int]:
         result = await asyncio.to_thread(run_retention, RetentionRequest(
-            server.url("layout_batched"), older_than=AGE, batch_size=batch_size))
+            server.url("layout_batched"), older_than=AGE, pace=Pace.unpaced(batch_size)))
         return result.messages, result.events
 
     during, seconds, removed, events = await _during(dsn, "messages", "message_events", removal)

@@ -70,6 +70,22 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def positive_float(text: str) -> float:
+    """An ``argparse`` type: a finite number > 0."""
+    value = non_negative_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    return value
+
+
+def duty_cycle(text: str) -> float:
+    """An ``argparse`` type: a share of the time, in (0, 1]."""
+    value = positive_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at most 1")
+    return value
+
+
 def database_url(given: str | None) -> str:
     """``--database-url``, else ``RMS_DATABASE_URL``, checked by the one reading of it."""
     from rms.store.dburl import DatabaseUrlError, parse_database_url

@@ -7,10 +7,11 @@ run, from the database clock (``now() - older_than``) or given.
 
 How (batched deletes, see docs/operations.md for the measurement against partitions): the
 candidates are read in ``(created_at, message_id)`` order through the ``messages_created``
-index, ``batch_size`` at a time, continuing after the last key of the previous batch; each
-batch is deleted in one short transaction that locks only its own rows, which nothing on the
-request path writes any more (finished messages are final), so prepares, confirms and acks
-never wait on it.
+index, a batch at a time, continuing after the last key of the previous batch; each batch is
+deleted in one short transaction that locks only its own rows, which nothing on the request
+path writes any more (finished messages are final), so prepares, confirms and acks never wait
+on it. Between batches the run rests, and it sizes the batches, as :mod:`history.pacing`
+says, so that it takes only its share of the database.
 
 With an archive, each batch is, in this order:
 
@@ -37,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -60,6 +62,7 @@ from history.archive import (
 from history.dburl import asyncpg_dsn
 from history.export import select_list
 from history.options import ReportError, UsageError
+from history.pacing import Pace, Pacer
 from history.tables import EVENT_COLUMNS, MESSAGE_COLUMNS
 from rms.store.retention import (
     FINISHED,
@@ -73,7 +76,7 @@ from rms.store.retention import (
 LOCK_KEY = 0x726D735F72657431
 
 # a message finished before the cutoff was created before it: the index bounds the scan
-_CANDIDATES = f"""
+CANDIDATES = f"""
 SELECT {select_list(MESSAGE_COLUMNS, "m")}
 FROM messages AS m
 WHERE m.created_at < $1 AND (m.created_at, m.message_id) > ($2, $3) AND {FINISHED}
@@ -122,8 +125,7 @@ class RetentionRequest:
     before: datetime | None = None  # an explicit cutoff
     archive: Path | None = None
     modes: Modes = PRIVATE  # permission bits of the archive's files and folders
-    batch_size: int = 5000
-    pause_seconds: float = 0.0
+    pace: Pace = field(default_factory=Pace)  # batch size, duty cycle, pause: history.pacing
     dry_run: bool = False
 
 
@@ -139,6 +141,13 @@ class RetentionResult:
     transactions: int = 0  # finished transactions whose messages were all removed
     resumed: int = 0  # messages of a journaled batch finished by this run
     days: list[str] = field(default_factory=list)  # archive days written
+    busy_seconds: float = 0.0  # spent in batches (reading, archiving, deleting)
+    rest_seconds: float = 0.0  # spent resting between them (history.pacing)
+
+    @property
+    def busy_rate(self) -> float:
+        """Messages removed per second of work (the database's speed at this batch size)."""
+        return self.messages / self.busy_seconds if self.busy_seconds > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -192,6 +201,7 @@ class Retention:
         self._stamp = clock.strftime("%Y%m%dT%H%M%S%fZ")
         self._modes = request.modes
         self._written: dict[str, int] = {}  # rows of each file this run wrote
+        self._pacer = Pacer(request.pace)
 
     async def run(self) -> RetentionResult:
         if self._archive is not None:
@@ -201,26 +211,42 @@ class Retention:
             self.result.messages, self.result.events = row["messages"], row["events"]
             return self.result
         after: tuple[Any, str] = _START
-        while batch := await self.read_batch(after):
+        while True:
+            rows, started = self._pacer.rows, time.monotonic()
+            batch = await self.read_batch(after, rows)
+            if batch is None:
+                break
             await self.remove(batch)
             after = batch.last_key
-            if len(batch.messages) < self._request.batch_size:
+            if len(batch.messages) < rows:
+                self._worked(started)
                 break
-            await self._pause()
+            await self._rest(len(batch.messages), started)
         await self.remove_orphans()
         self.result.transactions = await delete_transactions(self._conn, self.result.cutoff)
         return self.result
 
-    async def _pause(self) -> None:
-        if self._request.pause_seconds:
-            await asyncio.sleep(self._request.pause_seconds)
+    def _worked(self, started: float) -> float:
+        seconds = time.monotonic() - started
+        self.result.busy_seconds += seconds
+        return seconds
+
+    async def _rest(self, rows: int, started: float) -> None:
+        """The pacer's rest after a batch of ``rows`` begun at ``started`` (monotonic)."""
+        rest = self._pacer.after_batch(rows, self._worked(started))
+        if rest > 0:
+            self.result.rest_seconds += rest
+            await asyncio.sleep(rest)
 
     async def remove_orphans(self) -> None:
         """Events past the cutoff whose message is gone: archived to the day of the event
         (``part-<batch>-orphans``), then deleted, with the same journal as a batch."""
         last = 0
-        while events := await self._conn.fetch(_ORPHANS, self.result.cutoff, last,
-                                               self._request.batch_size):
+        while True:
+            size, started = self._pacer.rows, time.monotonic()
+            events = await self._conn.fetch(_ORPHANS, self.result.cutoff, last, size)
+            if not events:
+                break
             ids = [int(row["id"]) for row in events]
             if self._archive is None:
                 await self.delete([], ids, [])
@@ -238,15 +264,15 @@ class Retention:
             self.result.batches += 1
             self.result.orphan_events += len(ids)
             last = ids[-1]
-            if len(events) < self._request.batch_size:
+            if len(events) < size:
+                self._worked(started)
                 break
-            await self._pause()
+            await self._rest(len(events), started)
 
-    async def read_batch(self, after: tuple[Any, str]) -> Batch | None:
+    async def read_batch(self, after: tuple[Any, str], rows: int) -> Batch | None:
         name = f"{self._stamp}-{self.result.batches:05d}"
         async with self._conn.transaction(isolation="repeatable_read", readonly=True):
-            messages = await self._conn.fetch(_CANDIDATES, self.result.cutoff, *after,
-                                              self._request.batch_size)
+            messages = await self._conn.fetch(CANDIDATES, self.result.cutoff, *after, rows)
             if not messages:
                 return None
             events = []

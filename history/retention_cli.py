@@ -1,6 +1,7 @@
 """``rms retention run [--older-than 30d | --before TIME] [--archive DIR] [--batch-size N]
-[--pause-seconds S] [--dry-run]``: finished messages leave the hot tables (see
-``history.retention``). Defaults come from ``RMS_RETENTION_*`` (``rms.config.RetentionSettings``).
+[--batch-seconds S] [--duty-cycle F] [--pause-seconds S] [--dry-run]``: finished messages leave
+the hot tables (see ``history.retention``), paced to yield to the request path
+(``history.pacing``). Defaults come from ``RMS_RETENTION_*`` (``rms.config.RetentionSettings``).
 Needs pyarrow when archiving, never Spark."""
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ from history.options import (
     ReportError,
     UsageError,
     database_url,
+    duty_cycle,
     non_negative_float,
     parse_instant,
+    positive_float,
     positive_int,
 )
+from history.pacing import Pace
 from history.retention import RetentionRequest, RetentionResult, parse_age, run_retention
 from rms.config import RetentionSettings, config_problem
 from rms.domain.counts import counted
@@ -41,9 +45,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     run_parser.add_argument("--archive", type=Path, help="archive directory (default "
                             "RMS_RETENTION_ARCHIVE_DIR; none: delete without archiving)")
     run_parser.add_argument("--batch-size", type=positive_int,
-                            help="messages per transaction (default RMS_RETENTION_BATCH_SIZE)")
+                            help="at most this many messages per transaction (default "
+                            "RMS_RETENTION_BATCH_SIZE)")
+    run_parser.add_argument("--batch-seconds", type=positive_float,
+                            help="aim each batch at this many seconds (default "
+                            "RMS_RETENTION_BATCH_SECONDS)")
+    run_parser.add_argument("--duty-cycle", type=duty_cycle,
+                            help="share of the time spent working, in (0, 1]; 1 with no pause "
+                            "removes as fast as the database allows (default "
+                            "RMS_RETENTION_DUTY_CYCLE)")
     run_parser.add_argument("--pause-seconds", type=non_negative_float,
-                            help="pause between batches (default RMS_RETENTION_PAUSE_SECONDS)")
+                            help="a fixed pause added after every batch (default "
+                            "RMS_RETENTION_PAUSE_SECONDS)")
     run_parser.add_argument("--dry-run", action="store_true",
                             help="count what would go; change nothing (a journaled batch "
                             "of a run that died is still finished)")
@@ -64,10 +77,18 @@ def _request(args: argparse.Namespace) -> RetentionRequest:
         older_than=None if before else parse_age(args.older_than or settings.retention_older_than),
         before=before,
         archive=archive,
-        batch_size=args.batch_size or settings.retention_batch_size,
+        pace=_pace(args, settings),
+        dry_run=args.dry_run,
+    )
+
+
+def _pace(args: argparse.Namespace, settings: RetentionSettings) -> Pace:
+    return Pace(
+        duty=args.duty_cycle or settings.retention_duty_cycle,
+        batch_seconds=args.batch_seconds or settings.retention_batch_seconds,
+        max_rows=args.batch_size or settings.retention_batch_size,
         pause_seconds=(settings.retention_pause_seconds if args.pause_seconds is None
                        else args.pause_seconds),
-        dry_run=args.dry_run,
     )
 
 
@@ -86,6 +107,14 @@ def _summary(request: RetentionRequest, result: RetentionResult) -> str:
         resumed += f"; {counted(result.transactions, 'finished transaction')}"
     return (f"{PROG}: {_removed(result)} finished before {cutoff} removed in "
             f"{counted(result.batches, 'batch', 'batches')}{archived}{resumed}")
+
+
+def pace_line(pace: Pace, result: RetentionResult) -> str:
+    """The speed while working and what the pace can therefore remove in a day."""
+    return (f"{PROG}: pace: {result.busy_rate:,.0f} messages/s while working "
+            f"({result.busy_seconds:.1f} s), resting {result.rest_seconds:.1f} s at duty cycle "
+            f"{pace.duty:g}: about {pace.capacity_per_day(result.busy_rate):,.0f} "
+            "messages a day")
 
 
 def _removed(result: RetentionResult) -> str:
@@ -108,4 +137,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PROG}: failed, the next run resumes safely: {exc}", file=sys.stderr)
         return 1
     print(_summary(request, result))
+    if result.messages and not request.dry_run:
+        print(pace_line(request.pace, result))
     return 0

@@ -132,14 +132,19 @@ class WorkerSettings(KafkaSettings):
 
 class RetentionSettings(BaseSettings):
     """What ``rms retention run`` reads when no option overrides it: finished messages older
-    than ``retention_older_than`` (``30d``, ``12h``, ...) leave the hot tables in batches of
-    ``retention_batch_size``, archived first to ``retention_archive_dir`` when it is set."""
+    than ``retention_older_than`` (``30d``, ``12h``, ...) leave the hot tables in batches of at
+    most ``retention_batch_size``, archived first to ``retention_archive_dir`` when it is set,
+    paced by ``retention_duty_cycle`` and ``retention_batch_seconds``."""
 
     model_config = SettingsConfigDict(env_prefix="RMS_", extra="ignore", frozen=True)
 
     retention_older_than: str = Field(default="30d", pattern=r"^\s*\d+(\.\d+)?\s*[smhd]\s*$")
     retention_batch_size: int = Field(default=5000, ge=1)
     retention_pause_seconds: float = Field(default=0.0, ge=0)
+    # the pace that yields to the request path (history.pacing): work at most this share of
+    # the wall time, in batches of about this many seconds
+    retention_duty_cycle: float = Field(default=0.25, gt=0, le=1)
+    retention_batch_seconds: float = Field(default=0.25, gt=0)
     retention_archive_dir: str | None = None
     # permission bits of the archive's files (octal; folders add the search bit where the
     # files can be read): owner-only by default, since archived messages hold full payloads

@@ -20,6 +20,7 @@ import pytest
 
 from history.archive import JOURNAL, JournalError
 from history.dburl import asyncpg_dsn
+from history.pacing import Pace
 from history.retention import Retention, RetentionRequest, run_retention
 from rms.cli import main
 from tests.retention.history import CUTOFF_AGE, archived, fetch, seed, stored_events
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.spark  # pyarrow, from the spark extra
 
 def _request(url: str, archive: Path | None, **fields: Any) -> RetentionRequest:
     return RetentionRequest(database_url=url, older_than=CUTOFF_AGE, archive=archive,
-                            **{"batch_size": 7, **fields})
+                            **{"pace": Pace.unpaced(7), **fields})
 
 
 def _journal(archive: Path, **changes: Any) -> None:
@@ -138,7 +139,7 @@ def test_manifests_are_kept_without_rereading_the_archive(
     monkeypatch.setattr(pq, "read_metadata", counted)
     seed(database_url)
     archive = tmp_path / "archive"
-    result = run_retention(_request(database_url, archive, batch_size=3))
+    result = run_retention(_request(database_url, archive, pace=Pace.unpaced(3)))
     assert result.batches >= 20
     assert reads == []
 
@@ -157,7 +158,7 @@ def test_manifests_are_kept_without_rereading_the_archive(
         del manifest["tables"][table]["parts"]
     (day / "_export.json").write_text(json.dumps(manifest))
     seed(database_url, finished=2, prefix="again")
-    run_retention(_request(database_url, archive, batch_size=3))
+    run_retention(_request(database_url, archive, pace=Pace.unpaced(3)))
     assert sorted(reads) == sorted(set(reads))
     assert {Path(r).parent.parent for r in reads} <= {day}
 
@@ -191,7 +192,7 @@ def test_an_event_committed_during_the_delete_is_never_lost(
 
     monkeypatch.setattr(Retention, "_write_late", commit_an_event)
     archive = tmp_path / "archive"
-    run_retention(_request(database_url, archive, batch_size=50))
+    run_retention(_request(database_url, archive, pace=Pace.unpaced(50)))
     assert injected
 
     stored = [e for e in stored_events(database_url, set(injected)) if e[5] == {"racing": True}]

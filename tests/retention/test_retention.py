@@ -20,6 +20,7 @@ import pytest
 from history.archive import JOURNAL
 from history.dburl import asyncpg_dsn
 from history.options import ReportError
+from history.pacing import Pace
 from history.retention import LOCK_KEY, Retention, RetentionRequest, parse_age, run_retention
 from rms.cli import main
 from tests.retention.history import (
@@ -37,7 +38,7 @@ pytestmark = pytest.mark.spark  # pyarrow, from the spark extra
 
 def request(url: str, archive: Path | None, **fields: Any) -> RetentionRequest:
     return RetentionRequest(database_url=url, older_than=CUTOFF_AGE, archive=archive,
-                            **{"batch_size": 7, **fields})
+                            **{"pace": Pace.unpaced(7), **fields})
 
 
 def test_removes_exactly_the_finished_messages_past_the_age(database_url: str) -> None:
@@ -115,7 +116,7 @@ def test_old_events_of_vanished_messages_are_archived_and_removed(
     fetch(database_url, add + " RETURNING id", "vanished", timedelta(days=45))
     fetch(database_url, add + " RETURNING id", "vanished-recently", timedelta(days=1))
     archive = tmp_path / "archive"
-    result = run_retention(request(database_url, archive, batch_size=2))
+    result = run_retention(request(database_url, archive, pace=Pace.unpaced(2)))
     assert result.orphan_events == 1
     left = fetch(database_url, "SELECT DISTINCT message_id FROM message_events "
                  "WHERE message_id LIKE 'vanished%'")

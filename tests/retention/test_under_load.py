@@ -13,6 +13,7 @@ import asyncpg
 import pytest
 
 from history.dburl import asyncpg_dsn
+from history.pacing import Pace
 from history.retention import RetentionRequest, RetentionResult, run_retention
 from tests.retention.history import CUTOFF_AGE, archived, seed, stored_ids
 from tests.support import Api, AppKeys
@@ -67,7 +68,7 @@ async def test_retention_under_request_load(api: Api, topic: str, database_url: 
     stop = threading.Event()
     archive = tmp_path / "archive"
     request = RetentionRequest(database_url=database_url, older_than=CUTOFF_AGE,
-                               archive=archive, batch_size=100)
+                               archive=archive, pace=Pace.unpaced(100))
 
     def retention() -> RetentionResult:
         try:

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from history.options import parse_instant, parse_window
+from history.pacing import Pace
 from history.retention import RetentionRequest, run_retention
 from rms.cli import main
 from rms.devstack.embedded import EmbeddedPostgres
@@ -63,7 +64,7 @@ def test_archive_plus_live_equals_the_full_history(
     url = _database(spark_postgres, "archive_purged")
     archive = tmp_path / "archive"
     result = run_retention(RetentionRequest(url, before=parse_instant(CUTOFF, "cutoff"),
-                                            archive=archive, batch_size=3))
+                                            archive=archive, pace=Pace.unpaced(3)))
     assert result.messages >= 5 and result.batches >= 2  # a real part of the history left
     live_only = _report(spark_session, JdbcSource(url, partitions=3), tmp_path / "live",
                         spark_hand_targets)
@@ -84,7 +85,7 @@ def test_a_message_in_both_counts_once(
     purged = _database(spark_postgres, "archive_copy")
     archive = tmp_path / "archive"
     run_retention(RetentionRequest(purged, before=parse_instant(CUTOFF, "cutoff"),
-                                   archive=archive, batch_size=3))
+                                   archive=archive, pace=Pace.unpaced(3)))
     untouched = _database(spark_postgres, "archive_untouched")
     out = tmp_path / "both"
     both = _report(spark_session, ArchiveSource(archive, JdbcSource(untouched, partitions=2)),
