@@ -82,7 +82,7 @@ async def _delivered(api: Api, message_id: str, count: int) -> bool:
 
 async def test_an_app_given_the_topic_after_the_confirm_owes_nothing_and_finishes_nothing(
         api: Api, topic: str) -> None:
-    producer, points, invoices = await _apps(api, topic)
+    producer, _points, _invoices = await _apps(api, topic)
     message_id = await _sent(api, producer, topic)
     late = await api.create_app("shipping", produce=["none"], consume=[topic])
 
@@ -140,7 +140,7 @@ async def _listing(api: Api, query: str) -> list[str]:
 
 async def test_a_late_ack_that_leaves_another_owing_keeps_the_message_dead(
         api: Api, topic: str, sql: SqlHelper) -> None:
-    producer, points, invoices = await _apps(api, topic)
+    producer, points, _invoices = await _apps(api, topic)
     message_id = await _sent(api, producer, topic)
     await sql.make_dead([message_id])
     still = await _ack(api, points, message_id)
@@ -150,7 +150,7 @@ async def test_a_late_ack_that_leaves_another_owing_keeps_the_message_dead(
 
 async def test_a_consumer_whose_topics_stop_matching_is_released(
         api: Api, topic: str) -> None:
-    producer, points, invoices = await _apps(api, topic)
+    producer, points, _invoices = await _apps(api, topic)
     acked_by_points, owed_by_both = (await _sent(api, producer, topic),
                                      await _sent(api, producer, topic))
     await _ack(api, points, acked_by_points)
@@ -176,7 +176,7 @@ async def test_a_consumer_whose_topics_stop_matching_is_released(
 
 async def test_a_deleted_consumer_is_released_and_a_producer_with_messages_is_kept(
         api: Api, topic: str) -> None:
-    producer, points, invoices = await _apps(api, topic)
+    producer, points, _invoices = await _apps(api, topic)
     owed_by_both, owed_by_invoices = (await _sent(api, producer, topic),
                                       await _sent(api, producer, topic))
     await _ack(api, points, owed_by_invoices)
@@ -209,7 +209,7 @@ async def test_the_last_subscriber_released_without_any_ack_leaves_nobody_owing(
 
 async def test_each_member_of_a_transaction_has_its_own_subscribers(
         api: Api, topic: str) -> None:
-    producer, points, invoices = await _apps(api, topic)
+    producer, _points, invoices = await _apps(api, topic)
     other = f"{topic}.other"
     body = {"check_url": "http://127.0.0.1:1/check",
             "messages": [{"topic": topic, "payload": {"n": 1}},
