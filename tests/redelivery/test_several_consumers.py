@@ -146,6 +146,11 @@ async def test_a_late_ack_that_leaves_another_owing_keeps_the_message_dead(
     still = await _ack(api, points, message_id)
     assert (still["state"], still["dead"]) == ("sent", True)
     assert await _listing(api, "dead=true&consumer=invoices") == [message_id]
+    for consumer, expected in (("invoices", [message_id]), ("points", [])):
+        dry = await api.client.post("/v1/admin/dead-letters/resend", headers=api.admin, json={
+            "consumer": consumer, "limit": 10, "dry_run": True})
+        assert dry.status_code == 200, dry.text
+        assert [m["message_id"] for m in dry.json()["messages"]] == expected
 
 
 async def test_a_consumer_whose_topics_stop_matching_is_released(
