@@ -59,7 +59,8 @@ async def test_never_acked_is_published_max_deliveries_times_then_dead_then_rese
     assert [e["event"] for e in history] == [
         "prepared", "confirmed", "published", "published", "published", "dead", "resent",
         "published", "acked"]
-    assert history[5]["detail"] == {"reason": "delivery-exhausted", "deliveries": 3}
+    assert history[5]["detail"] == {"reason": "delivery-exhausted", "deliveries": 3,
+                                    "consumers": ["points"]}
     assert history[6]["actor"] == "admin"
     assert [e["detail"].get("delivery") for e in history if e["event"] == "published"] == [
         1, 2, 3, 4]
