@@ -124,7 +124,9 @@ class MessageStore:
         (unknown, or another app's) or IllegalTransition naming the current state. Without a
         claim token, concurrent calls of a request-path transition share one statement
         (:mod:`rms.store.coalesced`) unless ``coalesced`` is False, which writes it with the
-        single-row statement."""
+        single-row statement. An ack is a consumer's: :meth:`ack`."""
+        if change is table.ACK:
+            raise ValueError("an ack names its consumer: MessageStore.ack")
         return await self._write(message_id, _form(change, coalesced), app=app, actor=actor,
                                  by=by, claim_token=claim_token, detail=detail)
 
