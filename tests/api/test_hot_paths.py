@@ -59,8 +59,10 @@ class Pair:
         self.keys: dict[str, tuple[AppKeys, AppKeys]] = {}
 
     async def create_app(self, name: str, produce: list[str]) -> None:
-        self.keys[name] = (await self.hot.create_app(f"hot-{self.tag}-{name}", produce),
-                           await self.framework.create_app(f"fw-{self.tag}-{name}", produce))
+        # consuming nothing: neither app is a subscriber of the other's messages
+        self.keys[name] = (
+            await self.hot.create_app(f"hot-{self.tag}-{name}", produce, consume=["none"]),
+            await self.framework.create_app(f"fw-{self.tag}-{name}", produce, consume=["none"]))
 
     async def same(self, app: str, path: str, body: Any = None, *,
                    headers: dict[str, str] | None = None, raw: bytes | None = None,
