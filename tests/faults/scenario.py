@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tests.faults.bounds import bounded
-from tests.faults.checker import Violation, check, notes, summary
+from tests.faults.checker import check, notes, summary
 from tests.faults.cluster import DATABASE, SETTINGS, Stack
 from tests.faults.faults import Fault, FaultContext, bound_of, heal
-from tests.faults.history import OPEN, Failover, Final, History, Op
+from tests.faults.history import OPEN, Failover, Final, History, Op, Violation
 from tests.faults.load import FINISH_SECONDS, PLANS, Consumer, Load, Mix, check_back
 from tests.faults.proxy import Toxics
 from tests.faults.retention import FINISH_SECONDS as RETENTION_FINISH_SECONDS
