@@ -67,6 +67,7 @@ STATE_EVENTS: dict[str, tuple[str | None, str]] = {
     "confirmed": ("pending-send", "sent"),
     "cancelled": ("pending-send", "deleted"),
     "acked": ("sent", "done"),
+    "released": ("sent", "done"),  # a consumer released: done when no one else owes it
 }
 DEAD_REASON_FOR = {"pending-send": "check-exhausted", "sent": "delivery-exhausted"}
 # a 2xx answer to these ops promises these states at the end (an ack: of a message with the
@@ -276,8 +277,10 @@ def _replay(message: FinalMessage, events: list[StoredEvent]) -> Iterator[Violat
 
 
 def _move(event: StoredEvent) -> tuple[str | None, str]:
-    """An ack that leaves another subscriber owing keeps the message ``sent``."""
-    if event.event == "acked" and event.detail.get("done") is False:
+    """An ack or a release that leaves another subscriber owing keeps the message ``sent`` (an
+    ack under the single-ack rule always finishes it)."""
+    finished = event.detail.get("done", event.event == "acked")
+    if event.event in {"acked", "released"} and finished is not True:
         return "sent", "sent"
     return STATE_EVENTS[event.event]
 

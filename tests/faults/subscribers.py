@@ -49,7 +49,7 @@ def check_subscribers(history: History, final: Final, facts: Facts) -> Iterator[
         yield from _dead_per_consumer(message, events)
     yield from _acks_sent(history, with_subscribers, facts)
     yield from _acks_answered(history, with_subscribers)
-    yield from _awaiting(history, with_subscribers)
+    yield from _awaiting(history, with_subscribers, facts)
     yield from _silent(history, with_subscribers, facts)
 
 
@@ -59,6 +59,12 @@ def _actor(event: StoredEvent) -> str:
 
 def _subscribers(message: FinalMessage) -> set[str]:
     return set(message.subscribers or ())
+
+
+def _confirmed_with(message: FinalMessage, events: list[StoredEvent]) -> set[str]:
+    """The subscribers at confirm: the row's and those released since (removed from it)."""
+    return _subscribers(message) | {str(e.detail.get("consumer")) for e in events
+                                    if e.event == "released"}
 
 
 # ---- fan-out ------------------------------------------------------------------------------
@@ -92,15 +98,18 @@ def _state(message: FinalMessage) -> str:
 
 
 def _all_acked(message: FinalMessage, events: list[StoredEvent]) -> Iterator[Violation]:
-    owed, acked = _subscribers(message), set()
+    owed, acked = _confirmed_with(message, events), set()
     for event in events:
-        if event.event != "acked":
+        if event.event == "released":
+            owed.discard(str(event.detail.get("consumer")))
+        if event.event not in {"acked", "released"}:
             continue
-        acked.add(_actor(event))
+        if event.event == "acked":
+            acked.add(_actor(event))
         if event.detail.get("done", True) and owed - acked:
             yield Violation("all-acked", message.message_id,
-                            f"done at {_actor(event)}'s ack while {sorted(owed - acked)} "
-                            "had not acked")
+                            f"{event.event} by {_actor(event)} finished it while "
+                            f"{sorted(owed - acked)} had not acked")
     if message.state == "done" and owed - set(message.acks):
         yield Violation("all-acked", message.message_id,
                         f"done, but the row holds no ack of {sorted(owed - set(message.acks))}")
@@ -156,7 +165,8 @@ def _acks_answered(history: History, messages: Mapping[str, FinalMessage]
                                                        "but the row holds no ack of it")
 
 
-def _awaiting(history: History, messages: Mapping[str, FinalMessage]) -> Iterator[Violation]:
+def _awaiting(history: History, messages: Mapping[str, FinalMessage], facts: Facts
+              ) -> Iterator[Violation]:
     """A record's ``rms-awaiting`` names only subscribers, and leaves one out only once its ack
     was written before the record was published."""
     for record in history.consumed:
@@ -164,7 +174,8 @@ def _awaiting(history: History, messages: Mapping[str, FinalMessage]) -> Iterato
         if message is None or record.awaiting is None:
             continue
         where = f"the record of delivery {record.delivery}"
-        for consumer in sorted(set(record.awaiting) - _subscribers(message)):
+        subscribers = _confirmed_with(message, facts.events.get(record.message_id, []))
+        for consumer in sorted(set(record.awaiting) - subscribers):
             yield Violation("stand-in", record.message_id, f"{where} awaits {consumer}, not a "
                                                            "subscriber")
         for consumer in sorted(_subscribers(message) - set(record.awaiting)):
@@ -180,11 +191,13 @@ def _awaiting(history: History, messages: Mapping[str, FinalMessage]) -> Iterato
 
 def _dead_per_consumer(message: FinalMessage, events: list[StoredEvent]
                        ) -> Iterator[Violation]:
-    subscribers, acked = _subscribers(message), set()
+    subscribers, acked = _confirmed_with(message, events), set()
     named: set[str] = set()
     for event in events:
         if event.event == "acked":
             acked.add(_actor(event))
+        elif event.event == "released":
+            subscribers.discard(str(event.detail.get("consumer")))
         elif event.event == "dead" and event.detail.get("reason") == "delivery-exhausted":
             named = set(_names(event.detail.get("consumers")))
             if named != subscribers - acked:

@@ -130,7 +130,7 @@ def test_done_at_the_first_of_two_acks_is_all_acked() -> None:
     history, final = clean()
     final.events = [_acked("m1", POINTS, True) if e.event == "acked" and e.message_id == "m1"
                     and e.actor == f"app:{POINTS}" else e for e in final.events]
-    assert "done at points's ack while ['invoices'] had not acked" in details(
+    assert "acked by points finished it while ['invoices'] had not acked" in details(
         history, final, "all-acked")
 
 
@@ -223,6 +223,36 @@ def test_a_message_done_although_a_consumer_never_acked_is_dead_per_consumer() -
     assert [(v.kind, v.detail) for v in found] == [
         ("stand-in", "acked by audit, which never sent an ack of it"),
         ("dead-per-consumer", "audit never acks, yet it ends done without naming it")]
+
+
+def _release_invoices(final: Final, done: bool) -> None:
+    """invoices (owing m1) deleted after points acked: released, m1 done with no ack of it."""
+    final.messages["m1"] = replace(final.messages["m1"], subscribers=(POINTS,),
+                                   acks={POINTS: T0 + 2})
+    final.events = [_event("m1", "released", "rms", consumer=INVOICES, reason="app-deleted",
+                           done=done) if (e.message_id, e.event, e.actor) == (
+                               "m1", "acked", f"app:{INVOICES}") else e for e in final.events]
+
+
+def test_a_consumer_released_from_what_it_owes_finishes_the_message() -> None:
+    history, final = clean()
+    history.subscriptions[EVENTS] = frozenset({POINTS})  # as the apps are at the end
+    history.ops = [op for op in history.ops if (op.app, op.message_id) != (INVOICES, "m1")]
+    _release_invoices(final, done=True)
+    assert check(history, final) == []
+
+
+def test_a_release_that_finishes_a_message_another_still_owes_is_all_acked() -> None:
+    history, final = clean()
+    history.subscriptions[EVENTS] = frozenset({POINTS})
+    history.ops = [op for op in history.ops if (op.app, op.message_id) != (INVOICES, "m1")]
+    _release_invoices(final, done=True)
+    final.events = _without(final, "m1", "acked", POINTS)
+    final.messages["m1"] = replace(final.messages["m1"], acks={})
+    history.ops = [op for op in history.ops if (op.app, op.message_id) != (POINTS, "m1")]
+    assert details(history, final, "all-acked") == [
+        "done, but the row holds no ack of ['points']",
+        "released by rms finished it while ['points'] had not acked"]
 
 
 def test_the_single_ack_rule_is_left_to_the_single_message_invariants() -> None:
