@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 PATHS = ("happy", "bare", "oneshot", "bulk", "transaction", "checkback", "redelivery",
-         "delayed", "ordered", "overload")
+         "delayed", "ordered", "overload", "fanout")
 TRANSACTION_MESSAGES = 3  # messages per transaction of the transaction path
+FANOUT_CONSUMERS = 3  # consumer apps of the fan-out path's topic
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -99,6 +100,16 @@ def _load_runs(args: argparse.Namespace) -> Iterator[Any]:
     for concurrency in args.concurrency[-1:]:
         yield Load("transaction", "closed", concurrency=concurrency,
                    batch_size=TRANSACTION_MESSAGES, **common)
+    yield from _fanout_runs(args.concurrency, common)
+
+
+def _fanout_runs(concurrencies: list[int], common: dict[str, Any]) -> Iterator[Any]:
+    """The fan-out path at each closed-loop concurrency of the happy path (compared there)."""
+    from bench.paths import Load
+
+    for concurrency in concurrencies:
+        yield Load("fanout", "closed", concurrency=concurrency, consumers=FANOUT_CONSUMERS,
+                   **common)
 
 
 def _worker_runs(args: argparse.Namespace) -> Iterator[Any]:
@@ -117,6 +128,7 @@ def _worker_runs(args: argparse.Namespace) -> Iterator[Any]:
 def _measure(stack: Any, args: argparse.Namespace, stamp: str,
              progress: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
     from bench import baseline
+    from bench.fanout import run_fanout
     from bench.paths import run_load, warm_up
     from bench.workerpaths import run_worker_path
 
@@ -127,7 +139,9 @@ def _measure(stack: Any, args: argparse.Namespace, stamp: str,
     for load in _load_runs(args):
         if load.path in args.paths:
             url = bare_url if load.path == "bare" else stack.api_url
-            runs.append(run_load(stack, load, url, f"{stamp}-{load.path}-{_label(load.label)}"))
+            run_id = f"{stamp}-{load.path}-{_label(load.label)}"
+            runs.append(run_fanout(stack, load, run_id) if load.path == "fanout"
+                        else run_load(stack, load, url, run_id))
             progress(runs[-1])
     if "overload" in args.paths:
         from bench.overload import run_overload
