@@ -43,6 +43,11 @@ def assert_clean(report: Report, *faults: str) -> None:
     # the run did exercise the paths the invariants speak about
     assert report.states["done"] and report.states["deleted"], report.describe()
     assert report.ops["kafka-record"] and report.ops["check-back"], report.describe()
+    # several consumers per message: a redelivery skipped by the consumer that had acked it, a
+    # first delivery a consumer crashed on, messages dead for the consumer that never acks
+    for seen in ("record-skipped-acked", "crash-before-ack", "audited-message"):
+        assert report.ops[seen], f"no {seen}:\n{report.describe()}"
+    assert report.states["sent/dead"], report.describe()
 
 
 async def test_serve_killed_between_commit_and_answer(stack: Stack) -> None:
