@@ -30,10 +30,14 @@ from typing import IO, Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from bench.kafka_options import kafka_options
-from rms.kafka.records import HEADER_CREATED_AT, HEADER_DELIVERY, HEADER_MESSAGE_ID, header
+from rms.kafka.records import (
+    HEADER_AWAITING,
+    HEADER_CREATED_AT,
+    HEADER_DELIVERY,
+    HEADER_MESSAGE_ID,
+    header,
+)
 from rms_client.ack_records import ack_value, signed_ack_headers
-
-HEADER_AWAITING = "rms-awaiting"  # the subscribers still owing an ack (design section 6)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -32,6 +32,7 @@ import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka.errors import KafkaError
 
+from rms.kafka.records import HEADER_AWAITING
 from rms_client.ack_records import ack_value, signed_ack_headers
 from tests.checkback.servers import Call, Reply
 from tests.faults.bounds import bounded
@@ -62,7 +63,6 @@ DELAY = (1.0, 5.0)
 # unbounded, a slow RMS lets thousands queue in the HTTP pool, whose bookkeeping then starves
 # the event loop that also runs the fault proxies
 ACKS_IN_FLIGHT = 64
-HEADER_AWAITING = "rms-awaiting"  # the subscribers still owing an ack (design section 6)
 
 
 @dataclass(frozen=True)
