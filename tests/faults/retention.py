@@ -130,7 +130,9 @@ def _message(row: dict[str, Any]) -> FinalMessage:
 
 
 def _subscribers(value: Any) -> tuple[str, ...] | None:
-    return None if value is None else tuple(str(v) for v in value)
+    """The archived ``subscribers`` (a JSON array's text, or a list; None: single-ack rule)."""
+    names = json.loads(value) if isinstance(value, str) else value
+    return None if names is None else tuple(str(v) for v in names)
 
 
 def _ack_times(value: Any) -> dict[str, float]:
