@@ -20,7 +20,7 @@ def _dead_letters(reason: str) -> float:
 
 
 async def _confirmed(api: Api, topic: str, **policy: object) -> str:
-    producer = api.apps.get("orders") or await api.create_app("orders")
+    producer = api.apps.get("orders") or await api.create_app("orders", consume=["none"])
     message_id = await api.prepared_id(producer, topic, **policy)
     confirmed = await api.post(producer, f"/v1/messages/{message_id}/confirm")
     assert confirmed.status_code == 200, confirmed.text
