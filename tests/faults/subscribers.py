@@ -192,22 +192,22 @@ def _awaiting(history: History, messages: Mapping[str, FinalMessage], facts: Fac
 def _dead_per_consumer(message: FinalMessage, events: list[StoredEvent]
                        ) -> Iterator[Violation]:
     subscribers, acked = _confirmed_with(message, events), set()
-    named: set[str] = set()
+    stood: set[str] = set()  # the acks standing at the last dead event
     for event in events:
         if event.event == "acked":
             acked.add(_actor(event))
         elif event.event == "released":
             subscribers.discard(str(event.detail.get("consumer")))
         elif event.event == "dead" and event.detail.get("reason") == "delivery-exhausted":
-            named = set(_names(event.detail.get("consumers")))
+            named, stood = set(_names(event.detail.get("consumers"))), acked & subscribers
             if named != subscribers - acked:
                 yield Violation("dead-per-consumer", message.message_id,
                                 f"dead naming {sorted(named)}; still owing then: "
                                 f"{sorted(subscribers - acked)}")
     if message.dead:
-        for consumer in sorted(subscribers - named - set(message.acks)):
+        for consumer in sorted(stood - set(message.acks)):
             yield Violation("dead-per-consumer", message.message_id,
-                            f"dead for {sorted(named)}, but {consumer}'s ack is gone")
+                            f"dead, and {consumer}'s ack from before is gone")
 
 
 def _names(value: object) -> Iterable[str]:
@@ -216,18 +216,11 @@ def _names(value: object) -> Iterable[str]:
 
 def _silent(history: History, messages: Mapping[str, FinalMessage], facts: Facts
             ) -> Iterator[Violation]:
-    """A consumer that never acks: each confirmed message it subscribes to ends dead naming
-    it, never ``done``."""
+    """A consumer that never acks: no confirmed message it subscribes to ends ``done`` (one
+    that ends dead must name it: the dead event's check)."""
     for message_id in sorted((facts.must_deliver - facts.held) & set(messages)):
         message = messages[message_id]
         for consumer in sorted(history.silent & _subscribers(message)):
-            if message.state == "done" or (message.dead and consumer not in _last_named(
-                    facts.events.get(message_id, []))):
+            if message.state == "done":
                 yield Violation("dead-per-consumer", message_id,
-                                f"{consumer} never acks, yet it ends {_state(message)} "
-                                "without naming it")
-
-
-def _last_named(events: list[StoredEvent]) -> set[str]:
-    dead = [e for e in events if e.event == "dead"]
-    return set(_names(dead[-1].detail.get("consumers"))) if dead else set()
+                                f"{consumer} never acks, yet it ends done")
