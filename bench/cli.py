@@ -21,10 +21,11 @@ from typing import Any
 from history.options import duty_cycle, positive_int
 
 PATHS = ("happy", "bare", "oneshot", "bulk", "transaction", "checkback", "redelivery",
-         "delayed", "ordered", "overload", "tenants")
+         "delayed", "ordered", "overload", "tenants", "fanout")
 # only when asked: it seeds millions of rows into the bench's database, and runs last
 EXTRA_PATHS = ("full",)
 TRANSACTION_MESSAGES = 3  # messages per transaction of the transaction path
+FANOUT_CONSUMERS = 3  # consumer apps of the fan-out path's topic
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -115,6 +116,16 @@ def _load_runs(args: argparse.Namespace) -> Iterator[Any]:
     for concurrency in args.concurrency[-1:]:
         yield Load("transaction", "closed", concurrency=concurrency,
                    batch_size=TRANSACTION_MESSAGES, **common)
+    yield from _fanout_runs(args.concurrency, common)
+
+
+def _fanout_runs(concurrencies: list[int], common: dict[str, Any]) -> Iterator[Any]:
+    """The fan-out path at each closed-loop concurrency of the happy path (compared there)."""
+    from bench.paths import Load
+
+    for concurrency in concurrencies:
+        yield Load("fanout", "closed", concurrency=concurrency, consumers=FANOUT_CONSUMERS,
+                   **common)
 
 
 def _worker_runs(args: argparse.Namespace) -> Iterator[Any]:
@@ -133,6 +144,7 @@ def _worker_runs(args: argparse.Namespace) -> Iterator[Any]:
 def _measure(stack: Any, args: argparse.Namespace, stamp: str,
              progress: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
     from bench import baseline
+    from bench.fanout import run_fanout
     from bench.paths import run_load, warm_up
     from bench.workerpaths import run_worker_path
 
@@ -143,24 +155,13 @@ def _measure(stack: Any, args: argparse.Namespace, stamp: str,
     for load in _load_runs(args):
         if load.path in args.paths:
             url = bare_url if load.path == "bare" else stack.api_url
-            runs.append(run_load(stack, load, url, f"{stamp}-{load.path}-{_label(load.label)}"))
+            run_id = f"{stamp}-{load.path}-{_label(load.label)}"
+            runs.append(run_fanout(stack, load, run_id) if load.path == "fanout"
+                        else run_load(stack, load, url, run_id))
             progress(runs[-1])
-    if "overload" in args.paths:
-        from bench.overload import run_overload
-
-        rows = run_overload(stack, args.concurrency[-1], args.overload_seconds,
-                            args.overload_calm, args.overload_factor, args.duration,
-                            args.api_workers, f"{stamp}-overload")
-        for row in rows:
-            runs.append(row)
-            progress(row)
-    if "tenants" in args.paths:
-        from bench.tenants import run_tenants
-
-        for row in run_tenants(stack, args.tenants_rate, args.tenants_seconds, args.api_workers,
-                               f"{stamp}-tenants"):
-            runs.append(row)
-            progress(row)
+    for row in _open_loop_runs(stack, args, stamp):
+        runs.append(row)
+        progress(row)
     for work in _worker_runs(args):
         if work.path in args.paths:
             runs.append(run_worker_path(stack, work, f"{stamp}-{work.path}-w{work.workers}"))
@@ -172,6 +173,22 @@ def _measure(stack: Any, args: argparse.Namespace, stamp: str,
             runs.append(row)
             progress(row)
     return runs
+
+
+def _open_loop_runs(stack: Any, args: argparse.Namespace,
+                    stamp: str) -> Iterator[dict[str, Any]]:
+    """The runs of the paths on a second ``rms serve`` of their own: overload and tenants."""
+    if "overload" in args.paths:
+        from bench.overload import run_overload
+
+        yield from run_overload(stack, args.concurrency[-1], args.overload_seconds,
+                                args.overload_calm, args.overload_factor, args.duration,
+                                args.api_workers, f"{stamp}-overload")
+    if "tenants" in args.paths:
+        from bench.tenants import run_tenants
+
+        yield from run_tenants(stack, args.tenants_rate, args.tenants_seconds, args.api_workers,
+                               f"{stamp}-tenants")
 
 
 def _full_load(args: argparse.Namespace) -> Any:

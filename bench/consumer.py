@@ -6,6 +6,11 @@ For each record it appends ``message_id <TAB> delivery <TAB> receive time`` to `
 (``time.time()`` when the fetch returned it), flushed after every batch, so the bench reads
 what arrived while the consumer keeps running. Records without ``rms-message-id`` are ignored.
 
+``--consumer-app`` may be given several times (the fan-out path's consumer apps, each signing
+with its own secret: ``BENCH_SIGNING_SECRET`` holds them comma-separated, in the same order):
+each app acks a record only when its ``rms-awaiting`` header names it (design section 6; a
+record without the header is acked by every app given).
+
 ``--skip-first`` topics are the redelivery path: delivery 1 is received but not acknowledged.
 ``--route TOPIC=ACK_TOPIC`` sends the acks of one topic elsewhere (the bare baseline's).
 ``--ready FILE`` is created once the consumer has its partitions and positions.
@@ -25,7 +30,13 @@ from typing import IO, Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from bench.kafka_options import kafka_options
-from rms.kafka.records import HEADER_CREATED_AT, HEADER_DELIVERY, HEADER_MESSAGE_ID, header
+from rms.kafka.records import (
+    HEADER_AWAITING,
+    HEADER_CREATED_AT,
+    HEADER_DELIVERY,
+    HEADER_MESSAGE_ID,
+    header,
+)
 from rms_client.ack_records import ack_value, signed_ack_headers
 
 
@@ -34,7 +45,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--topics", required=True, help="comma-separated")
     parser.add_argument("--ack-topic", required=True)
-    parser.add_argument("--consumer-app", required=True)
+    parser.add_argument("--consumer-app", action="append", required=True)
     parser.add_argument("--skip-first", default="", help="comma-separated topics")
     parser.add_argument("--route", action="append", default=[], help="TOPIC=ACK_TOPIC")
     parser.add_argument("--out", type=Path, required=True)
@@ -47,8 +58,8 @@ class Acker:
         self.skip_first = set(filter(None, args.skip_first.split(",")))
         self.routes = dict(route.split("=", 1) for route in args.route)
         self.ack_topic = args.ack_topic
-        self.app = args.consumer_app
-        self.secret = os.environ["BENCH_SIGNING_SECRET"]  # not on the command line
+        secrets = os.environ["BENCH_SIGNING_SECRET"].split(",")  # not on the command line
+        self.apps = list(zip(args.consumer_app, secrets, strict=True))
         self.producer = producer
         self.log = log
 
@@ -63,15 +74,28 @@ class Acker:
             lines.append(f"{message_id}\t{delivery}\t{received:.6f}\n")
             if delivery <= 1 and record.topic in self.skip_first:
                 continue
-            value = ack_value(message_id, self.app, header(list(record.headers),
-                                                           HEADER_CREATED_AT) or "")
-            topic = self.routes.get(record.topic, self.ack_topic)
-            sends.append(await self.producer.send(topic, value, key=message_id.encode(),
-                                                  headers=signed_ack_headers([self.secret], value)))
+            sends += [await self._ack(record, message_id, app, secret)
+                      for app, secret in self._named(record)]
         self.log.write("".join(lines))
         self.log.flush()
         if sends:
             await asyncio.gather(*sends)
+
+    def _named(self, record: Any) -> list[tuple[str, str]]:
+        """The apps this record is for: those its ``rms-awaiting`` names, else every one."""
+        awaiting = header(list(record.headers), HEADER_AWAITING)
+        if awaiting is None:
+            return self.apps
+        named = set(awaiting.split(","))
+        return [(app, secret) for app, secret in self.apps if app in named]
+
+    async def _ack(self, record: Any, message_id: str, app: str, secret: str
+                   ) -> asyncio.Future[Any]:
+        value = ack_value(message_id, app, header(list(record.headers), HEADER_CREATED_AT) or "")
+        topic = self.routes.get(record.topic, self.ack_topic)
+        sent: asyncio.Future[Any] = await self.producer.send(
+            topic, value, key=message_id.encode(), headers=signed_ack_headers([secret], value))
+        return sent
 
 
 async def consume(args: argparse.Namespace) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -46,6 +47,7 @@ class Load:
     keys: int = 0  # the ordered path: distinct keys
     phases: tuple[tuple[float, float], ...] = ()  # open loop: (seconds, rate) one after another
     request_timeout: float = 0.0  # >0: a request not answered by then is a time-out
+    consumers: int = 1  # subscribers of each message (the fan-out path's consumer apps)
 
     @property
     def label(self) -> str:
@@ -56,7 +58,7 @@ class Load:
 
 
 def _spec(stack: Stack, load: Load, base_url: str, run_id: str) -> Spec:
-    kind = ("happy" if load.path in ("bare", "soak", "ordered", "overload", "tenants")
+    kind = ("happy" if load.path in ("bare", "soak", "ordered", "overload", "tenants", "fanout")
             else load.path)
     return Spec(base_url=base_url, token=stack.api_key, kind=kind, mode=load.mode,
                 id_prefix=run_id, topic=TOPICS[load.path], check_url=stack.check_url,
@@ -99,10 +101,11 @@ def run_load(stack: Stack, load: Load, base_url: str, run_id: str) -> dict[str, 
     return row
 
 
-def run_load_recorded(stack: Stack, load: Load, base_url: str, run_id: str
-                      ) -> tuple[dict[str, Any], dict[str, Any]]:
+def run_load_recorded(stack: Stack, load: Load, base_url: str, run_id: str,
+                      receipts_path: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """One run: its report row, and what the load generator wrote (every transaction, and
-    every request when the load has phases)."""
+    every request when the load has phases). ``receipts_path``: where the consumer of the
+    run's topic writes what it received (default the bench consumer's)."""
     spec = _spec(stack, load, base_url, run_id)
     if load.keys:  # the ordered messages are published by a recovery worker's sequencer
         stack.spawn(f"{SEQUENCER}-{run_id}", ["-m", "rms.cli", SEQUENCER], stack.env(
@@ -118,9 +121,9 @@ def run_load_recorded(stack: Stack, load: Load, base_url: str, run_id: str
         stack.stop_process(f"{SEQUENCER}-{run_id}", SEQUENCER)
     sampled = usage.get("loadgen", Usage(0.0, 0.0))  # its own rusage: exact even if short-lived
     usage["loadgen"] = Usage(round(generated["cpu_seconds"], 3), sampled.peak_rss_mb)
-    receipts = history.read_receipts(receipts_file(stack), set(expected))
+    receipts = history.read_receipts(receipts_path or receipts_file(stack), set(expected))
     stored = history.stored(stack.dsn, list(expected))
-    verdict = verify(expected, stored, receipts)
+    verdict = verify(expected, stored, receipts, load.consumers)
     stages = load_stages(generated["transactions"],
                          lambda n: message_ids(spec.kind, spec.id_prefix, n, spec.batch_size),
                          receipts, stored)
@@ -129,7 +132,7 @@ def run_load_recorded(stack: Stack, load: Load, base_url: str, run_id: str
     done_at = [s.done_at for i in confirmed if (s := stored.get(i)) and s.done_at]
     return {
         "path": load.path, "mode": load.mode, "load": load.label, "run_id": run_id,
-        "keys": load.keys,
+        "keys": load.keys, "consumers": load.consumers,
         "transactions": len(generated["transactions"]), "messages": len(expected),
         "errors": generated["errors"], "error_samples": generated["error_samples"],
         "timeouts": generated["timeouts"], "refusals": generated["refusals"],

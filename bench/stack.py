@@ -32,7 +32,10 @@ from rms.store.migrate import upgrade
 ADMIN_TOKEN = "bench-admin-token"
 TOPICS = {path: f"bench.{path}" for path in
           ("happy", "oneshot", "bulk", "transaction", "checkback", "redelivery", "delayed",
-           "bare", "soak", "ordered", "overload", "tenants")}
+           "bare", "soak", "ordered", "overload", "tenants", "fanout")}
+# the bench app consumes every topic but the fan-out path's, which its own consumer apps read
+# (bench/fanout.py): an app consuming a topic is a subscriber of its messages
+CONSUMED = [topic for path, topic in TOPICS.items() if path != "fanout"]
 BARE_ACK_TOPIC = "bench.bare-acks"
 STOP_SECONDS = 15
 
@@ -185,27 +188,28 @@ def _postmaster_pid(postgres: EmbeddedPostgres) -> int:
 
 
 def register_app(stack: Stack) -> None:
-    """One app that produces and consumes ``bench.*`` and may be called back locally; its
-    keyed messages on the ordered path's topic are published in confirm order per key."""
+    """One app that produces ``bench.*``, consumes every bench topic but the fan-out path's and
+    may be called back locally; its keyed messages on the ordered path's topic are published in
+    confirm order per key."""
     stack.app = f"bench-{uuid.uuid4().hex[:8]}"
-    created = create_app(stack, stack.app)
-    stack.api_key = created["api_key"]
-    stack.signing_secret = created["signing_secret"]
+    app = create_app(stack, {"name": stack.app, "produce_topics": ["bench.*"],
+                             "consume_topics": CONSUMED,
+                             "check_url_prefixes": [f"http://127.0.0.1:{stack.callback_port}/"],
+                             "ordered_topics": [TOPICS["ordered"]]})
+    stack.api_key = app["api_key"]
+    stack.signing_secret = app["signing_secret"]
 
 
-def create_app(stack: Stack, name: str) -> dict[str, Any]:
-    """Register app ``name`` like the bench app (``bench.*`` topics, local check-backs);
-    returns its keys."""
-    response = httpx.post(
-        f"{stack.api_url}/v1/admin/apps", headers={"Authorization": f"Bearer {stack.admin_token}"},
-        json={"name": name, "produce_topics": ["bench.*"], "consume_topics": ["bench.*"],
-              "check_url_prefixes": [f"http://127.0.0.1:{stack.callback_port}/"],
-              "ordered_topics": [TOPICS["ordered"]]}, timeout=10)
+def create_app(stack: Stack, body: dict[str, Any]) -> dict[str, Any]:
+    """``POST /v1/admin/apps``: the app with its ``api_key`` and ``signing_secret``."""
+    response = httpx.post(f"{stack.api_url}/v1/admin/apps",
+                          headers={"Authorization": f"Bearer {stack.admin_token}"}, json=body,
+                          timeout=10)
     if response.status_code != 201:
-        raise StackError(f"cannot register the app {name}: {response.status_code} "
-                         f"{response.text}")
-    created: dict[str, Any] = response.json()
-    return created
+        raise StackError(f"cannot register the bench app {body['name']}: "
+                         f"{response.status_code} {response.text}")
+    app: dict[str, Any] = response.json()
+    return app
 
 
 async def create_topics(bootstrap: str, topics: list[str]) -> None:
@@ -222,7 +226,7 @@ async def create_topics(bootstrap: str, topics: list[str]) -> None:
 def start_helpers(stack: Stack) -> None:
     """The consumer (acks every record; delivery 1 of the redelivery path is not acked) and
     the callback server."""
-    topics = [*TOPICS.values()]
+    topics = CONSUMED
     asyncio.run(create_topics(stack.bootstrap, [*topics, stack.ack_topic, BARE_ACK_TOPIC]))
     ready = stack.work / "consumer.ready"
     stack.spawn("consumer", [

@@ -16,6 +16,7 @@ OPEN_P99_FACTOR = 1.5  # open loop: p99 prepare and confirm within this of bare'
 BULK_MS_PER_MESSAGE = 0.12  # rms serve + PostgreSQL + Kafka CPU per bulk message
 CHECKBACK_RATE, CHECKBACK_MS = 6000.0, 0.1  # resolved/s with one worker; worker CPU each
 REDELIVERY_RATE, REDELIVERY_PG_MS = 10_000.0, 0.07  # /s with one worker; PostgreSQL CPU each
+FANOUT_RATIO = 0.8  # fan-out (three consumer apps) tx/s / the happy path's, same clients
 
 
 def _runs(result: dict[str, Any], path: str, mode: str | None = None) -> list[dict[str, Any]]:
@@ -87,6 +88,24 @@ def _transactions(result: dict[str, Any]) -> Iterator[Judged]:
                per_s >= single["throughput"])
 
 
+def _fanout(result: dict[str, Any]) -> Iterator[Judged]:
+    """Each fan-out run against the happy path at the same clients, and its CPU per ack."""
+    happy = {r["load"]: r for r in _runs(result, "happy", "closed")}
+    for run in _runs(result, "fanout"):
+        name = (f"fan-out {run['load']} ({run['consumers']} consumer apps): tx/s >= "
+                f"{FANOUT_RATIO} x happy's")
+        single = happy.get(run["load"])
+        if single is None or not single["throughput"]:
+            yield name, f"{run['throughput']:,.0f} tx/s, no happy run", None
+        else:
+            ratio = run["throughput"] / single["throughput"]
+            yield (name, f"{run['throughput']:,.0f} vs {single['throughput']:,.0f} tx/s "
+                         f"({ratio:.2f})", ratio >= FANOUT_RATIO)
+        yield (f"fan-out {run['load']}: CPU per ack", f"rms serve "
+               f"{_ms_per(run, run['acks'], 'rms-serve'):.3f} ms, PostgreSQL "
+               f"{_ms_per(run, run['acks'], 'postgres'):.3f} ms over {run['acks']:,} acks", None)
+
+
 def _bulk(result: dict[str, Any]) -> Iterator[Judged]:
     name = f"bulk: rms serve + PostgreSQL + Kafka CPU <= {BULK_MS_PER_MESSAGE} ms per message"
     runs = _runs(result, "bulk")
@@ -128,8 +147,8 @@ def _tenants(result: dict[str, Any]) -> Iterator[Judged]:
 
 
 def judge(result: dict[str, Any]) -> list[Judged]:
-    return [*_happy(result), *_open_loop(result), *_transactions(result), *_bulk(result),
-            *_workers(result), *_overload(result), *_tenants(result)]
+    return [*_happy(result), *_open_loop(result), *_transactions(result), *_fanout(result),
+            *_bulk(result), *_workers(result), *_overload(result), *_tenants(result)]
 
 
 def render(result: dict[str, Any]) -> list[str]:

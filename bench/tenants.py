@@ -95,7 +95,10 @@ def run_tenants(stack: Stack, rate: float, seconds: float, workers: int, run_id:
     flooded: dict[str, Any] = {}
     try:
         alone_row, alone = run_load_recorded(stack, calm, url, f"{run_id}-alone")
-        flooder = create_app(stack, f"flooder-{run_id}")["api_key"]
+        # it produces only: the bench app, which consumes the topics, is each message's one
+        # subscriber, so the bench consumer's acks finish the flooder's messages too
+        flooder = create_app(stack, {"name": f"flooder-{run_id}",
+                                     "produce_topics": ["bench.*"]})["api_key"]
         flooding = threading.Thread(target=_flood, name="tenants-flood", args=(
             stack, url, flooder, seconds + 2 * FLOOD_LEAD_SECONDS, f"{run_id}-flood", flooded))
         flooding.start()

@@ -50,15 +50,17 @@ class Verdict:
                 "samples": self.samples}
 
 
-def _confirmed(message_id: str, stored: Stored | None, received: bool) -> str | None:
+def _confirmed(message_id: str, stored: Stored | None, received: bool, acks: int = 1
+               ) -> str | None:
     if stored is None:
         return f"{message_id}: confirmed but not in the database (lost)"
     if stored.state != "done" or stored.done_at is None:
         return f"{message_id}: confirmed but state is {stored.state!r}, not done"
     if stored.published < 1:
         return f"{message_id}: done without a published event"
-    if stored.acked != 1:
-        return f"{message_id}: {stored.acked} acked events (one transition to done expected)"
+    if stored.acked != acks:
+        return (f"{message_id}: {stored.acked} acked events ({acks} expected: one per "
+                "subscriber, the last one the transition to done)")
     if stored.confirmed_at is None or stored.confirmed_at > stored.done_at:
         return f"{message_id}: done_at before confirmed_at (or no confirmed_at)"
     if not received:
@@ -78,14 +80,16 @@ def _cancelled(message_id: str, stored: Stored | None, received: bool) -> str | 
 
 
 def verify(expected: Mapping[str, str], stored: Mapping[str, Stored],
-           received: Mapping[str, object]) -> Verdict:
+           received: Mapping[str, object], acks: int = 1) -> Verdict:
     """``expected``: message id -> ``confirmed`` / ``cancelled`` (what the producer was told);
-    ``stored``: what the database holds; ``received``: ids the consumer got from Kafka."""
+    ``stored``: what the database holds; ``received``: ids the consumer got from Kafka;
+    ``acks``: the subscribers of each message, each acking it once."""
     verdict = Verdict()
     for message_id, outcome in expected.items():
         verdict.checked += 1
-        check = _confirmed if outcome == CONFIRMED else _cancelled
-        problem = check(message_id, stored.get(message_id), message_id in received)
+        problem = (_confirmed(message_id, stored.get(message_id), message_id in received, acks)
+                   if outcome == CONFIRMED
+                   else _cancelled(message_id, stored.get(message_id), message_id in received))
         if problem is not None:
             verdict.fail(problem)
     return verdict

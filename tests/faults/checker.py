@@ -26,6 +26,9 @@
 * **retention**: only finished (``done`` / ``deleted``), not dead messages are archived, and
   archive plus live tables hold each message and each event exactly once.
 
+A message read by several consumer apps has four invariants more (``subscribers.py``):
+**fan-out**, **all-acked**, **stand-in** and **dead-per-consumer**.
+
 A transaction's requests (``txn-prepare``, ``txn-confirm``, ``txn-cancel``) and check-back
 answers count for each of its members in the single-message invariants.
 """
@@ -37,7 +40,6 @@ import itertools
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 
 from tests.faults.history import (
     COMMITTED,
@@ -48,10 +50,13 @@ from tests.faults.history import (
     History,
     Op,
     StoredEvent,
+    Violation,
 )
+from tests.faults.subscribers import KINDS as SUBSCRIBER_KINDS
+from tests.faults.subscribers import Facts, check_subscribers
 
 KINDS = ("loss", "phantom", "duplicates", "transition", "liveness", "isolation", "atomic",
-         "transaction-order", "key-order", "early", "retention")
+         "transaction-order", "key-order", "early", "retention", *SUBSCRIBER_KINDS)
 FINISHED = frozenset({"done", "deleted"})
 RECORD_CLOCK = 0.001  # record timestamps are whole milliseconds
 
@@ -62,20 +67,12 @@ STATE_EVENTS: dict[str, tuple[str | None, str]] = {
     "confirmed": ("pending-send", "sent"),
     "cancelled": ("pending-send", "deleted"),
     "acked": ("sent", "done"),
+    "released": ("sent", "done"),  # a consumer released: done when no one else owes it
 }
 DEAD_REASON_FOR = {"pending-send": "check-exhausted", "sent": "delivery-exhausted"}
-# a 2xx answer to these ops promises these states at the end
+# a 2xx answer to these ops promises these states at the end (an ack: of a message with the
+# single-ack rule; a subscriber's ack promises its own ack, ``subscribers.py``)
 SURVIVES = {"confirm": {"sent", "done"}, "cancel": {"deleted"}, "ack": {"done"}}
-
-
-@dataclass(frozen=True, slots=True)
-class Violation:
-    kind: str
-    message_id: str
-    detail: str
-
-    def __str__(self) -> str:
-        return f"{self.kind}: {self.message_id}: {self.detail}"
 
 
 def check(history: History, final: Final) -> list[Violation]:
@@ -97,6 +94,7 @@ def check(history: History, final: Final) -> list[Violation]:
         *_key_order(history, final),
         *_early(history, final),
         *retention,
+        *check_subscribers(history, final, Facts(_must_deliver(history, final), held, events)),
     ]
     return sorted(found, key=lambda v: (KINDS.index(v.kind), v.message_id, v.detail))
 
@@ -178,6 +176,8 @@ def _answers_survive(ops: Iterable[Op], final: Final) -> Iterator[Violation]:
         if message is None:
             yield Violation("loss", op.message_id, f"{op.kind} answered {op.status} but the "
                                                    "message is not stored")
+        elif op.kind == "ack" and message.subscribers is not None:
+            continue  # one subscriber's ack: kept as its own (subscribers.py)
         elif op.kind in SURVIVES and message.state not in SURVIVES[op.kind]:
             yield Violation("loss", op.message_id, f"{op.kind} answered {op.status} "
                                                    f"({op.state}) but the message ends "
@@ -263,7 +263,7 @@ def _replay(message: FinalMessage, events: list[StoredEvent]) -> Iterator[Violat
             yield from _dead_event(message.message_id, state, event)
         if event.event not in STATE_EVENTS:
             continue
-        source, target = STATE_EVENTS[event.event]
+        source, target = _move(event)
         if state != source:
             yield Violation("transition", message.message_id,
                             f"{event.event} by {event.actor} from {state or '(new)'}")
@@ -274,6 +274,15 @@ def _replay(message: FinalMessage, events: list[StoredEvent]) -> Iterator[Violat
     if message.dead and DEAD_REASON_FOR.get(message.state) != message.dead_reason:
         yield Violation("transition", message.message_id,
                         f"dead ({message.dead_reason}) in state {message.state}")
+
+
+def _move(event: StoredEvent) -> tuple[str | None, str]:
+    """An ack or a release that leaves another subscriber owing keeps the message ``sent`` (an
+    ack under the single-ack rule always finishes it)."""
+    finished = event.detail.get("done", event.event == "acked")
+    if event.event in {"acked", "released"} and finished is not True:
+        return "sent", "sent"
+    return STATE_EVENTS[event.event]
 
 
 def _dead_event(message_id: str, state: str | None, event: StoredEvent) -> Iterator[Violation]:
@@ -340,7 +349,7 @@ def _actor_isolation(event: StoredEvent, message: FinalMessage | None, consumers
     if message is None or not event.actor.startswith("app:"):
         return
     actor = event.actor.removeprefix("app:")
-    allowed = {message.app} | (consumers if event.event == "acked" else set())
+    allowed = {message.app} | (consumers if event.event in {"acked", "ack-ignored"} else set())
     if actor not in allowed:
         yield Violation("isolation", event.message_id,
                         f"{event.event} by app {actor} on {message.app}'s message")

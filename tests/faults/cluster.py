@@ -27,6 +27,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -269,13 +270,33 @@ class RmsProcess:
 
 
 @dataclass(frozen=True)
+class ConsumerApp:
+    """A consumer app of a scenario: the topics it reads and how the test consumer behaves as
+    it (``crash_before_ack``: the share of first deliveries it reads and crashes before
+    acking; ``acks`` False: it reads every record and never acks)."""
+
+    name: str
+    key: str
+    secret: str  # signs its ack-topic records
+    topics: tuple[str, ...]
+    crash_before_ack: float
+    acks: bool = True
+
+
+# a scenario's consumer apps: name prefix -> (the suffix of the producers' topics it consumes,
+# share of first deliveries it crashes on before acking, whether it acks at all). Two or three
+# read every topic, so one consumer's ack must never finish the others' messages; ``audit``
+# never acks, so each message of the ``.audit`` topics ends dead naming it, and only it.
+CONSUMERS = {"points": ("*", 0.2, True), "invoices": ("*", 0.35, True),
+             "audit": ("audit", 0.0, False)}
+
+
+@dataclass
 class Apps:
-    """Two producer apps and one consumer app of one scenario, with their API keys."""
+    """Two producer apps and their consumer apps of one scenario, with their API keys."""
 
     producers: dict[str, str]  # name -> api key
-    consumer: str
-    consumer_key: str
-    consumer_secret: str  # signs its ack-topic records
+    consumers: list[ConsumerApp]
 
     def topic(self, app: str) -> str:
         return f"{app}.events"
@@ -284,13 +305,23 @@ class Apps:
         """In the app's ``ordered_topics``: keyed messages go in confirm order per key."""
         return f"{app}.ordered"
 
+    def audit_topic(self, app: str) -> str:
+        """Read by a consumer that never acks, besides the others: its messages end dead."""
+        return f"{app}.audit"
+
     @property
     def topics(self) -> list[str]:
-        return [t for app in self.producers for t in (self.topic(app), self.ordered_topic(app))]
+        return [t for app in self.producers
+                for t in (self.topic(app), self.ordered_topic(app), self.audit_topic(app))]
 
     @property
     def names(self) -> list[str]:
-        return [*self.producers, self.consumer]
+        return [*self.producers, *(c.name for c in self.consumers)]
+
+    def subscriptions(self) -> dict[str, frozenset[str]]:
+        """Topic -> the consumer apps reading it: a confirmed message's subscribers."""
+        return {t: frozenset(c.name for c in self.consumers if t in c.topics)
+                for t in self.topics}
 
 
 @dataclass
@@ -350,9 +381,12 @@ class Stack:
             producers[name], _ = await self._create_app(name, [f"{name}.*"], [],
                                                         [self.check_url.removesuffix("check")],
                                                         [f"{name}.ordered"])
-        consumer = f"points-{tag}"
-        key, secret = await self._create_app(consumer, [], [f"{p}.*" for p in producers], [])
-        apps = Apps(producers, consumer, key, secret)
+        apps = Apps(producers, [])
+        for prefix, (suffix, crash, acks) in CONSUMERS.items():
+            name, consumed = f"{prefix}-{tag}", [f"{p}.{suffix}" for p in producers]
+            key, secret = await self._create_app(name, [], consumed, [])
+            topics = tuple(t for t in apps.topics if any(fnmatchcase(t, g) for g in consumed))
+            apps.consumers.append(ConsumerApp(name, key, secret, topics, crash, acks))
         await self.create_ordered_topics(apps)
         return apps
 
@@ -416,8 +450,8 @@ class Stack:
             "SELECT message_id, app, topic, state, dead, dead_reason, max_deliveries, "
             "delivery_count, extract(epoch FROM now() - CASE state "
             "WHEN 'pending-send' THEN next_check_at WHEN 'sent' THEN next_delivery_at END), "
-            "key, ordered, confirm_seq, extract(epoch FROM deliver_after), transaction_id "
-            "FROM messages WHERE app = ANY(:apps)", apps=list(apps))
+            "key, ordered, confirm_seq, extract(epoch FROM deliver_after), transaction_id, "
+            f"subscribers, {ACK_TIMES} FROM messages WHERE app = ANY(:apps)", apps=list(apps))
         return {row[0]: _final(row) for row in rows}
 
     async def final_events(self, apps: Sequence[str]) -> list[StoredEvent]:
@@ -435,10 +469,17 @@ class Stack:
         return int(rows[0][0])
 
 
+# a message's acks as {consumer: epoch seconds}
+ACK_TIMES = ("(SELECT jsonb_object_agg(a.consumer, extract(epoch FROM (a.ack->>'at')::timestamptz))"
+             " FROM jsonb_each(acks) AS a(consumer, ack))")
+
+
 def _final(row: Any) -> FinalMessage:
     return FinalMessage(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7],
                         None if row[8] is None else float(row[8]), row[9], row[10], row[11],
-                        None if row[12] is None else float(row[12]), row[13])
+                        None if row[12] is None else float(row[12]), row[13],
+                        subscribers=None if row[14] is None else tuple(row[14]),
+                        acks={str(k): float(v) for k, v in (row[15] or {}).items()})
 
 
 def rms_env(infra: Infra, pg_proxy: FaultProxy) -> dict[str, str]:

@@ -19,7 +19,7 @@ from tests.faults.cluster import BROKER_SESSION_MS, LEASE_SECONDS, RmsProcess, S
 from tests.faults.disk import SizedDisk
 from tests.faults.ha import TTL, HaError, PatroniCluster
 from tests.faults.history import Failover
-from tests.faults.load import Consumer, Load
+from tests.faults.load import Consumers, Load
 from tests.faults.proxy import Toxics
 
 CLAIM_HUNT_SECONDS = 15.0
@@ -30,7 +30,7 @@ INJECT_SECONDS = 180.0  # one injection's bound, unless its fault names a longer
 class FaultContext:
     stack: Stack
     load: Load
-    consumer: Consumer
+    consumer: Consumers
     rng: random.Random
     injected: Counter[str]
 

@@ -34,7 +34,8 @@ class Op:
 
 @dataclass(frozen=True, slots=True)
 class Consumed:
-    """One Kafka record a consumer read (its ``rms-*`` headers)."""
+    """One Kafka record a consumer app read (its ``rms-*`` headers). ``awaiting``: the
+    subscribers its ``rms-awaiting`` header names (None: no header, the single-ack rule)."""
 
     message_id: str
     app: str
@@ -44,6 +45,8 @@ class Consumed:
     offset: int = 0
     timestamp: float = 0.0  # the record's timestamp (epoch seconds, the publisher's clock)
     at: float = field(default_factory=time.monotonic)  # when it was read
+    consumer: str = ""  # the consumer app that read it
+    awaiting: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +87,18 @@ class Failover:
     events: list[int] = field(default_factory=list)  # ids of the claimed messages' events
 
 
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One broken invariant: its kind (``checker.KINDS``), the message and what was seen."""
+
+    kind: str
+    message_id: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message_id}: {self.detail}"
+
+
 @dataclass
 class History:
     """Everything the clients saw during a scenario."""
@@ -93,6 +108,9 @@ class History:
     answers: list[CheckAnswer] = field(default_factory=list)
     truth: dict[str, str] = field(default_factory=dict)  # message or transaction id -> ...
     consumers: set[str] = field(default_factory=set)  # apps allowed to ack
+    # topic -> the consumer apps whose consume_topics match it (a confirm's subscribers)
+    subscriptions: dict[str, frozenset[str]] = field(default_factory=dict)
+    silent: set[str] = field(default_factory=set)  # consumer apps that read and never ack
     transactions: dict[str, tuple[str, ...]] = field(default_factory=dict)  # id -> members
     features: Counter[str] = field(default_factory=Counter)  # ordered, delayed, retention-run..
     log_lost: bool = False  # the broker lost its log: records (and so their order) are gone
@@ -139,6 +157,8 @@ class FinalMessage:
     deliver_after: float | None = None  # epoch seconds (the database clock)
     transaction_id: str | None = None
     archived: bool = False  # read from the retention archive, not the live table
+    subscribers: tuple[str, ...] | None = None  # None: the single-ack rule
+    acks: dict[str, float] = field(default_factory=dict)  # consumer -> when (epoch seconds)
 
     @property
     def settled(self) -> bool:

@@ -32,10 +32,11 @@ import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka.errors import KafkaError
 
+from rms.kafka.records import HEADER_AWAITING
 from rms_client.ack_records import ack_value, signed_ack_headers
 from tests.checkback.servers import Call, Reply
 from tests.faults.bounds import bounded
-from tests.faults.cluster import Apps, Stack
+from tests.faults.cluster import Apps, ConsumerApp, Stack
 from tests.faults.history import COMMITTED, OPEN, ROLLED_BACK, CheckAnswer, Consumed, History, Op
 
 CHECK_AFTER = 1.0
@@ -67,14 +68,19 @@ ACKS_IN_FLIGHT = 64
 @dataclass(frozen=True)
 class Mix:
     """Shares of the load's new features: transactions among units, ordered and delayed among
-    messages (members included)."""
+    messages (members included), audited among single unordered messages (on the topic a
+    consumer that never acks reads too)."""
 
     transactions: float = 0.2
     ordered: float = 0.25
     delayed: float = 0.15
+    audited: float = 0.1
 
 
-NO_FEATURES = Mix(0.0, 0.0, 0.0)
+NO_FEATURES = Mix(0.0, 0.0, 0.0, 0.0)
+# an audited message ends dead (its reader never acks): a short budget keeps that within the
+# scenario's settling, and still leaves the other consumers several deliveries to ack it
+AUDITED_POLICY = {"ack_timeout_seconds": 1.0, "max_deliveries": 4}
 
 
 def check_back(history: History) -> Callable[[Call], Awaitable[Reply]]:
@@ -127,7 +133,7 @@ class Producer:
         if self.rng.random() < self.mix.transactions:
             kind, base, body = "txn-", "/v1/transactions", self._transaction(unit)
         else:
-            kind, base, body = "", "/v1/messages", self._message(unit) | POLICY
+            kind, base, body = "", "/v1/messages", self._audited(self._message(unit) | POLICY)
             self._count([body])
         self.history.set_truth(unit, OPEN)
         if not await self.call(f"{kind}prepare", unit, base, body):
@@ -161,6 +167,13 @@ class Producer:
         if self.rng.random() < self.mix.delayed:
             body |= self._delay()
         return body
+
+    def _audited(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Maybe on the app's audit topic (never a keyed message: a dead one holds its key)."""
+        if "key" in body or self.rng.random() >= self.mix.audited:
+            return body
+        self.history.features["audited-message"] += 1
+        return body | {"topic": self.apps.audit_topic(self.app)} | AUDITED_POLICY
 
     def _count(self, bodies: list[dict[str, Any]]) -> None:
         for body in bodies:
@@ -316,11 +329,13 @@ async def _close(client: AIOKafkaConsumer | AIOKafkaProducer, what: str) -> None
 
 @dataclass
 class Consumer:
-    """Reads every record of the scenario's topics (recorded), acks each one over HTTP or the
-    ack topic, but leaves some first deliveries unacked so the recovery service has work."""
+    """One consumer app: reads every record of its topics (recorded), skips a record whose
+    ``rms-awaiting`` does not name it (it acked already), acks the others over HTTP or the ack
+    topic, but crashes before acking some first deliveries so the recovery service has work
+    (an app that never acks reads and stops there)."""
 
     stack: Stack
-    apps: Apps
+    app: ConsumerApp
     history: History
     rng: random.Random
     ack_topic: str
@@ -380,7 +395,7 @@ class Consumer:
         # a pattern, not the topic names: a consumer subscribed to names waits in ``start``
         # until every one exists (RMS creates the plain topics on first use, and a broker that
         # lost its log has none), a pattern takes each topic as the metadata shows it
-        pattern = "^(" + "|".join(re.escape(t) for t in self.apps.topics) + ")$"
+        pattern = "^(" + "|".join(re.escape(t) for t in self.app.topics) + ")$"
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
                                     auto_offset_reset="earliest", metadata_max_age_ms=1000,
                                     request_timeout_ms=KAFKA_REQUEST_MS)
@@ -401,11 +416,19 @@ class Consumer:
 
     def _received(self, record: ConsumerRecord[bytes, bytes], producer: AIOKafkaProducer) -> None:
         headers = {k: v.decode() for k, v in record.headers}
+        awaiting = headers.get(HEADER_AWAITING)
         consumed = Consumed(headers["rms-message-id"], headers["rms-app"], record.topic,
                             int(headers["rms-delivery"]), record.partition, record.offset,
-                            record.timestamp / 1000)
+                            record.timestamp / 1000, consumer=self.app.name,
+                            awaiting=None if awaiting is None else tuple(awaiting.split(",")))
         self.history.consumed.append(consumed)
-        if consumed.delivery == 1 and self.rng.random() < 0.2:
+        if consumed.awaiting is not None and self.app.name not in consumed.awaiting:
+            self.history.features["record-skipped-acked"] += 1
+            return  # acked already: a redelivery for the others
+        if not self.app.acks:
+            return
+        if consumed.delivery == 1 and self.rng.random() < self.app.crash_before_ack:
+            self.history.features["crash-before-ack"] += 1
             return  # "crashed before acking": the recovery service delivers it again
         if len(self.acks) >= ACKS_IN_FLIGHT:
             return  # a consumer's bounded concurrency: this one comes again, acked later
@@ -417,15 +440,16 @@ class Consumer:
     async def _ack(self, message_id: str, producer: AIOKafkaProducer,
                    created_at: str) -> None:
         if self.rng.random() < 0.25:
-            value = ack_value(message_id, self.apps.consumer, created_at)
-            signed = signed_ack_headers([self.apps.consumer_secret], value)
+            value = ack_value(message_id, self.app.name, created_at)
+            signed = signed_ack_headers([self.app.secret], value)
+            # recorded before it is sent: a send that times out may still reach the topic
+            self.history.ops.append(Op("ack-topic", self.app.name, message_id, None))
             with contextlib.suppress(KafkaError, OSError, asyncio.TimeoutError):
                 async with asyncio.timeout(3):
                     await producer.send_and_wait(self.ack_topic, value, headers=signed)
-                self.history.ops.append(Op("ack-topic", self.apps.consumer, message_id, None))
             return
-        headers = {"Authorization": f"Bearer {self.apps.consumer_key}"}
-        op = Op("ack", self.apps.consumer, message_id, None)
+        headers = {"Authorization": f"Bearer {self.app.key}"}
+        op = Op("ack", self.app.name, message_id, None)
         try:
             response = await self.stack.http.post(
                 f"{self.stack.api}/v1/messages/{message_id}/ack", headers=headers,
@@ -434,3 +458,33 @@ class Consumer:
             self.history.ops.append(op)
             return
         self.history.ops.append(_answered(op, response))
+
+
+@dataclass
+class Consumers:
+    """The scenario's consumer apps, each its own reader; started, stopped and restarted
+    together."""
+
+    members: list[Consumer]
+    STOP_SECONDS: ClassVar[float] = Consumer.STOP_SECONDS
+
+    @classmethod
+    def of(cls, stack: Stack, apps: Apps, history: History, rng: random.Random,
+           ack_topic: str) -> Consumers:
+        return cls([Consumer(stack, app, history, random.Random(rng.random()), ack_topic)
+                    for app in apps.consumers])
+
+    def start(self) -> None:
+        for member in self.members:
+            member.start()
+
+    async def stop(self) -> None:
+        """Every reader and its acks ended; a reader that had failed raises its error."""
+        results = await asyncio.gather(*(m.stop() for m in self.members), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    async def restart(self) -> None:
+        """New readers from the beginning (after the broker came back empty)."""
+        await asyncio.gather(*(m.restart() for m in self.members))

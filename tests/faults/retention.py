@@ -124,7 +124,21 @@ def _message(row: dict[str, Any]) -> FinalMessage:
                         bool(row["dead"]), row["dead_reason"], row["max_deliveries"],
                         row["delivery_count"], None, row["key"], bool(row.get("ordered")),
                         row.get("confirm_seq"), _epoch(row["deliver_after"]),
-                        row.get("transaction_id"), archived=True)
+                        row.get("transaction_id"), archived=True,
+                        subscribers=_subscribers(row.get("subscribers")),
+                        acks=_ack_times(row.get("acks")))
+
+
+def _subscribers(value: Any) -> tuple[str, ...] | None:
+    """The archived ``subscribers`` (a JSON array's text, or a list; None: single-ack rule)."""
+    names = json.loads(value) if isinstance(value, str) else value
+    return None if names is None else tuple(str(v) for v in names)
+
+
+def _ack_times(value: Any) -> dict[str, float]:
+    """The archived ``acks`` (JSON text or a mapping) as {consumer: epoch seconds}."""
+    acks = json.loads(value) if isinstance(value, str) else dict(value or {})
+    return {str(k): datetime.fromisoformat(str(v["at"])).timestamp() for k, v in acks.items()}
 
 
 def _event(row: dict[str, Any]) -> StoredEvent:

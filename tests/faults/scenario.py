@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tests.faults.bounds import bounded
-from tests.faults.checker import Violation, check, notes, summary
+from tests.faults.checker import check, notes, summary
 from tests.faults.cluster import DATABASE, SETTINGS, Stack
 from tests.faults.faults import Fault, FaultContext, bound_of, heal
-from tests.faults.history import OPEN, Failover, Final, History, Op
-from tests.faults.load import FINISH_SECONDS, PLANS, Consumer, Load, Mix, check_back
+from tests.faults.history import OPEN, Failover, Final, History, Op, Violation
+from tests.faults.load import FINISH_SECONDS, PLANS, Consumers, Load, Mix, check_back
 from tests.faults.proxy import Toxics
 from tests.faults.retention import FINISH_SECONDS as RETENTION_FINISH_SECONDS
 from tests.faults.retention import RUN_SECONDS, Retention, read_archive
@@ -184,10 +184,12 @@ async def run(stack: Stack, scenario: Scenario, seed: int) -> Report:
     rng = random.Random(seed)
     apps = await bounded(stack.create_apps(uuid.uuid4().hex[:8]), SETUP_SECONDS,
                          "creating the scenario's apps and ordered topics")
-    history = History(consumers={apps.consumer})
+    history = History(consumers={c.name for c in apps.consumers},
+                      subscriptions=apps.subscriptions(),
+                      silent={c.name for c in apps.consumers if not c.acks})
     stack.callbacks.behaviour = check_back(history)
-    consumer = Consumer(stack, apps, history, random.Random(rng.random()),
-                        SETTINGS["RMS_ACK_TOPIC"])
+    consumer = Consumers.of(stack, apps, history, random.Random(rng.random()),
+                            SETTINGS["RMS_ACK_TOPIC"])
     load = Load(stack, apps, history, random.Random(rng.random()), scenario.clients,
                 plans=scenario.plans, mix=scenario.mix)
     retention = Retention(stack, history, random.Random(rng.random()),
@@ -212,7 +214,8 @@ async def run(stack: Stack, scenario: Scenario, seed: int) -> Report:
         # reflect would read as a lost write (and a failed scenario leaves no client running)
         await load.cancel()
         retaining.cancel()
-        await bounded(consumer.stop(), Consumer.STOP_SECONDS + 30.0, "stopping the test consumer")
+        await bounded(consumer.stop(), Consumers.STOP_SECONDS + 30.0,
+                      "stopping the test consumers")
     if scenario.retention:
         await asyncio.sleep(2.5)  # past OLDER_THAN: the last finished messages go too
         await bounded(retention.finish(), RETENTION_FINISH_SECONDS,

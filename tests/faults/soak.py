@@ -36,9 +36,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tests.faults import ha
-from tests.faults.checker import Violation, summary
+from tests.faults.checker import summary
 from tests.faults.cluster import Infra, Stack, running_stack
 from tests.faults.faults import Fault, every_fault
+from tests.faults.history import Violation
 from tests.faults.load import Mix
 from tests.faults.release import Release, ReleaseMissing, previous_release
 from tests.faults.scenario import FailoverReport, Report, Scenario, run
