@@ -80,7 +80,7 @@ describe("consumer (live RMS)", { skip: skipLive }, () => {
       producer.send({ topic, payload: { points: 5 }, ackTimeoutSeconds: 3 }));
     const events: ConsumerEvent[] = [];
     const consumer = new RmsConsumer({
-      kafka: kafka(`${PREFIX}-${topic}`), groupId: `${PREFIX}-${topic}`, topics: [topic], inbox, handler: addPoints,
+      app: consumerApp.name, kafka: kafka(`${PREFIX}-${topic}`), groupId: `${PREFIX}-${topic}`, topics: [topic], inbox, handler: addPoints,
       acker, onRecord: (event) => events.push(event),
     });
     consumers.push(consumer);
