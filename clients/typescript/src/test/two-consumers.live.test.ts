@@ -104,7 +104,8 @@ describe("two consumer apps on one topic (live RMS)", { skip: skipLive }, () => 
     const dying = await started(billing.consumer(crashing, setAside));
     await waitFor("billing to handle the record", async () => setAside.length > 0, 60_000);
     await dying.stop();
-    assert.deepEqual(crashing.asked, [id]);
+    // until it stopped, each ack failed (a redelivery may have come in before the stop)
+    assert.ok(crashing.asked.length > 0 && crashing.asked.every((asked) => asked === id), String(crashing.asked));
     assert.equal(await billing.effects(id), 1);
 
     const reader = await started(points.consumer(new HttpAcker({ baseUrl: RMS_URL, apiKey: points.app.api_key })));
