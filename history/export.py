@@ -33,7 +33,13 @@ from typing import Any
 from history.dburl import asyncpg_dsn
 from history.options import UsageError, Window
 from history.states import open_states_sql
-from history.tables import EVENT_COLUMNS, JSON_COLUMNS, MESSAGE_COLUMNS, arrow_schema
+from history.tables import (
+    EVENT_COLUMNS,
+    JSON_ARRAY_COLUMNS,
+    JSON_COLUMNS,
+    MESSAGE_COLUMNS,
+    arrow_schema,
+)
 
 MANIFEST = "_export.json"
 FORMAT = "rms-history-export"
@@ -100,10 +106,15 @@ class PartWriter:
 
 
 def select_list(columns: tuple[tuple[str, str], ...], alias: str) -> str:
-    return ", ".join(
-        f"{alias}.{name}::text AS {name}" if name in JSON_COLUMNS else f"{alias}.{name}"
-        for name, _ in columns
-    )
+    return ", ".join(_selected(name, alias) for name, _ in columns)
+
+
+def _selected(name: str, alias: str) -> str:
+    if name in JSON_ARRAY_COLUMNS:
+        return f"to_jsonb({alias}.{name})::text AS {name}"
+    if name in JSON_COLUMNS:
+        return f"{alias}.{name}::text AS {name}"
+    return f"{alias}.{name}"
 
 
 def _window_filter(window: Window) -> tuple[str, list[datetime]]:

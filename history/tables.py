@@ -51,6 +51,10 @@ MESSAGE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("confirm_seq", "bigint"),
     ("transaction_id", "text"),
     ("transaction_position", "int"),
+    # several consumers per message: the subscribers (a JSON array of app names, null under the
+    # single-ack rule) and the acks by consumer (JSON), as the message object shows them
+    ("subscribers", "text"),
+    ("acks", "text"),
 )
 
 EVENT_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -69,8 +73,9 @@ REPORT_MESSAGE_COLUMNS = (
 )
 REPORT_EVENT_COLUMNS = ("message_id", "at", "event", "detail")
 
-# jsonb columns are exported as their JSON text
-JSON_COLUMNS = frozenset({"payload", "headers", "detail"})
+# jsonb columns are exported as their JSON text, and array columns as JSON arrays
+JSON_COLUMNS = frozenset({"payload", "headers", "detail", "acks"})
+JSON_ARRAY_COLUMNS = frozenset({"subscribers"})
 
 
 def arrow_schema(columns: tuple[tuple[str, str], ...]) -> Any:

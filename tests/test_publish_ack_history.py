@@ -38,7 +38,7 @@ async def test_a_consumer_acking_at_once_reads_published_before_acked(api: Api,
                                                                        topic: str) -> None:
     bootstrap = api.settings.kafka_bootstrap_servers
     await create_topic(bootstrap, topic)
-    orders = await api.create_app("orders", produce=[topic])
+    orders = await api.create_app("orders", produce=[topic], consume=["none"])
     points = await api.create_app("points", consume=[topic])
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None,
                                 auto_offset_reset="earliest", enable_auto_commit=False,

@@ -24,6 +24,8 @@ class DeadLetterResend(Strict):
     topic: Topic | None = Field(default=None, description="only this topic")
     app: Annotated[str, StringConstraints(pattern=APP_NAME_PATTERN)] | None = Field(
         default=None, description="only this producer app")
+    consumer: Annotated[str, StringConstraints(pattern=APP_NAME_PATTERN)] | None = Field(
+        default=None, description="only the dead letters this consumer app still owes")
     limit: int = Field(ge=1, le=MAX_BULK_RESEND,
                        description=f"at most this many messages (1-{MAX_BULK_RESEND})")
     dry_run: bool = Field(default=False,
@@ -40,7 +42,8 @@ class DeadLetterResendOut(BaseModel):
 async def resend_dead_letters(body: DeadLetterResend, actor: AdminActor, wired: ServicesDep
                               ) -> DeadLetterResendOut:
     """Resend dead sent messages matching the filters, oldest first, up to the limit."""
-    found = await wired.resends.resend_dead(MessageFilter(topic=body.topic, app=body.app),
+    found = await wired.resends.resend_dead(MessageFilter(topic=body.topic, app=body.app,
+                                                          consumer=body.consumer),
                                             body.limit, actor=actor, dry_run=body.dry_run)
     return DeadLetterResendOut(dry_run=body.dry_run, count=len(found),
                                messages=[message_out(m) for m in found])

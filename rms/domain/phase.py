@@ -245,7 +245,8 @@ def _columns(message: Message) -> Mapping[str, Any]:
             "max_deliveries": message.max_deliveries,
             "claim_token": message.claim_token, "next_delivery_at": message.next_delivery_at,
             "deliver_after": message.deliver_after,
-            "published_delivery": message.published_delivery}
+            "published_delivery": message.published_delivery,
+            "subscribers": message.subscribers, "acks": message.acks or None}
 
 
 def _holds(term: Term, row: Mapping[str, Any], now: datetime | None) -> bool:

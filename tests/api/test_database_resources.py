@@ -76,7 +76,7 @@ async def test_driver_errors_short_of_a_resource_are_503(sqlstate: str, slug: st
 
 async def test_confirm_and_ack_on_a_full_disk_are_503_database_full(api: Api, topic: str
                                                                      ) -> None:
-    producer = await api.create_app("producer", produce=[f"{topic}*"])
+    producer = await api.create_app("producer", produce=[f"{topic}*"], consume=["none"])
     consumer = await api.create_app("consumer", produce=["none"], consume=[f"{topic}*"])
     prepared = await api.prepared_id(producer, topic)
     sent = await api.post(producer, "/v1/messages/send", json={

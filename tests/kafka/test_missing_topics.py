@@ -115,7 +115,7 @@ async def test_a_missing_ack_topic_is_reported_until_created(
             return REGISTRY.get_sample_value("rms_ack_topic_missing") or 0.0
 
         await eventually_true(lambda: missing() == 1.0, timeout=30)
-        orders = await api.create_app("orders", produce=[topic])
+        orders = await api.create_app("orders", produce=[topic], consume=["none"])
         points = await api.create_app("points", produce=["none"], consume=[topic])
         _create_topics(api, topic)  # the app's topic and the ack topic
         message_id = await api.prepared_id(orders, topic)

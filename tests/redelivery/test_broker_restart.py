@@ -70,7 +70,7 @@ async def test_outage_then_empty_broker_everything_delivered_once_and_done(
                 worker_context(local, "recovery-worker") as context):
         api = Api(client, ADMIN_TOKEN, local)
         worker = from_context(context)
-        orders = await api.create_app("orders")
+        orders = await api.create_app("orders", consume=["none"])
         points = await api.create_app("points", produce=["none"], consume=["orders.*"])
         policy = {"ack_timeout_seconds": 1.0, "max_deliveries": 5}
 

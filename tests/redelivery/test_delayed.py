@@ -23,7 +23,7 @@ def _at(text: str) -> datetime:
 
 
 async def _producer(api: Api) -> AppKeys:
-    return api.apps.get("orders") or await api.create_app("orders")
+    return api.apps.get("orders") or await api.create_app("orders", consume=["none"])
 
 
 async def _ordered_producer(api: Api, name: str, topic: str) -> AppKeys:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, insert, literal, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.domain import phase
@@ -19,8 +19,9 @@ from tests.support import Api
 
 def _local(term: phase.Term) -> bool:
     """Whether ``term`` reads only the row's own columns (it has a Python form)."""
-    if isinstance(term, phase.EarlierMember | phase.HasEvent | phase.LastEvent):
-        return False
+    if isinstance(term, phase.EarlierMember | phase.HasEvent | phase.LastEvent
+                  | phase.Subscribed | phase.Acked | phase.OthersAcked):
+        return False  # another row's, or a value the statement gives (the consumer's below)
     if isinstance(term, phase.Not):
         return _local(term.term)
     if isinstance(term, phase.All | phase.AnyOf):
@@ -30,6 +31,11 @@ def _local(term: phase.Term) -> bool:
 
 NAMED = {name: term for name, term in vars(phase).items()
          if name.isupper() and isinstance(term, phase.Term) and _local(term)}
+# the terms on a message's subscribers and acks, for the consumer a statement names
+OF_CONSUMER: dict[str, phase.Term] = {"SINGLE_ACK": phase.SINGLE_ACK, "OWES": phase.OWES,
+               "ACK_COUNTS": phase.ACK_COUNTS, "LAST_ACK": phase.LAST_ACK,
+               "NOT_A_SUBSCRIBER": phase.NOT_A_SUBSCRIBER}
+_ACK = {"at": "2026-11-28T00:00:00.000000Z", "via": "http"}
 
 
 def _at(seconds: float | None) -> Any:
@@ -70,3 +76,26 @@ async def test_each_predicate_reads_the_same_in_sql_and_in_python(
         for name, term in NAMED.items():
             sql = row._mapping[f"is_{name.lower()}"]
             assert phase.holds(term, message, row.read_at) == sql, (name, message)
+
+
+async def test_each_consumer_predicate_reads_the_same_in_sql_and_in_python(
+        api: Api, engine: AsyncEngine, topic: str, unique: str) -> None:
+    app = await api.create_app("phases")
+    combinations = list(itertools.product(
+        (None, ["a"], ["a", "b"]), (None, {"a": _ACK}, {"a": _ACK, "b": _ACK}),
+        ("a", "b", "c")))
+    base = _rows(app.name, topic, unique)[0]
+    rows = [base | {"message_id": f"{unique}-c{n}", "subscribers": subscribers, "acks": acks}
+            for n, (subscribers, acks, _) in enumerate(combinations)]
+    async with engine.begin() as conn:
+        await conn.execute(insert(messages).values(rows))
+        for (subscribers, acks, consumer), row in zip(combinations, rows, strict=True):
+            given = {"consumer": literal(consumer)}
+            found = (await conn.execute(
+                select(*(condition(term, messages, given).label(name.lower())
+                         for name, term in OF_CONSUMER.items()))
+                .where(messages.c.message_id == row["message_id"]))).one()
+            columns = {"subscribers": subscribers, "acks": acks, "consumer": consumer}
+            for name, term in OF_CONSUMER.items():
+                assert phase.holds_on(term, columns) == found._mapping[name.lower()], (
+                    name, columns)

@@ -275,7 +275,7 @@ async def test_a_message_waiting_for_redelivery_holds_back_later_ones(
 async def test_a_dead_letter_blocks_its_key_until_resolved_while_other_keys_flow(
         api: Api, worker: RedeliveryWorker, topic: str, sql: SqlHelper) -> None:
     await _create_topic(api, topic)
-    orders = await _ordered_app(api, "orders", topic)
+    orders = await api.create_app("orders", [topic], ["none"], [CHECK_PREFIX], ordered=[topic])
     consumer = await api.create_app("points", produce=["none"], consume=[topic])
     dead_a = await _confirmed(api, orders, topic, "a", max_deliveries=1,
                               ack_timeout_seconds=0.2)

@@ -20,7 +20,7 @@ def _dead_letters(reason: str) -> float:
 
 
 async def _confirmed(api: Api, topic: str, **policy: object) -> str:
-    producer = api.apps.get("orders") or await api.create_app("orders")
+    producer = api.apps.get("orders") or await api.create_app("orders", consume=["none"])
     message_id = await api.prepared_id(producer, topic, **policy)
     confirmed = await api.post(producer, f"/v1/messages/{message_id}/confirm")
     assert confirmed.status_code == 200, confirmed.text
@@ -59,7 +59,8 @@ async def test_never_acked_is_published_max_deliveries_times_then_dead_then_rese
     assert [e["event"] for e in history] == [
         "prepared", "confirmed", "published", "published", "published", "dead", "resent",
         "published", "acked"]
-    assert history[5]["detail"] == {"reason": "delivery-exhausted", "deliveries": 3}
+    assert history[5]["detail"] == {"reason": "delivery-exhausted", "deliveries": 3,
+                                    "consumers": ["points"]}
     assert history[6]["actor"] == "admin"
     assert [e["detail"].get("delivery") for e in history if e["event"] == "published"] == [
         1, 2, 3, 4]

@@ -146,6 +146,11 @@ async def test_a_late_ack_that_leaves_another_owing_keeps_the_message_dead(
     still = await _ack(api, points, message_id)
     assert (still["state"], still["dead"]) == ("sent", True)
     assert await _listing(api, "dead=true&consumer=invoices") == [message_id]
+    for consumer, expected in (("invoices", [message_id]), ("points", [])):
+        dry = await api.client.post("/v1/admin/dead-letters/resend", headers=api.admin, json={
+            "consumer": consumer, "limit": 10, "dry_run": True})
+        assert dry.status_code == 200, dry.text
+        assert [m["message_id"] for m in dry.json()["messages"]] == expected
 
 
 async def test_a_consumer_whose_topics_stop_matching_is_released(
@@ -236,3 +241,18 @@ async def test_a_topic_nobody_consumes_keeps_the_single_ack_rule(api: Api, topic
     done = await _ack(api, consumer, message_id)
     assert done["state"] == "done" and done["subscribers"] is None
     assert done["acks"]["points"]["via"] == "http"
+
+
+async def test_a_one_shot_send_and_an_admin_confirm_fix_the_subscribers_too(
+        api: Api, topic: str) -> None:
+    producer, points, _invoices = await _apps(api, topic)
+    sent = await api.post(producer, "/v1/messages/send", json={
+        "topic": topic, "payload": {"n": 1}, "check_url": "http://127.0.0.1:1/check"})
+    assert sent.status_code == 201, sent.text
+    assert [s["app"] for s in sent.json()["subscribers"]] == ["invoices", "points"]
+    prepared = await api.prepared_id(producer, topic)
+    confirmed = await api.client.post(f"/v1/admin/messages/{prepared}/confirm",
+                                      headers=api.admin)
+    assert confirmed.status_code == 200, confirmed.text
+    assert [s["app"] for s in confirmed.json()["subscribers"]] == ["invoices", "points"]
+    assert (await _ack(api, points, prepared))["state"] == "sent"

@@ -269,3 +269,16 @@ def test_a_finished_transaction_goes_once_its_messages_are_gone(database_url: st
     assert left == {"tx-kept", "tx-pending"}
     assert result.transactions == 1
     assert "old-00001" not in stored_ids(database_url)
+
+
+def test_the_archive_keeps_each_consumers_ack(database_url: str, tmp_path: Path) -> None:
+    seeded = seed(database_url, finished=2, days=1)
+    fetch(database_url, "UPDATE messages SET subscribers = '{invoices,points}', acks = "
+          "'{\"points\": {\"at\": \"2026-11-01T00:00:00.000000Z\", \"via\": \"http\"}}' "
+          "WHERE message_id = ANY($1::text[]) RETURNING message_id", sorted(seeded.doomed))
+    run_retention(request(database_url, tmp_path / "archive"))
+    rows = archived(tmp_path / "archive", "messages")
+    assert rows and {r["message_id"] for r in rows} == seeded.doomed
+    for row in rows:
+        assert json.loads(row["subscribers"]) == ["invoices", "points"]
+        assert json.loads(row["acks"])["points"]["via"] == "http"

@@ -24,7 +24,7 @@ async def _traffic(api: Api, topic: str, stop: threading.Event, old_open: list[s
                    ) -> tuple[list[str], list[float]]:
     """prepare -> confirm -> ack cycles until told to stop; old open messages are confirmed
     and acked on the way (finished now: they must stay)."""
-    producer = await api.create_app("orders")
+    producer = await api.create_app("orders", consume=["none"])
     consumer = await api.create_app("points", produce=["none"], consume=["orders.*"])
     ids, latencies = [], []
 
