@@ -59,6 +59,9 @@ type Record struct {
 	Key       []byte
 	// Value is the JSON-encoded payload.
 	Value []byte
+	// Awaiting is the rms-awaiting header's app names: nil when the record has none or it
+	// cannot be read (see [Record.Awaits]).
+	Awaiting []string
 	// Headers are all the record's headers (the message's own ones included).
 	Headers map[string]string
 	kafka   *kgo.Record
@@ -79,14 +82,19 @@ func (r *Record) Context(ctx context.Context) context.Context {
 // ParseRecord reads a franz-go record; [ErrNotRMSRecord] when RMS did not publish it.
 func ParseRecord(record *kgo.Record) (*Record, error) {
 	headers := make(map[string][]byte, len(record.Headers))
+	var awaiting [][]byte
 	for _, h := range record.Headers {
 		headers[h.Key] = h.Value
+		if h.Key == HeaderAwaiting {
+			awaiting = append(awaiting, h.Value)
+		}
 	}
 	r, err := ReadRecord(record.Topic, record.Key, record.Value, headers)
 	if err != nil {
 		return nil, err
 	}
 	r.Partition, r.Offset, r.kafka = record.Partition, record.Offset, record
+	r.Awaiting = readAwaiting(awaiting) // a repeated header, which the map hides, is unread
 	return r, nil
 }
 
@@ -105,9 +113,13 @@ func ReadRecord(topic string, key, value []byte, headers map[string][]byte) (*Re
 	if err != nil || delivery < 0 {
 		delivery = 0
 	}
+	var awaiting [][]byte
+	if raw, found := headers[HeaderAwaiting]; found {
+		awaiting = [][]byte{raw}
+	}
 	return &Record{MessageID: id, App: text[HeaderApp], Delivery: delivery,
 		CreatedAt: text[HeaderCreatedAt], Topic: topic, Key: key, Value: value,
-		Headers: text}, nil
+		Awaiting: readAwaiting(awaiting), Headers: text}, nil
 }
 
 // ---- the inbox --------------------------------------------------------------------------
@@ -126,6 +138,9 @@ const (
 	Duplicate Outcome = "duplicate"
 	// Failed: the handler or the database failed; rolled back, not to be acked.
 	Failed Outcome = "failed"
+	// NotAwaited: the record's rms-awaiting header does not name the consumer's app, which
+	// acknowledged the message already; neither handled nor acked.
+	NotAwaited Outcome = "not-awaited"
 )
 
 // Acks tells whether the message is to be acknowledged: processed now, or before.
@@ -205,7 +220,8 @@ func AckRecord(ctx context.Context, acker Acker, record *Record) error {
 }
 
 // HTTPAcker acks with POST /v1/messages/{id}/ack as the consumer app (the client's API
-// key), retried like every client call.
+// key), retried like every client call. It does not know the app's name: give it to
+// [ConsumerConfig.App].
 type HTTPAcker struct{ Client *Client }
 
 // Ack implements [Acker]. An HTTP ack is authenticated with the app's API key when it is
@@ -274,6 +290,9 @@ func (a *TopicAcker) Ack(ctx context.Context, messageID, createdAt string) error
 	}
 	return a.producer.ProduceSync(ctx, record).FirstErr()
 }
+
+// ConsumerApp is the app the acker signs ack records for.
+func (a *TopicAcker) ConsumerApp() string { return a.consumer }
 
 // Close closes the producer the acker made.
 func (a *TopicAcker) Close() {

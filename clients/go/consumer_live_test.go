@@ -87,8 +87,8 @@ func TestAConsumerDeduplicatesARedeliveryAndAcksOverHTTPAndTheAckTopic(t *testin
 		}}
 	recordTraces := map[string]trace.TraceID{}
 	createdAts := map[string]string{}
-	consumer, err := NewConsumer(ConsumerConfig{Brokers: []string{env.brokers},
-		Group: env.prefix + "-points", Topics: []string{topic}, Inbox: inbox, Acker: acker,
+	consumer, err := NewConsumer(ConsumerConfig{App: consumerApp.name,
+		Brokers: []string{env.brokers}, Group: env.prefix + "-points", Topics: []string{topic}, Inbox: inbox, Acker: acker,
 		Handler: func(ctx context.Context, tx *sql.Tx, record *Record) error {
 			recordTraces[record.MessageID] = trace.SpanContextFromContext(ctx).TraceID()
 			createdAts[record.MessageID] = record.CreatedAt

@@ -18,6 +18,9 @@ const tracerName = "github.com/rms-dev/rms/clients/go"
 
 // ConsumerConfig configures a [Consumer].
 type ConsumerConfig struct {
+	// App is the name RMS knows this consumer app by; empty with a [*TopicAcker], the app
+	// it signs for.
+	App     string
 	Brokers []string
 	Group   string
 	Topics  []string
@@ -40,6 +43,12 @@ type ConsumerConfig struct {
 // Kafka offsets. A crash anywhere before that makes Kafka deliver the records again, and
 // the inbox makes that harmless. A handler that fails is not acked: RMS redelivers the
 // message when its ack deadline passes, so one bad message never blocks its partition.
+//
+// Several apps may consume one topic, and a message is done when each of them acked it. A
+// record whose rms-awaiting header does not name the consumer's App is a redelivery for the
+// others (this app acked already): it is skipped, neither handled nor acked, logged at info
+// and reported as [NotAwaited], and committed past with its batch. A record without the
+// header, or with one that cannot be read, is handled.
 //
 // With OpenTelemetry configured, each handler runs in a span "rms.process" whose parent
 // is the record's trace context, and each ack in a span "rms.ack" under it, whose context
@@ -78,6 +87,11 @@ func NewConsumer(config ConsumerConfig) (*Consumer, error) {
 	if config.Group == "" || len(config.Topics) == 0 || len(config.Brokers) == 0 {
 		return nil, errors.New("rms: a consumer needs Brokers, a Group and Topics")
 	}
+	app, err := consumerApp(config.App, config.Acker)
+	if err != nil {
+		return nil, err
+	}
+	config.App = app
 	if config.MaxRecords <= 0 {
 		config.MaxRecords = 200
 	}
@@ -99,6 +113,29 @@ func NewConsumer(config ConsumerConfig) (*Consumer, error) {
 	}
 	return &Consumer{kafka: client, config: config, tracer: otel.Tracer(tracerName),
 		logger: config.Logger}, nil
+}
+
+// consumerApp is the app a consumer acks as: app, or the one its [*TopicAcker] signs for.
+func consumerApp(app string, acker Acker) (string, error) {
+	signsFor := ""
+	if topicAcker, ok := acker.(*TopicAcker); ok {
+		signsFor = topicAcker.ConsumerApp()
+	}
+	if app == "" {
+		app = signsFor
+	}
+	switch {
+	case app == "":
+		return "", errors.New("rms: a consumer needs App, the name RMS knows this consumer " +
+			"app by: it skips the records whose " + HeaderAwaiting + " header does not name it")
+	case !ValidAppName(app):
+		return "", fmt.Errorf("rms: App %q is not an RMS app name (a lowercase letter or "+
+			"digit, then up to 62 of a-z, 0-9, '_' and '-')", app)
+	case signsFor != "" && signsFor != app:
+		return "", fmt.Errorf("rms: App %q differs from %q, the app the TopicAcker signs "+
+			"ack records for", app, signsFor)
+	}
+	return app, nil
 }
 
 // Run consumes until ctx is done; it returns nil then.
@@ -146,6 +183,15 @@ func (c *Consumer) Handle(ctx context.Context, records []*kgo.Record) BatchRepor
 			c.logger.WarnContext(ctx, "rms: not an RMS record", "topic", kafkaRecord.Topic,
 				"partition", kafkaRecord.Partition, "offset", kafkaRecord.Offset)
 			report.Skipped++
+			continue
+		}
+		if !record.Awaits(c.config.App) {
+			c.logger.InfoContext(ctx, "rms: acked already, skipped", "message_id",
+				record.MessageID, "topic", record.Topic, "app", c.config.App,
+				"delivery", record.Delivery, HeaderAwaiting, record.Awaiting)
+			report.Records = append(report.Records, RecordOutcome{MessageID: record.MessageID,
+				CreatedAt: record.CreatedAt, Delivery: record.Delivery, Outcome: NotAwaited})
+			contexts = append(contexts, ctx)
 			continue
 		}
 		outcome, spanContext := c.process(ctx, record)

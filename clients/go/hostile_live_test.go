@@ -52,8 +52,8 @@ func TestHostileRecordsNeverStopTheConsumer(t *testing.T) {
 	if err := inbox.CreateTable(ctx); err != nil {
 		t.Fatal(err)
 	}
-	consumer, err := NewConsumer(ConsumerConfig{Brokers: []string{env.brokers},
-		Group: env.prefix + "-hostile", Topics: []string{topic}, Inbox: inbox,
+	consumer, err := NewConsumer(ConsumerConfig{App: consumerApp.name,
+		Brokers: []string{env.brokers}, Group: env.prefix + "-hostile", Topics: []string{topic}, Inbox: inbox,
 		Acker:   HTTPAcker{Client: env.client(t, consumerApp)},
 		Handler: func(context.Context, *sql.Tx, *Record) error { return nil }})
 	if err != nil {

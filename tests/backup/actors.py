@@ -100,7 +100,8 @@ class Consumer:
     """The consumer app, as the SDK runs it: an inbox in its own database (not the one
     restored), a handler whose effect is one row per message, acks over HTTP."""
 
-    def __init__(self, inbox_url: str, bootstrap: str, group: str) -> None:
+    def __init__(self, app: str, inbox_url: str, bootstrap: str, group: str) -> None:
+        self.app = app
         self.engine = create_async_engine(inbox_url)
         self.bootstrap = bootstrap
         self.group = group
@@ -119,9 +120,9 @@ class Consumer:
                     *wanted: tuple[list[str], Outcome]) -> None:
         """Consume until each id of each ``(ids, outcome)`` was handled with that outcome
         (and its ack answered)."""
-        consumer = RmsConsumer(engine=self.engine, handler=self.handler, group_id=self.group,
-                               acker=HttpAcker(rms.url, key), bootstrap_servers=self.bootstrap,
-                               topics=[topic])
+        consumer = RmsConsumer(app=self.app, engine=self.engine, handler=self.handler,
+                               group_id=self.group, acker=HttpAcker(rms.url, key),
+                               bootstrap_servers=self.bootstrap, topics=[topic])
         deadline = time.monotonic() + WAIT_SECONDS
         async with consumer:
             while not all(self.outcomes[f"{i} {o}"] for ids, o in wanted for i in ids):

@@ -63,7 +63,7 @@ async def run_drill(base: Path, bootstrap: str, inbox_url: str) -> Drill:
     primary.server.create_database("rms")
     await asyncio.to_thread(upgrade, primary.server.url("rms"))
     backup = await asyncio.to_thread(primary.base_backup, base / "backups" / "base")
-    consumer = Consumer(inbox_url, bootstrap, f"points-{tag}")
+    consumer = Consumer(f"ledger-{tag}", inbox_url, bootstrap, f"points-{tag}")
     await consumer.prepare()
     async with httpx.AsyncClient(timeout=10) as http:
         rms = Rms(base / "rms-primary", env(primary.server.url("rms"), bootstrap, tag), http)

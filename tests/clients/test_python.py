@@ -1,7 +1,8 @@
 """The Python client distribution on its own: a fresh virtual environment gets only
 ``clients/python`` (with its ``sqlalchemy`` extra), a database driver and an ASGI server, none
 of the server's packages, and runs a prepare -> confirm, a check-back answered by the client's
-endpoint and a consumer that acknowledges, against a live RMS."""
+endpoint and a consumer that acknowledges, and two consumer apps on one topic, against a live
+RMS."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tests.clients.conftest import LiveRms, run_suite
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = ROOT / "clients" / "python"
 SCRIPT = Path(__file__).parent / "python" / "live_client.py"
+TWO_CONSUMERS = Path(__file__).parent / "python" / "live_two_consumers.py"
 # what a business service must not be made to install for the client
 SERVER_ONLY = ("rms", "message_service", "fastapi", "alembic", "apscheduler", "pyspark")
 HEAVY = ("fastapi", "sqlalchemy", "alembic", "apscheduler", "pyspark")
@@ -64,3 +66,12 @@ def test_prepare_confirm_check_back_and_consume_against_a_live_rms(
         client_python: Path, live_rms: LiveRms, client_env: dict[str, str]) -> None:
     run_suite([str(client_python), str(SCRIPT)], cwd=client_python.parent, env=client_env,
               timeout=240)
+
+
+@pytest.mark.timeout(600)
+def test_two_consumer_apps_one_crashing_before_its_ack_against_a_live_rms(
+        client_python: Path, live_rms: LiveRms, client_env: dict[str, str]) -> None:
+    """One app acks and skips the redelivery meant for the other; the other's consumer dies as
+    it acks, is redelivered the message, and acks after its restart: done with both acks."""
+    run_suite([str(client_python), str(TWO_CONSUMERS)], cwd=client_python.parent,
+              env=client_env, timeout=240)

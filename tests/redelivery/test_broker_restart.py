@@ -100,7 +100,7 @@ async def test_outage_then_empty_broker_everything_delivered_once_and_done(
 
         broker.restart_empty()  # same address, no data: no topic, no records, no offsets
         acker = HttpAcker(client=client, api_key=points.api_key)
-        async with RmsConsumer(engine=points_db, handler=_add_effect, acker=acker,
+        async with RmsConsumer(app="points", engine=points_db, handler=_add_effect, acker=acker,
                                bootstrap_servers=broker.bootstrap_servers,
                                group_id=f"points-{unique}", topics=[topic]) as consumer:
             deadline = time.monotonic() + 60

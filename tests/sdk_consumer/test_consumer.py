@@ -34,7 +34,8 @@ async def _confirmed(api: Api, producer: AppKeys, topic: str, **fields: object) 
 
 def _consumer(api: Api, engine: AsyncEngine, acker: CountingAcker, topic: str, unique: str,
               handler: object = record_effect) -> RmsConsumer:
-    return RmsConsumer(engine=engine, handler=handler, acker=acker,  # type: ignore[arg-type]
+    return RmsConsumer(app="points", engine=engine, handler=handler,  # type: ignore[arg-type]
+                       acker=acker,
                        bootstrap_servers=api.settings.kafka_bootstrap_servers,
                        group_id=f"points-{unique}", topics=[topic])
 

@@ -57,7 +57,7 @@ async def test_hostile_records_are_set_aside_and_the_next_is_handled(
                                          for value, headers in HOSTILE])
     await copy_record(servers, published, 2)  # the valid record after them
     acker = CountingAcker(HttpAcker(client=api.client, api_key=points.api_key))
-    consumer = RmsConsumer(engine=consumer_db, handler=record_effect, acker=acker,
+    consumer = RmsConsumer(app="points", engine=consumer_db, handler=record_effect, acker=acker,
                            bootstrap_servers=servers, group_id=f"points-{unique}",
                            topics=[topic])
 

@@ -11,8 +11,8 @@ that into exactly-once *effect* on the consumer's own database:
    connection. If the id was there already, the record is a redelivery: the handler is skipped.
    If the handler raises, the transaction rolls back, inbox row included, so the message is
    processed again when it comes again;
-3. only after that commit it acknowledges the message to RMS (HTTP or the ack topic), also for
-   a skipped duplicate (the first ack may have been lost);
+3. only after that commit it acknowledges the message to RMS as its own app (HTTP or the ack
+   topic), also for a skipped duplicate (the first ack may have been lost);
 4. only after the acks it commits the Kafka offsets. A crash anywhere before that makes Kafka
    deliver the records again, and the inbox makes that harmless.
 
@@ -23,6 +23,12 @@ A record that cannot be RMS's (no valid ``rms-message-id``, or unreadable) is se
 logged, counted in :attr:`BatchReport.skipped`, and committed with its batch; an acker that
 raises fails that ack alone. No record stops the consumer.
 
+Several apps may consume one topic, and a message is done when each of them acked. A record
+whose ``rms-awaiting`` header does not name this consumer's ``app`` is a redelivery meant for
+the others: this app acked the message already, so the record is skipped (no handler, no
+database, no ack), logged and reported as :attr:`Outcome.NOT_AWAITED`, and committed past with
+its batch. A record without the header, or with one that cannot be read, is handled.
+
 Usage::
 
     engine = create_async_engine("postgresql+asyncpg://.../points")
@@ -32,7 +38,7 @@ Usage::
         await conn.execute(...)  # your changes, in the inbox's transaction
 
     acker = HttpAcker("http://rms:8000", api_key="...")   # or TopicAcker(...)
-    async with RmsConsumer(engine=engine, handler=add_points, acker=acker,
+    async with RmsConsumer(app="points", engine=engine, handler=add_points, acker=acker,
                            bootstrap_servers="kafka:9092", group_id="points",
                            topics=["orders.paid"]) as consumer:
         await consumer.run()
@@ -63,7 +69,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from rms_client import http, tracing
 from rms_client.ack_records import ack_value, signed_ack_headers
-from rms_client.ids import is_valid_message_id
+from rms_client.awaiting import awaiting_of, awaits
+from rms_client.ids import is_valid_app_name, is_valid_message_id
 from rms_client.kafka_security import KafkaSecurity
 from rms_client.signing import secret_key
 from rms_client.trace import TraceContext
@@ -117,7 +124,13 @@ class RmsRecord:
     headers: dict[str, str]
     record: ConsumerRecord[bytes, bytes] = field(repr=False)
     created_at: str | None = None  # the rms-created-at header as it came: which instance
+    # the rms-awaiting header's app names: None without one, or when it cannot be read
+    awaiting: frozenset[str] | None = None
 
+    def awaits(self, app: str) -> bool:
+        """Whether the record is for ``app``: false only when its ``rms-awaiting`` header was
+        read and does not name it (``app`` acked the message already)."""
+        return awaits(self.awaiting, app)
 
     @property
     def trace(self) -> TraceContext | None:
@@ -150,7 +163,8 @@ class RmsRecord:
         return cls(message_id=message_id, delivery=int(delivery) if counted else 0,
                    app=headers.get(HEADER_APP), topic=record.topic, key=record.key,
                    payload=payload, headers=headers, record=record,
-                   created_at=headers.get(HEADER_CREATED_AT))
+                   created_at=headers.get(HEADER_CREATED_AT),
+                   awaiting=awaiting_of(record.headers))
 
 
 Handler = Callable[[AsyncConnection, RmsRecord], Awaitable[None]]
@@ -160,6 +174,7 @@ class Outcome(StrEnum):
     PROCESSED = "processed"  # the handler ran and committed with the inbox row
     DUPLICATE = "duplicate"  # the inbox had the id: handler skipped
     FAILED = "failed"  # the handler (or the database) raised: rolled back, not acked
+    NOT_AWAITED = "not-awaited"  # rms-awaiting does not name this app: not handled, not acked
 
     @property
     def acks(self) -> bool:
@@ -219,8 +234,8 @@ class Acker(Protocol):
 
 
 class HttpAcker:
-    """``POST /v1/messages/{id}/ack`` with the consumer app's API key. Retries transient
-    failures (network, 429, 5xx) a few times; a 4xx answer is final."""
+    """``POST /v1/messages/{id}/ack`` with the consumer app's API key (the ack is that app's).
+    Retries transient failures (network, 429, 5xx) a few times; a 4xx answer is final."""
 
     def __init__(self, rms_url: str | None = None, api_key: str | None = None, *,
                  client: httpx.AsyncClient | None = None, retries: int = 3,
@@ -278,7 +293,7 @@ class TopicAcker:
                  security: KafkaSecurity | None = None) -> None:
         secret_key(signing_secret)  # a malformed secret fails here, not at the first ack
         self._secret = signing_secret
-        self._consumer_app = consumer_app
+        self.consumer_app = consumer_app
         self._topic = ack_topic
         self._owned = producer is None
         options = (security or KafkaSecurity()).client_options()
@@ -291,7 +306,7 @@ class TopicAcker:
         if not created_at:
             return Ack(message_id, AckResult.REFUSED, None, "an ack record needs the "
                        "acknowledged record's rms-created-at header; ack this one over HTTP")
-        value = ack_value(message_id, self._consumer_app, created_at)
+        value = ack_value(message_id, self.consumer_app, created_at)
         headers = signed_ack_headers([self._secret], value)
         headers += [(name, text.encode()) for name, text in _trace_headers().items()]
         try:
@@ -353,19 +368,39 @@ class BatchReport:
         return sum(1 for _, found in self.outcomes if found is outcome)
 
 
+def consumer_app(app: str | None, acker: Acker) -> str:
+    """The app a consumer acks as: ``app``, or the one a :class:`TopicAcker` signs for. A
+    :class:`ValueError` when it is unknown, malformed, or not the acker's."""
+    signs_for = acker.consumer_app if isinstance(acker, TopicAcker) else None
+    name = app or signs_for
+    if name is None:
+        raise ValueError("RmsConsumer needs app=, the name RMS knows this consumer app by: "
+                         "it skips the records whose rms-awaiting header does not name it")
+    if not is_valid_app_name(name):
+        raise ValueError(f"app {name!r} is not an RMS app name (a lowercase letter or digit, "
+                         "then up to 62 of a-z, 0-9, '_' and '-')")
+    if signs_for is not None and signs_for != name:
+        raise ValueError(f"app {name!r} differs from {signs_for!r}, the app the TopicAcker "
+                         "signs ack records for")
+    return name
+
+
 class RmsConsumer:
     """Kafka records -> inbox + handler (one transaction) -> ack -> offset commit."""
 
     def __init__(self, *, engine: AsyncEngine, handler: Handler, acker: Acker,
                  bootstrap_servers: str, group_id: str, topics: Sequence[str] = (),
-                 pattern: str | None = None, inbox_table: str = DEFAULT_INBOX,
-                 max_records: int = 200, ack_concurrency: int = 32,
-                 client_id: str = "rms-consumer",
+                 pattern: str | None = None, app: str | None = None,
+                 inbox_table: str = DEFAULT_INBOX, max_records: int = 200,
+                 ack_concurrency: int = 32, client_id: str = "rms-consumer",
                  kafka_options: Mapping[str, Any] | None = None) -> None:
-        """``kafka_options`` go to :class:`aiokafka.AIOKafkaConsumer` as they are (security,
-        ``metadata_max_age_ms``, ...); offsets are always committed by this class."""
+        """``app`` is the name RMS knows this consumer app by (it may be left out with a
+        :class:`TopicAcker`, which names it). ``kafka_options`` go to
+        :class:`aiokafka.AIOKafkaConsumer` as they are (security, ``metadata_max_age_ms``,
+        ...); offsets are always committed by this class."""
         if bool(topics) == bool(pattern):
             raise ValueError("give either topics or pattern")
+        self.app = consumer_app(app, acker)
         self._processor = InboxProcessor(engine, handler, inbox_table)
         self._acker = acker
         self._topics = list(topics)
@@ -421,12 +456,8 @@ class RmsConsumer:
         traces: dict[str, TraceContext | None] = {}
         instances: dict[str, str | None] = {}
         for record in records:
-            message = RmsRecord.parse(record)
+            message = self._to_handle(record, report)
             if message is None:
-                log.warning("consumer.not_an_rms_record", topic=record.topic,
-                            hint="no valid rms-message-id, or unreadable: set aside",
-                            partition=record.partition, offset=record.offset)
-                report.skipped += 1
                 continue
             outcome, traces[message.message_id] = await self._process(message)
             instances[message.message_id] = message.created_at
@@ -435,6 +466,24 @@ class RmsConsumer:
         report.acks = list(await asyncio.gather(*(self._ack(i, instances[i], traces[i])
                                                   for i in to_ack)))
         return report
+
+    def _to_handle(self, record: ConsumerRecord[bytes, bytes],
+                   report: BatchReport) -> RmsRecord | None:
+        """The record as an RMS record to handle, or None when it is set aside (not RMS's) or
+        skipped (not awaited from this app); either is logged and reported."""
+        message = RmsRecord.parse(record)
+        if message is None:
+            log.warning("consumer.not_an_rms_record", topic=record.topic,
+                        hint="no valid rms-message-id, or unreadable: set aside",
+                        partition=record.partition, offset=record.offset)
+            report.skipped += 1
+        elif not message.awaits(self.app):
+            log.info("consumer.not_awaited", message_id=message.message_id,
+                     topic=message.topic, app=self.app, attempt=message.delivery,
+                     hint="rms-awaiting does not name this app: acked already, skipped")
+            report.outcomes.append((message.message_id, Outcome.NOT_AWAITED))
+            return None
+        return message
 
     async def _process(self, message: RmsRecord) -> tuple[Outcome, TraceContext | None]:
         """The handler runs in a span whose parent is the record's trace context (current

@@ -18,11 +18,18 @@
  *
  * A handler that throws is neither acked nor retried in place: RMS re-publishes the message
  * when its ack deadline passes, so one bad message never blocks its partition.
+ *
+ * Several apps may consume one topic, and a message is done when each of them acked it. The
+ * consumer acks as its own `app`. A record whose `rms-awaiting` header does not name it is a
+ * redelivery for the others (this app acked already): it is skipped, neither handled nor
+ * acked, reported with the outcome `not-awaited`, and committed past. A record without the
+ * header, or with one that cannot be read, is handled.
  */
 import { context, SpanKind, trace, type Context } from "@opentelemetry/api";
 import kafkajs, { type Consumer, type Kafka, type KafkaMessage, type Producer } from "kafkajs";
 import type { Pool, PoolClient } from "pg";
 
+import { awaitingOf, awaits, isAppName } from "./awaiting.js";
 import { checkedName } from "./barrier.js";
 import { RmsError, RmsUnavailableError } from "./errors.js";
 import { signedHeaders } from "./signing.js";
@@ -54,6 +61,15 @@ export interface RmsRecord {
   payload: unknown;
   /** Every header as text (repeated headers: the last value). */
   headers: Record<string, string>;
+  /** The `rms-awaiting` header's app names: null when the record has none or it cannot be
+   * read (see {@link recordAwaits}). */
+  awaiting: string[] | null;
+}
+
+/** Whether the record is for `app`: false only when its `rms-awaiting` header was read and
+ * does not name it (`app` acknowledged the message already). */
+export function recordAwaits(record: Pick<RmsRecord, "awaiting">, app: string): boolean {
+  return awaits(record.awaiting, app);
 }
 
 /** The record's headers as text; a header without a value is the empty string. */
@@ -106,6 +122,7 @@ function readRecord(topic: string, partition: number,
     key: message.key ?? null,
     payload,
     headers,
+    awaiting: awaitingOf(message.headers),
   };
 }
 
@@ -116,7 +133,10 @@ export type Handler = (client: PoolClient, record: RmsRecord) => Promise<void>;
 export type ProcessResult =
   | { outcome: "processed" }
   | { outcome: "duplicate" }
-  | { outcome: "failed"; error: unknown };
+  | { outcome: "failed"; error: unknown }
+  /** The record's `rms-awaiting` header does not name the consumer's app: not handled, not
+   * acked (the consumer decides this before the inbox). */
+  | { outcome: "not-awaited" };
 
 /** The inbox table's definition, for your own migrations. */
 export function inboxDdl(table: string = DEFAULT_INBOX_TABLE): string {
@@ -245,6 +265,8 @@ export function ackValue(messageId: string, consumer: string, createdAt: string 
  * it asynchronously: `acked` means the broker holds it.
  */
 export class TopicAcker implements Acker {
+  /** The app this acker signs ack records for. */
+  readonly consumerApp: string;
   private readonly secrets: string[];
   private readonly topic: string;
   private readonly producer: Producer;
@@ -252,6 +274,7 @@ export class TopicAcker implements Acker {
   private connecting: Promise<void> | null;
 
   constructor(private readonly options: TopicAckerOptions) {
+    this.consumerApp = options.consumerApp;
     this.secrets = typeof options.signingSecret === "string" ? [options.signingSecret] : options.signingSecret;
     signedHeaders(this.secrets, ""); // a malformed secret fails here, not at the first ack
     this.topic = options.ackTopic ?? DEFAULT_ACK_TOPIC;
@@ -299,6 +322,9 @@ export interface ConsumerEvent {
 }
 
 export interface RmsConsumerOptions {
+  /** The name RMS knows this consumer app by; may be left out with a {@link TopicAcker},
+   * which names it. */
+  app?: string;
   kafka: Kafka;
   groupId: string;
   topics: Array<string | RegExp>;
@@ -307,7 +333,8 @@ export interface RmsConsumerOptions {
   acker: Acker;
   /** Read a new group's topics from the beginning (default true). */
   fromBeginning?: boolean;
-  /** Told about every RMS record once it is handled and acked. */
+  /** Told about every RMS record once it is handled and acked, or skipped as `not-awaited`
+   * (without it, a skip is logged with `console.info`). */
   onRecord?: (event: ConsumerEvent) => void;
   /** Told about every record set aside (committed past without handling): one that cannot be
    * RMS's, or whose handling threw. Without it, a warning is logged. */
@@ -325,9 +352,13 @@ export interface SetAside {
 /** Kafka records → inbox + handler (one transaction) → ack → offset commit, one record at a
  * time per partition. */
 export class RmsConsumer {
+  /** The app this consumer acks as. */
+  readonly app: string;
   private readonly consumer: Consumer;
 
+  /** Throws a `TypeError` when the app is unknown, not an app name, or not the TopicAcker's. */
   constructor(private readonly options: RmsConsumerOptions) {
+    this.app = consumerApp(options.app, options.acker);
     this.consumer = options.kafka.consumer({ groupId: options.groupId, allowAutoTopicCreation: true });
   }
 
@@ -345,6 +376,8 @@ export class RmsConsumer {
 
   /** Records set aside so far (see {@link RmsConsumerOptions.onSetAside}). */
   setAside = 0;
+  /** Records skipped so far because their `rms-awaiting` header does not name this app. */
+  notAwaited = 0;
 
   /** Handles the record, or sets it aside: nothing a record holds stops the consumer. */
   private async handleOrSetAside(topic: string, partition: number, message: KafkaMessage): Promise<void> {
@@ -374,6 +407,7 @@ export class RmsConsumer {
   /** Handle one record: the handler runs in a span `rms.process` whose parent is the record's
    * trace context; the ack, in a span `rms.ack` under it, carries that context. */
   async handle(record: RmsRecord): Promise<ConsumerEvent> {
+    if (!recordAwaits(record, this.app)) return this.skip(record);
     const parent = contextFromHeaders(record.headers, context.active());
     const span = tracer.startSpan("rms.process", {
       kind: SpanKind.CONSUMER,
@@ -394,6 +428,15 @@ export class RmsConsumer {
     return event;
   }
 
+  private skip(record: RmsRecord): ConsumerEvent {
+    this.notAwaited += 1;
+    const event: ConsumerEvent = { record, process: { outcome: "not-awaited" }, ack: null };
+    if (this.options.onRecord) this.options.onRecord(event);
+    else console.info("rms: acked already, skipped", { app: this.app, messageId: record.messageId,
+                                                       topic: record.topic, awaiting: record.awaiting });
+    return event;
+  }
+
   private async ack(record: RmsRecord, parent: Context): Promise<AckResult> {
     const span = tracer.startSpan("rms.ack", { kind: SpanKind.CLIENT, attributes: { "rms.message_id": record.messageId } }, parent);
     try {
@@ -402,4 +445,23 @@ export class RmsConsumer {
       span.end();
     }
   }
+}
+
+/** The app a consumer acks as: `app`, or the one its {@link TopicAcker} signs for. */
+function consumerApp(app: string | undefined, acker: Acker): string {
+  const signsFor = acker instanceof TopicAcker ? acker.consumerApp : undefined;
+  const name = app ?? signsFor;
+  if (name === undefined) {
+    throw new TypeError("RmsConsumer needs app, the name RMS knows this consumer app by: it skips the records "
+                        + "whose rms-awaiting header does not name it");
+  }
+  if (!isAppName(name)) {
+    throw new TypeError(`app ${JSON.stringify(name)} is not an RMS app name (a lowercase letter or digit, then up `
+                        + "to 62 of a-z, 0-9, '_' and '-')");
+  }
+  if (signsFor !== undefined && signsFor !== name) {
+    throw new TypeError(`app ${JSON.stringify(name)} differs from ${JSON.stringify(signsFor)}, the app the TopicAcker `
+                        + "signs ack records for");
+  }
+  return name;
 }

@@ -120,7 +120,7 @@ def build_consumer(config: Config, engine: AsyncEngine) -> RmsConsumer:
                        bootstrap_servers=config.bootstrap_servers,
                        consumer_app=config.consumer_app,
                        signing_secret=config.signing_secret, ack_topic=config.ack_topic)
-    return RmsConsumer(engine=engine, handler=add_points, acker=acker,
+    return RmsConsumer(app=config.consumer_app, engine=engine, handler=add_points, acker=acker,
                        bootstrap_servers=config.bootstrap_servers, group_id=config.group_id,
                        topics=[config.topic], client_id="demo-points",
                        kafka_options={"metadata_max_age_ms": 5000})

@@ -87,7 +87,8 @@ async def consumed_and_acknowledged(rms: RmsProducer, engine: AsyncEngine, api_k
         await conn.execute(text("SELECT 1"))
         handled.append(record.message_id)
 
-    async with RmsConsumer(engine=engine, handler=handle, acker=HttpAcker(RMS, api_key),
+    async with RmsConsumer(app=f"{PREFIX}-py", engine=engine, handler=handle,
+                           acker=HttpAcker(RMS, api_key),
                            bootstrap_servers=os.environ["RMS_KAFKA_BOOTSTRAP_SERVERS"],
                            group_id=f"{PREFIX}-py", topics=[TOPIC],
                            kafka_options={"metadata_max_age_ms": 1000}) as consumer:

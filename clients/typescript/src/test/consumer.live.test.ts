@@ -46,7 +46,7 @@ class LosingFirstAck implements Acker {
 describe("consumer (live RMS)", { skip: skipLive }, () => {
   const httpTopic = `points-http.${PREFIX}`;
   const kafkaTopic = `points-kafka.${PREFIX}`;
-  const staleTopic = `points-stale.${PREFIX}`; // nobody consumes it: only the test's acks finish its messages
+  const staleTopic = `points-stale.${PREFIX}`; // nobody reads it: only the test's acks finish its messages
   let producerApp: App;
   let consumerApp: App;
   let producer: RmsProducer;
@@ -65,7 +65,9 @@ describe("consumer (live RMS)", { skip: skipLive }, () => {
     await inbox.ensure();
     await db.query("CREATE TABLE IF NOT EXISTS points (message_id text, delivery int)");
     producerApp = await createApp(`${PREFIX}-shop`, { produce: [httpTopic, kafkaTopic, staleTopic], checkPrefixes: [NEVER_ASKED] });
-    consumerApp = await createApp(`${PREFIX}-points`, { consume: [`points-*.${PREFIX}`] });
+    // its own topics only: an app whose consume_topics match a topic is a subscriber of its
+    // messages, and another test's topic (points-hostile) would then wait for this app's ack
+    consumerApp = await createApp(`${PREFIX}-points`, { consume: [httpTopic, kafkaTopic, staleTopic] });
     producer = new RmsProducer({ baseUrl: process.env.RMS_URL!, apiKey: producerApp.api_key, checkUrl: `${NEVER_ASKED}check` });
   });
 
@@ -80,7 +82,7 @@ describe("consumer (live RMS)", { skip: skipLive }, () => {
       producer.send({ topic, payload: { points: 5 }, ackTimeoutSeconds: 3 }));
     const events: ConsumerEvent[] = [];
     const consumer = new RmsConsumer({
-      kafka: kafka(`${PREFIX}-${topic}`), groupId: `${PREFIX}-${topic}`, topics: [topic], inbox, handler: addPoints,
+      app: consumerApp.name, kafka: kafka(`${PREFIX}-${topic}`), groupId: `${PREFIX}-${topic}`, topics: [topic], inbox, handler: addPoints,
       acker, onRecord: (event) => events.push(event),
     });
     consumers.push(consumer);

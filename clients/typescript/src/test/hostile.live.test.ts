@@ -49,7 +49,7 @@ describe("hostile records (live RMS)", { skip: skipLive }, () => {
     const events: ConsumerEvent[] = [];
     const setAside: SetAside[] = [];
     consumer = new RmsConsumer({
-      kafka: kafka(`${PREFIX}-hostile`), groupId: `${PREFIX}-hostile`, topics: [topic], inbox,
+      app: consumerApp.name, kafka: kafka(`${PREFIX}-hostile`), groupId: `${PREFIX}-hostile`, topics: [topic], inbox,
       handler: async () => undefined, acker: new HttpAcker({ baseUrl: process.env.RMS_URL!, apiKey: consumerApp.api_key }),
       onRecord: (event) => events.push(event), onSetAside: (record) => setAside.push(record),
     });

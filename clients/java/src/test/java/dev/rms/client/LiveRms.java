@@ -90,6 +90,25 @@ public final class LiveRms {
     }
   }
 
+  /** The message as the admin API shows it ({@code GET /v1/admin/messages/{id}}). */
+  public JsonNode adminMessage(String messageId) {
+    HttpRequest request = HttpRequest.newBuilder(URI.create(url + "/v1/admin/messages/"
+        + messageId)).header("Authorization", "Bearer " + adminToken).GET().build();
+    try {
+      HttpResponse<byte[]> response = HTTP.send(request, HttpResponse.BodyHandlers.ofByteArray());
+      JsonNode message = Json.tree(response.body()).orElseThrow();
+      if (response.statusCode() != 200) {
+        throw new IllegalStateException("message " + messageId + ": " + message);
+      }
+      return message;
+    } catch (IOException e) {
+      throw new IllegalStateException(e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException(e);
+    }
+  }
+
   /** A topic name unique to this run. */
   public String topic(String name) {
     return name + "." + prefix + "." + UUID.randomUUID().toString().substring(0, 6);

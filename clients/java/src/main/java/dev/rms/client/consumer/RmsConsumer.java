@@ -38,6 +38,13 @@ import org.apache.kafka.common.KafkaException;
  * span {@code rms.process} whose parent is the record's {@code traceparent}, and the ack carries
  * that context. The caller owns the Kafka consumer (configured with byte-array deserializers
  * and {@code enable.auto.commit=false}, subscribed to its topics) and closes it.
+ *
+ * <p>Several apps may consume one topic, and a message is done when each of them acked it. The
+ * consumer acks as its own {@code app}. A record whose {@code rms-awaiting} header does not
+ * name it is a redelivery for the others (this app acked already): it is skipped, neither
+ * handled nor acknowledged, logged at INFO and reported as {@link Outcome#NOT_AWAITED}, and
+ * committed past with its batch. A record without the header, or with one that cannot be read,
+ * is handled.
  */
 public final class RmsConsumer {
   private static final System.Logger LOG = System.getLogger(RmsConsumer.class.getName());
@@ -58,14 +65,51 @@ public final class RmsConsumer {
   private final JdbcInbox inbox;
   private final InboxHandler handler;
   private final Acker acker;
+  private final String app;
   private final Tracer tracer = GlobalOpenTelemetry.getTracer("dev.rms.client");
 
+  /**
+   * @param app the name RMS knows this consumer app by (null with a {@link TopicAcker}: the app
+   *     it signs for)
+   * @throws IllegalArgumentException when the app is unknown, not an app name, or not the
+   *     TopicAcker's
+   */
   public RmsConsumer(Consumer<byte[], byte[]> consumer, JdbcInbox inbox, InboxHandler handler,
-      Acker acker) {
+      Acker acker, String app) {
     this.consumer = consumer;
     this.inbox = inbox;
     this.handler = handler;
     this.acker = acker;
+    this.app = consumerApp(app, acker);
+  }
+
+  /** A consumer acking as the app its {@link TopicAcker} signs for. */
+  public RmsConsumer(Consumer<byte[], byte[]> consumer, JdbcInbox inbox, InboxHandler handler,
+      Acker acker) {
+    this(consumer, inbox, handler, acker, null);
+  }
+
+  /** The app this consumer acks as. */
+  public String app() {
+    return app;
+  }
+
+  private static String consumerApp(String app, Acker acker) {
+    String signsFor = acker instanceof TopicAcker topicAcker ? topicAcker.consumerApp() : null;
+    String name = app != null ? app : signsFor;
+    if (name == null) {
+      throw new IllegalArgumentException("RmsConsumer needs the app, the name RMS knows this "
+          + "consumer app by: it skips the records whose rms-awaiting header does not name it");
+    }
+    if (!AwaitingHeader.validAppName(name)) {
+      throw new IllegalArgumentException("app '" + name + "' is not an RMS app name (a "
+          + "lowercase letter or digit, then up to 62 of a-z, 0-9, '_' and '-')");
+    }
+    if (signsFor != null && !signsFor.equals(name)) {
+      throw new IllegalArgumentException("app '" + name + "' differs from '" + signsFor
+          + "', the app the TopicAcker signs ack records for");
+    }
+    return name;
   }
 
   /** Polls once, handles and acknowledges what came, then commits its offsets. */
@@ -100,6 +144,12 @@ public final class RmsConsumer {
         continue;
       }
       RmsRecord message = parsed.get();
+      if (!message.awaits(app)) {
+        LOG.log(System.Logger.Level.INFO, "{0} acked {1} already (rms-awaiting: {2}), skipped",
+            app, message.messageId(), message.awaiting());
+        handled.add(new BatchReport.Handled(message, Outcome.NOT_AWAITED));
+        continue;
+      }
       Span span = tracer.spanBuilder("rms.process").setSpanKind(SpanKind.CONSUMER)
           .setParent(W3CTraceContextPropagator.getInstance()
               .extract(Context.root(), message.headers(), HEADERS))

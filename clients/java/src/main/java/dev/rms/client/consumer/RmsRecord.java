@@ -15,7 +15,9 @@ import org.apache.kafka.common.header.Header;
 /**
  * A Kafka record RMS published, with its {@code rms-*} headers read (design section 6): the
  * message id, the app that produced it, which delivery this is (1 for the first publish, 2 for
- * the first redelivery, ...), and the JSON payload.
+ * the first redelivery, ...), the JSON payload, and the apps that still owed an ack when it was
+ * published ({@code awaiting}, the {@code rms-awaiting} header; null when the record has none
+ * or it cannot be read, see {@link AwaitingHeader}).
  */
 public record RmsRecord(
     String messageId,
@@ -27,11 +29,27 @@ public record RmsRecord(
     long offset,
     byte[] key,
     JsonNode payload,
-    Map<String, String> headers) {
+    Map<String, String> headers,
+    Set<String> awaiting) {
   public static final String HEADER_MESSAGE_ID = "rms-message-id";
   public static final String HEADER_APP = "rms-app";
   public static final String HEADER_DELIVERY = "rms-delivery";
   public static final String HEADER_CREATED_AT = "rms-created-at";
+
+  /** A record without an {@code rms-awaiting} header (the single-ack rule). */
+  public RmsRecord(String messageId, int delivery, String app, String createdAt, String topic,
+      int partition, long offset, byte[] key, JsonNode payload, Map<String, String> headers) {
+    this(messageId, delivery, app, createdAt, topic, partition, offset, key, payload, headers,
+        null);
+  }
+
+  /**
+   * Whether the record is for {@code app}: false only when its {@code rms-awaiting} header was
+   * read and does not name it ({@code app} acknowledged the message already).
+   */
+  public boolean awaits(String app) {
+    return AwaitingHeader.awaits(awaiting, app);
+  }
 
   /** RMS's message-id pattern; ids a path would rewrite are reserved. */
   private static final Pattern MESSAGE_ID = Pattern.compile("[A-Za-z0-9._:-]{1,128}");
@@ -64,7 +82,7 @@ public record RmsRecord(
     return Optional.of(new RmsRecord(messageId, delivery(headers.get(HEADER_DELIVERY)),
         headers.get(HEADER_APP), headers.get(HEADER_CREATED_AT), record.topic(),
         record.partition(), record.offset(), record.key(), payload(record.value()),
-        Map.copyOf(headers)));
+        Map.copyOf(headers), AwaitingHeader.read(record.headers())));
   }
 
   /** The record's W3C {@code traceparent}, when RMS stored a trace context with the message. */

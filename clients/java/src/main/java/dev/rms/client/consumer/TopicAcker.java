@@ -69,6 +69,11 @@ public final class TopicAcker implements Acker {
     this.clock = Clock.systemUTC();
   }
 
+  /** The app this acker signs ack records for. */
+  public String consumerApp() {
+    return consumerApp;
+  }
+
   /** An acker with its own producer on {@code bootstrapServers} (closed by {@link #close}). */
   public static TopicAcker create(String bootstrapServers, String consumerApp,
       String signingSecret, String ackTopic) {

@@ -191,7 +191,7 @@ class ConsumerLiveTest {
     };
     try (MockConsumer<byte[], byte[]> unused = new MockConsumer<>("earliest")) {
       BatchReport report = new RmsConsumer(unused, inbox,
-          (conn, message) -> seen.add(Tracing.currentHeaders()), recording)
+          (conn, message) -> seen.add(Tracing.currentHeaders()), recording, "points")
           .handle(List.of(record));
       assertEquals(1, report.count(Outcome.PROCESSED));
     }
@@ -230,7 +230,8 @@ class ConsumerLiveTest {
     RmsRecord acked;
     try (KafkaConsumer<byte[], byte[]> kafka = kafka(apps.topic())) {
       List<RmsRecord> seen = new ArrayList<>();
-      RmsConsumer first = new RmsConsumer(kafka, inbox, addPoints, new LostAck());
+      RmsConsumer first = new RmsConsumer(kafka, inbox, addPoints, new LostAck(),
+          apps.consumer().name());
       BatchReport handled = pollUntil(first, seen, sent.messageId(), 1);
       assertEquals(1, handled.count(Outcome.PROCESSED));
       RmsRecord record = handled.handled().get(0).record();
@@ -240,7 +241,8 @@ class ConsumerLiveTest {
       assertEquals(Ack.Result.FAILED, handled.acks().get(0).result());
 
       int lastSeen = seen.stream().mapToInt(RmsRecord::delivery).max().orElseThrow();
-      RmsConsumer again = new RmsConsumer(kafka, inbox, addPoints, acker);
+      RmsConsumer again = new RmsConsumer(kafka, inbox, addPoints, acker,
+          apps.consumer().name());
       BatchReport redelivered = pollUntil(again, seen, sent.messageId(), lastSeen + 1);
       assertTrue(redelivered.count(Outcome.DUPLICATE) >= 1, "the inbox skips the redelivery");
       assertEquals(1, redelivered.acks().size(), "one ack per message and batch");

@@ -74,7 +74,8 @@ class HostileRecordsLiveTest {
     List<String> handled = new ArrayList<>();
     try (KafkaConsumer<byte[], byte[]> kafka = consumer(rms, topic);
         HttpAcker acker = new HttpAcker(rms.url, consumerApp.apiKey())) {
-      RmsConsumer consumer = new RmsConsumer(kafka, inbox, (conn, record) -> { }, acker);
+      RmsConsumer consumer = new RmsConsumer(kafka, inbox, (conn, record) -> { }, acker,
+          consumerApp.name());
       Instant deadline = Instant.now().plus(WITHIN);
       while (!handled.contains(sent.messageId()) && Instant.now().isBefore(deadline)) {
         BatchReport report = consumer.pollOnce(Duration.ofMillis(500));
