@@ -53,7 +53,7 @@ def summary() -> dict[str, Any]:
         days=Rows([{"day": AS_OF.date()} | metrics(6, 0.95)]), totals=Rows([metrics(6, 0.95)]),
         stuck=Rows([]),
         checkbacks_per_message=Rows([{"value": 0, "messages": 90}]),
-        deliveries_per_message=Rows([{"value": 1, "messages": 100}]),
+        deliveries_per_message=Rows([{"value": 1, "messages": 100}]), consumers=Rows([]),
     )
     context = ReportContext(as_of=AS_OF, source="jdbc", generated_at=AS_OF)
     return build_summary(tables, context)
