@@ -94,6 +94,17 @@ class BatchIdsRequest(Strict):
     message_ids: list[MessageId] = Field(min_length=1)
 
 
+class AckOut(BaseModel):
+    at: datetime
+    via: str = Field(description="http | ack-topic")
+
+
+class SubscriberOut(BaseModel):
+    app: str
+    acked_at: datetime | None = Field(description="null while the app owes its ack")
+    via: str | None = Field(description="http | ack-topic; null while the app owes its ack")
+
+
 class MessageOut(BaseModel):
     message_id: str
     app: str
@@ -128,6 +139,12 @@ class MessageOut(BaseModel):
         "(topic-missing, not-authorized, timeout, ...; as in publish_blocked of the stats): "
         "its delivery number was given back and it is published again at next_delivery_at. "
         "null once a publish was accepted, or when none failed")
+    subscribers: list[SubscriberOut] | None = Field(
+        default=None, description="the apps that consumed the topic when the message was "
+        "confirmed, each with its ack or null while it owes one; the message is done once "
+        "every one acked. null: the single-ack rule (the first permitted ack finishes it)")
+    acks: dict[str, AckOut] | None = Field(
+        default=None, description="every ack recorded, by consumer app (null before the first)")
 
 
 class BatchOut(BaseModel):
@@ -216,6 +233,18 @@ class OrderedTopicsRequest(Strict):
         description="replaces the app's ordered topics; applies to messages prepared from now on")
 
 
+class ConsumeTopicsRequest(Strict):
+    consume_topics: list[TopicGlob] = Field(
+        description="replaces the app's consume topics: messages confirmed from now on take "
+        "them; the app is released from the sent messages it owes whose topic they no longer "
+        "match")
+
+
+class AppDeletedOut(BaseModel):
+    name: str
+    released: int = Field(description="the sent messages the app was released from")
+
+
 class AppOut(BaseModel):
     name: str
     produce_topics: list[str]
@@ -291,6 +320,14 @@ class BlockedKeyStats(BaseModel):
     waiting: int = Field(description="later messages of the key not yet published")
 
 
+class ConsumerStats(BaseModel):
+    consumer: str = Field(description="a consumer app")
+    unacked: int = Field(description="sent messages (dead included) it is a subscriber of and "
+                         "has not acked")
+    oldest_unacked_age_seconds: float | None = Field(
+        description="age since confirm of the oldest of them")
+
+
 class StatsOut(BaseModel):
     totals: dict[str, int]
     oldest_pending_send_age_seconds: float | None
@@ -302,6 +339,9 @@ class StatsOut(BaseModel):
     blocked_keys: list[BlockedKeyStats] = Field(
         default_factory=list, description="ordered keys (app, topic, key) held back by one "
         "of their messages (at most 100, by app, topic and key)")
+    consumers: list[ConsumerStats] = Field(
+        default_factory=list, description="per consumer app that owes acks: how many sent "
+        "messages and the age of the oldest")
 
 
 class Problem(BaseModel):

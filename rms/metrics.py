@@ -48,6 +48,12 @@ OLDEST_PENDING_SEND = Gauge("rms_oldest_pending_send_age_seconds",
                             "Age of the oldest non-dead pending-send message")
 OLDEST_UNACKED = Gauge("rms_oldest_unacked_age_seconds",
                        "Age since confirm of the oldest non-dead unacknowledged sent message")
+CONSUMER_UNACKED = Gauge("rms_consumer_unacked_messages",
+                         "Sent messages a consumer app is a subscriber of and has not acked",
+                         ["consumer"])
+CONSUMER_OLDEST_UNACKED = Gauge("rms_consumer_oldest_unacked_seconds",
+                                "Age since confirm of the oldest sent message a consumer app "
+                                "has not acked", ["consumer"])
 OLDEST_DUE_CHECK_LAG = Gauge("rms_oldest_due_check_lag_seconds",
                              "How far past its check time the oldest due check-back is")
 REDELIVERY_BATCH = Histogram("rms_redelivery_batch_size",

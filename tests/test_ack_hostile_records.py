@@ -15,6 +15,7 @@ from aiokafka import AIOKafkaProducer
 from prometheus_client import REGISTRY
 from sqlalchemy import text
 
+from rms.store.acks import AckItem
 from rms.store.apps import AppStore
 from rms.store.coalesced import AckTarget
 from rms.store.database import create_engine
@@ -162,8 +163,8 @@ async def test_an_instance_replaced_between_lookup_and_write_is_not_acknowledged
         assert await _state(api, producer, message_id) == "sent"
         current = await MessageStore(engine).ack_targets([message_id])
         stored: datetime = current[message_id].created_at
-        done = await MessageStore(engine).ack_many([(message_id, stored)], actor="app:points",
-                                                   via="ack-topic")
+        done = await MessageStore(engine).ack_many(
+            [AckItem(message_id, "points", "ack-topic", stored)])
         assert done == [message_id]  # the statement applies to the instance it names
     finally:
         await engine.dispose()

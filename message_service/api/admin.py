@@ -12,10 +12,13 @@ from message_service.deps import AdminActor, ServicesDep
 from message_service.schemas import (
     AppCreate,
     AppCredentialsOut,
+    AppDeletedOut,
     AppOut,
     AppsOut,
     BlockedKeyStats,
     BlockedPublishStats,
+    ConsumerStats,
+    ConsumeTopicsRequest,
     EventsOut,
     GroupStats,
     MessageId,
@@ -92,6 +95,25 @@ async def set_ordered_topics(name: str, body: OrderedTopicsRequest, _: AdminActo
     return app_out(app)
 
 
+@router.put("/apps/{name}/consume-topics", response_model=AppOut, responses=ERRORS)
+async def set_consume_topics(name: str, body: ConsumeTopicsRequest, _: AdminActor,
+                             wired: ServicesDep) -> AppOut:
+    """Replace the app's consume topics; it is released from the sent messages it owes whose
+    topic they no longer match."""
+    app = await wired.operators.set_consume_topics(name, tuple(body.consume_topics))
+    wired.authentication.forget()
+    return app_out(app)
+
+
+@router.delete("/apps/{name}", response_model=AppDeletedOut, responses=ERRORS)
+async def delete_app(name: str, _: AdminActor, wired: ServicesDep) -> AppDeletedOut:
+    """Delete an app, releasing it from every sent message it owes; 409 while messages or
+    transactions of its own are stored."""
+    released = await wired.operators.delete_app(name)
+    wired.authentication.forget()
+    return AppDeletedOut(name=name, released=released)
+
+
 @router.get("/messages", response_model=MessagePage, responses=ERRORS)
 async def list_messages(
     _: AdminActor,
@@ -100,12 +122,15 @@ async def list_messages(
     dead: bool | None = None,
     topic: str | None = None,
     app: str | None = None,
+    consumer: Annotated[str | None, Query(
+        description="only the messages this consumer app still owes (with state=sent&dead=true: "
+        "its dead letters)")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: str | None = None,
 ) -> MessagePage:
     """Messages matching the filters, oldest first, a page at a time."""
     found, next_cursor = await wired.operators.search(
-        MessageFilter(state, dead, topic, app), limit, cursor)
+        MessageFilter(state, dead, topic, app, consumer), limit, cursor)
     return MessagePage(items=[message_out(m) for m in found], next_cursor=next_cursor)
 
 
@@ -158,4 +183,7 @@ async def stats(_: AdminActor, wired: ServicesDep) -> StatsOut:
                 for g in found.groups],
         publish_blocked=[BlockedPublishStats(**vars(b)) for b in found.publish_blocked],
         blocked_keys=[BlockedKeyStats(**vars(k)) for k in found.blocked_keys],
+        consumers=[ConsumerStats(consumer=c.consumer, unacked=c.unacked,
+                                 oldest_unacked_age_seconds=c.oldest_unacked_age_seconds)
+                   for c in found.consumers],
     )

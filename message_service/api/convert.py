@@ -34,7 +34,17 @@ def message_fields(m: Message) -> dict[str, Any]:
         "tracestate": m.trace.tracestate if m.trace else None,
         "ordered": m.ordered,
         "publish_failure": m.publish_failure,
+        "subscribers": subscribers_fields(m),
+        "acks": {name: {"at": ack.at, "via": ack.via} for name, ack in m.acks.items()} or None,
     }
+
+
+def subscribers_fields(m: Message) -> list[dict[str, Any]] | None:
+    """Each subscriber with its ack or its absence (None: the single-ack rule)."""
+    if m.subscribers is None:
+        return None
+    return [{"app": name, "acked_at": ack.at if ack else None, "via": ack.via if ack else None}
+            for name in m.subscribers for ack in (m.acks.get(name),)]
 
 
 def transaction_fields(view: TransactionView) -> dict[str, Any]:

@@ -17,6 +17,17 @@ class MessageFilter:
     dead: bool | None = None
     topic: str | None = None
     app: str | None = None
+    consumer: str | None = None  # only the messages this app still owes (design section 3)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerBacklog:
+    """What a consumer app owes: the ``sent`` messages (dead included) whose subscribers it is
+    in without having acked, and the age of the oldest since its confirm (database clock)."""
+
+    consumer: str
+    unacked: int
+    oldest_unacked_age_seconds: float | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,6 +59,15 @@ class NewMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class ConsumerAck:
+    """One consumer's ack of a message: when (database clock) and by which path (``http`` |
+    ``ack-topic``)."""
+
+    at: datetime
+    via: str
+
+
+@dataclass(frozen=True, slots=True)
 class Message:
     message_id: str
     app: str
@@ -95,6 +104,18 @@ class Message:
     # sequencer's, a resend's or a transaction's accepted publish (None: none recorded; the
     # first publish of a producer's confirm or one-shot send is recorded in the history only)
     published_delivery: int | None = None
+    # the apps that consumed its topic when it was confirmed, sorted (None: the single-ack
+    # rule, design section 3), and the acks recorded by consumer
+    subscribers: tuple[str, ...] | None = None
+    acks: dict[str, ConsumerAck] = field(default_factory=dict)
+
+    @property
+    def awaiting(self) -> tuple[str, ...] | None:
+        """The subscribers that have not acked (None: the single-ack rule): the
+        ``rms-awaiting`` header of the message's next record."""
+        if self.subscribers is None:
+            return None
+        return tuple(name for name in self.subscribers if name not in self.acks)
 
     @property
     def deliveries_in_budget(self) -> int:

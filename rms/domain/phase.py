@@ -126,8 +126,35 @@ class LastEvent:
     event: Event
 
 
+@dataclass(frozen=True, slots=True)
+class Subscribed:
+    """The consumer the statement names (its given value ``consumer``) is a subscriber of the
+    row."""
+
+    consumer: str
+
+
+@dataclass(frozen=True, slots=True)
+class Acked:
+    """The row's ``acks`` hold an ack of the consumer the statement names (its given value
+    ``consumer``)."""
+
+    consumer: str
+
+
+@dataclass(frozen=True, slots=True)
+class OthersAcked:
+    """Every subscriber of the row other than the consumer the statement names (its given
+    value ``consumer``) has acked; true for a row without subscribers (the single-ack rule).
+    Read in Python from a row that carries the given value under ``consumer``."""
+
+    consumer: str
+
+
 Term = (Flag | Present | Exceeds | Same | Equals | Reached | Passed | Ahead | Not | All
-        | AnyOf | EarlierMember | HasEvent | LastEvent)
+        | AnyOf | EarlierMember | HasEvent | LastEvent | Subscribed | Acked | OthersAcked)
+# the terms that read a value the statement supplies per row
+GivenTerm = Subscribed | Acked | OthersAcked
 # the terms on the row's own columns, which every form renders (SQL text, Core, Python)
 ColumnTerm = Flag | Present | Exceeds | Same | Equals | Reached | Passed | Ahead
 
@@ -183,6 +210,17 @@ HOLDS_LINE = Not(AWAITING_ACK)
 QUEUED = All((Not(DEAD), Not(RESERVED), Not(IN_FLIGHT), DUE))
 
 
+# several consumers per message (design section 3): the single-ack rule (no subscribers), an
+# ack that counts (the acking consumer owes it, or the single-ack rule), and an ack that
+# finishes the message (every other subscriber acked already)
+SINGLE_ACK = Not(Present("subscribers"))
+OWES = All((Subscribed("consumer"), Not(Acked("consumer"))))
+ACK_COUNTS = AnyOf((SINGLE_ACK, OWES))
+LAST_ACK = OthersAcked("consumer")
+# an ack by an app that may consume the topic but was not a subscriber when it was confirmed
+NOT_A_SUBSCRIBER = All((Not(SINGLE_ACK), Not(Subscribed("consumer"))))
+
+
 # the columns of a message row the predicates read (with ``message_id`` for its history)
 COLUMNS = ("message_id", "dead", "ordered", "delivery_count", "delivery_base", "max_deliveries",
            "claim_token", "next_delivery_at", "deliver_after", "published_delivery",
@@ -219,7 +257,21 @@ def _holds(term: Term, row: Mapping[str, Any], now: datetime | None) -> bool:
         return any(_holds(t, row, now) for t in term.terms)
     if isinstance(term, EarlierMember | HasEvent | LastEvent):
         raise ValueError(f"{term!r} relates several rows: it has no Python form")
+    if isinstance(term, Subscribed | Acked | OthersAcked):
+        return _holds_for_consumer(term, row)
     return _holds_on_columns(term, row, now)
+
+
+def _holds_for_consumer(term: GivenTerm, row: Mapping[str, Any]) -> bool:
+    """A consumer's term on a row whose columns come with the given value the term reads
+    (the consumer's name under ``term.consumer``)."""
+    consumer, subscribers = row[term.consumer], row["subscribers"]
+    acks = row["acks"] or {}
+    if isinstance(term, Subscribed):
+        return subscribers is not None and consumer in subscribers
+    if isinstance(term, Acked):
+        return consumer in acks
+    return subscribers is None or all(name in acks for name in subscribers if name != consumer)
 
 
 def _holds_on_columns(term: ColumnTerm, row: Mapping[str, Any], now: datetime | None) -> bool:

@@ -32,7 +32,13 @@ class Event(StrEnum):
     CANCELLED = "cancelled"  # pending-send -> deleted (actor tells producer / check-back / admin)
     PUBLISHED = "published"  # broker accepted a record; detail {"delivery": n}
     PUBLISH_FAILED = "publish-failed"  # broker refused or timed out; detail {"delivery", "error"}
-    ACKED = "acked"  # sent -> done
+    ACKED = "acked"  # a consumer's ack; detail {"via", "done"} (done: it finished the message)
+    # an ack by an app that may consume the topic but is not a subscriber; detail
+    # {"via", "reason": "not-a-subscriber"}
+    ACK_IGNORED = "ack-ignored"
+    # a consumer removed from the subscribers (app deleted or unsubscribed); detail
+    # {"consumer", "reason", "done"}
+    RELEASED = "released"
     CHECKED = "checked"  # a check-back call; detail {"attempt", "outcome"}
     DEAD = "dead"  # flagged dead; detail {"reason"}
     RESENT = "resent"  # admin resend; detail {"delivery"}

@@ -19,6 +19,67 @@ def topic_allowed(topic: str, patterns: Iterable[str]) -> bool:
     return any(fnmatchcase(topic, pattern) for pattern in patterns)
 
 
+# the characters a valid topic is made of (:data:`TOPIC_PATTERN`)
+_TOPIC_ALPHABET = ("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+def consume_regex(patterns: Iterable[str]) -> str | None:
+    """One anchored POSIX regular expression (PostgreSQL's ``~``) that a valid topic matches
+    exactly when :func:`topic_allowed` says one of the glob ``patterns`` matches it; None when
+    no valid topic can match (no patterns). The database decides who subscribes to a message
+    with it (design section 3), so it must agree with ``fnmatchcase`` on every valid topic:
+    each bracket expression is written out as the topic characters it matches, which
+    ``fnmatchcase`` itself decides, so no corner of the glob syntax is translated by hand."""
+    alternatives = sorted({regex for regex in map(_glob_regex, patterns) if regex is not None})
+    if not alternatives:
+        return None
+    return "^(" + "|".join(alternatives) + ")$"
+
+
+def _glob_regex(pattern: str) -> str | None:
+    """The regex of one glob over valid topics (None: it matches none), read the way
+    :mod:`fnmatch` reads it."""
+    parts: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        i += 1
+        if c == "*":
+            parts.append(".*")
+        elif c == "?":
+            parts.append(".")
+        elif c == "[" and (end := _bracket_end(pattern, i)) is not None:
+            chars = [ch for ch in _TOPIC_ALPHABET if fnmatchcase(ch, pattern[i - 1:end + 1])]
+            if not chars:
+                return None
+            parts.append(_bracket(chars))
+            i = end + 1
+        elif c in _TOPIC_ALPHABET:
+            parts.append("\\" + c if c == "." else c)
+        else:
+            return None  # a character no valid topic contains
+    return "".join(parts)
+
+
+def _bracket_end(pattern: str, start: int) -> int | None:
+    """The index of the ``]`` closing a bracket expression opened just before ``start``
+    (None: unclosed, so ``[`` is a literal), by :func:`fnmatch.translate`'s rule."""
+    j = start
+    if j < len(pattern) and pattern[j] == "!":
+        j += 1
+    if j < len(pattern) and pattern[j] == "]":
+        j += 1
+    while j < len(pattern) and pattern[j] != "]":
+        j += 1
+    return j if j < len(pattern) else None
+
+
+def _bracket(chars: list[str]) -> str:
+    """A bracket expression of topic characters (``-`` last, where it is literal)."""
+    dash = "-" if "-" in chars else ""
+    return "[" + "".join(ch for ch in chars if ch != "-") + dash + "]"
+
+
 KAFKA_INTERNAL_PREFIX = "__"
 _GLOB_CHARACTERS = frozenset("*?[")
 

@@ -61,6 +61,21 @@ class NextInSequence:
 
 
 @dataclass(frozen=True, slots=True)
+class Subscribers:
+    """The apps whose ``consume_topics`` match the row's topic, by name, as the ``apps`` table
+    says when the statement runs (NULL when none: the single-ack rule, design section 3)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AckAdded:
+    """The row's ``acks`` with the ack of the consumer the statement names (its given value
+    ``consumer``) added: ``{"at": <database clock, RFC 3339 UTC>, "via": <given "via">}``."""
+
+    consumer: str = "consumer"
+    via: str = "via"
+
+
+@dataclass(frozen=True, slots=True)
 class When:
     """``then`` for a row for which the delivery phase's ``term`` holds (on the row before the
     change, database clock), else ``otherwise``: the one conditional effect, in the
@@ -71,7 +86,8 @@ class When:
     otherwise: Effect
 
 
-Effect = (None | bool | int | str | Now | Column | Given | Plus | Later | NextInSequence | When)
+Effect = (None | bool | int | str | Now | Column | Given | Plus | Later | NextInSequence
+          | Subscribers | AckAdded | When)
 
 
 def chosen(effect: Effect, holds: Callable[[phase.Term], bool]) -> Effect:
@@ -146,16 +162,17 @@ PREPARE = Transition(
     "prepare", frozenset(), State.PENDING_SEND, Event.PREPARED,
     _frozen({"state": State.PENDING_SEND.value,
              "next_check_at": Later(Column("check_after_seconds"))}))
+# a confirm fixes the message's subscribers (design section 3)
 SEND = Transition(
     "send", frozenset(), State.SENT, Event.SENT,
-    _frozen({"state": State.SENT.value, "confirmed_at": Now(),
+    _frozen({"state": State.SENT.value, "confirmed_at": Now(), "subscribers": Subscribers(),
              "delivery_count": When(_ORDERED, 0, When(phase.SCHEDULED, 0, 1)),
              "next_delivery_at": _FIRST_DUE,
              **_CONFIRM_ORDER}))
 CONFIRM = Transition(
     "confirm", frozenset({State.PENDING_SEND}), State.SENT, Event.CONFIRMED,
     _frozen(_into(State.SENT, confirmed_at=Now(), next_check_at=None, **_FIRST_DELIVERY,
-                  **_CONFIRM_ORDER)),
+                  **_CONFIRM_ORDER, subscribers=Subscribers())),
     already=frozenset({State.SENT, State.DONE}), alone=True)
 # a transaction's confirm of its messages: the confirm, and the first publishes it reserves
 # claimed (``claim_token``, the confirm's own token) until the broker's answers are recorded, so
@@ -169,10 +186,30 @@ CANCEL = Transition(
     "cancel", frozenset({State.PENDING_SEND}), State.DELETED, Event.CANCELLED,
     _frozen(_into(State.DELETED, deleted_at=Now(), next_check_at=None)),
     already=frozenset({State.DELETED}), alone=True)
+def _finished_by(term: phase.Term, finished: dict[str, Effect]) -> dict[str, Effect]:
+    """Each of ``finished``'s effects for a row for which ``term`` holds; the others keep
+    their value."""
+    return {name: When(term, effect, Column(name)) for name, effect in finished.items()}
+
+
+# an ack records the consumer's ack; the last one owed (every other subscriber acked, or the
+# single-ack rule) finishes the message. Its statement applies it only where the ack counts
+# (:data:`rms.domain.phase.ACK_COUNTS`): a repeat or a non-subscriber's ack changes nothing.
 ACK = Transition(
     "ack", frozenset({State.SENT}), State.DONE, Event.ACKED,
-    _frozen(_into(State.DONE, done_at=Now(), next_delivery_at=None)),
+    _frozen({"acks": AckAdded(),
+             **_finished_by(phase.LAST_ACK,
+                            _into(State.DONE, done_at=Now(), next_delivery_at=None))}),
     already=frozenset({State.DONE}))
+# a consumer released from a message it owes (its app deleted, or its consume_topics no longer
+# matching the topic): ``remaining``, the subscribers without it; a message whose remaining
+# subscribers all acked (or none remain) is done. Its statement applies it only where the
+# consumer owes the message (:data:`rms.domain.phase.OWES`).
+RELEASE = Transition(
+    "release", frozenset({State.SENT}), State.DONE, Event.RELEASED,
+    _frozen({"subscribers": Given("remaining"),
+             **_finished_by(phase.LAST_ACK,
+                            _into(State.DONE, done_at=Now(), next_delivery_at=None))}))
 RESEND = Transition(
     "resend", frozenset({State.SENT}), State.SENT, Event.RESENT,
     _frozen({**_ALIVE, "delivery_base": Column("delivery_count"),
@@ -225,7 +262,8 @@ HOLD_IN_LINE = Transition(
     _frozen({"next_delivery_at": Later(Given("delay"))}))
 
 TABLE: tuple[Transition, ...] = (
-    PREPARE, SEND, CONFIRM, CONFIRM_CLAIMED, CANCEL, ACK, RESEND, RETRY_CHECK, CHECK_EXHAUSTED,
+    PREPARE, SEND, CONFIRM, CONFIRM_CLAIMED, CANCEL, ACK, RELEASE, RESEND, RETRY_CHECK,
+    CHECK_EXHAUSTED,
     DELIVERY_EXHAUSTED, CLAIM_CHECK, CLAIM_DELIVERY, PUBLISH_ACCEPTED, PUBLISH_REFUSED,
     RELEASE_DELIVERY, HOLD_IN_LINE)
 

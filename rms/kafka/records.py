@@ -14,6 +14,9 @@ HEADER_MESSAGE_ID = "rms-message-id"
 HEADER_APP = "rms-app"
 HEADER_DELIVERY = "rms-delivery"
 HEADER_CREATED_AT = "rms-created-at"
+# the subscribers that had not acked when the record was published (comma-separated; only on
+# the records of a message with subscribers, design section 6)
+HEADER_AWAITING = "rms-awaiting"
 RESERVED_HEADER_PREFIX = "rms-"
 
 
@@ -42,6 +45,8 @@ def build_record(message: Message, delivery: int,
         (HEADER_DELIVERY, str(delivery).encode()),
         (HEADER_CREATED_AT, rfc3339(message).encode()),
     ]
+    if message.awaiting is not None:
+        headers.append((HEADER_AWAITING, ",".join(message.awaiting).encode()))
     return OutgoingRecord(
         topic=message.topic,
         key=(message.key if message.key is not None else message.message_id).encode(),

@@ -14,6 +14,7 @@ from rms.domain.apps import AppSpec, Credentials
 from rms.domain.errors import Conflict, NotFound
 from rms.domain.models import App
 from rms.domain.secrets import hash_api_key, new_api_key, new_signing_secret
+from rms.domain.topics import consume_regex
 from rms.store.raw import RawStatement
 from rms.store.rows import app_from, to_app
 from rms.store.schema import apps
@@ -43,6 +44,10 @@ class AppStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
 
+    @property
+    def engine(self) -> AsyncEngine:
+        return self._engine
+
     async def create(self, spec: AppSpec, api_key: str | None = None) -> Credentials:
         """Register an app. ``api_key`` is for ``rms dev``'s well-known demo keys only."""
         key, secret = api_key or new_api_key(), new_signing_secret()
@@ -54,6 +59,7 @@ class AppStore:
                 signing_secret=secret,
                 produce_topics=list(spec.produce_topics),
                 consume_topics=list(spec.consume_topics),
+                consume_regex=consume_regex(spec.consume_topics),
                 check_url_prefixes=list(spec.check_url_prefixes),
                 default_check_url=spec.default_check_url,
                 ordered_topics=list(spec.ordered_topics),

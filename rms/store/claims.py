@@ -35,6 +35,7 @@ from rms.domain import transaction_transitions as ledger
 from rms.domain import transitions as table
 from rms.domain.models import Message
 from rms.domain.states import DeadReason
+from rms.store.acks import owing
 from rms.store.phase import condition
 from rms.store.rows import message_from
 from rms.store.schema import messages, transactions
@@ -127,7 +128,8 @@ def delivery_claim(chosen: Select[Any], token: str, lease_seconds: float, actor:
     def detail(rows: CTE) -> ColumnElement[Any]:
         return func.jsonb_build_object(
             "reason", DeadReason.DELIVERY_EXHAUSTED.value,
-            "deliveries", rows.c.delivery_count - rows.c.delivery_base)
+            "deliveries", rows.c.delivery_count - rows.c.delivery_base,
+            "consumers", func.to_jsonb(owing(rows)))
 
     flagged = with_event(dead, event_of(table.DELIVERY_EXHAUSTED), actor, detail).add_columns(
         literal(True).label("flagged_dead"))

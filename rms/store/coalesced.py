@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from rms.batching import Coalescer
 from rms.domain.models import Message, NewMessage
 from rms.domain.transitions import Transition, new_message
+from rms.store.acks import ACK_SQL, AckItem, apply_acks
 from rms.store.batch import unnest_sql
 from rms.store.raw import RawStatement, driver_connection, item_specific
 from rms.store.rows import message_from
@@ -188,6 +189,10 @@ class CoalescedWrites:
     async def transition(self, item: TransitionItem, sql: str) -> Written:
         return await self._coalescer(sql, self._updater(sql)).submit(item)
 
+    async def ack(self, item: AckItem) -> Written:
+        """A consumer's ack (:mod:`rms.store.acks`); concurrent acks share one statement."""
+        return await self._coalescer(ACK_SQL, self._acker).submit(item)
+
     def _coalescer(self, kind: str, flush: Any) -> Coalescer[Any, Written]:
         coalescer = self._coalescers.get(kind)
         if coalescer is None:
@@ -201,6 +206,14 @@ class CoalescedWrites:
             async with driver_connection(self._engine) as driver:
                 return await insert_messages(driver, items, sql)
         return flush
+
+    async def _acker(self, items: Sequence[AckItem]) -> list[Written]:
+        async with driver_connection(self._engine) as driver:
+            rows = await apply_acks(driver, ACK_SQL, items)
+            rest = await _select(driver, list(dict.fromkeys(
+                item.message_id for item, row in zip(items, rows, strict=True) if row is None)))
+        return [(message_from(row), True) if row is not None else (rest.get(item.message_id), False)
+                for item, row in zip(items, rows, strict=True)]
 
     def _updater(self, sql: str) -> Any:
         async def flush(items: Sequence[TransitionItem]) -> list[Written]:

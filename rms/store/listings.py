@@ -9,9 +9,12 @@ from datetime import datetime
 from typing import Any
 
 import orjson
+from sqlalchemy import literal
 
+from rms.domain import phase
 from rms.domain.errors import Invalid
 from rms.domain.listings import MessageFilter
+from rms.store.phase import condition
 from rms.store.schema import messages
 
 
@@ -43,4 +46,6 @@ def message_clauses(where: MessageFilter) -> list[Any]:
         found.append(messages.c.topic == where.topic)
     if where.app is not None:
         found.append(messages.c.app == where.app)
+    if where.consumer is not None:
+        found.append(condition(phase.OWES, messages, {"consumer": literal(where.consumer)}))
     return found

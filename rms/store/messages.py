@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-import orjson
 from sqlalchemy import CTE, ColumnElement, and_, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -18,6 +16,7 @@ from rms.domain import transitions as table
 from rms.domain.errors import Conflict, IllegalTransition, NotFound, PartOfTransaction
 from rms.domain.models import Actor, Message, MessageEvent, NewMessage
 from rms.domain.states import State
+from rms.store.acks import ACK_MANY_SQL, AckItem, apply_acks
 from rms.store.coalesced import (
     ACK_TARGETS,
     CoalescedWrites,
@@ -64,14 +63,13 @@ def _rendered(rule: table.Transition, *, coalesced: bool) -> _Rendered:
     return _Rendered(rule, core_values(rule), set_clause(rule) if coalesced else None)
 
 
-# the request path's transitions, each in both forms (concurrent requests share one statement)
-_COALESCED = (table.CONFIRM, table.CANCEL, table.ACK)
+# the request path's transitions, each in both forms (concurrent requests share one statement);
+# an ack has its own statement (:mod:`rms.store.acks`)
+_COALESCED = (table.CONFIRM, table.CANCEL)
 _FORMS: dict[tuple[str, bool], _Rendered] = {
     (rule.action, coalesced): _rendered(rule, coalesced=coalesced)
     for rule in _COALESCED for coalesced in (True, False)} | {
     (table.RESEND.action, False): _rendered(table.RESEND, coalesced=False)}
-# the ack batch of the ack topic: each item names the instance it acknowledges
-ACK_MANY_SQL = transition_sql(table.ACK, returning="m.message_id", instance=True)
 
 
 def _form(change: table.Transition, coalesced: bool) -> _Rendered:
@@ -202,22 +200,25 @@ class MessageStore:
                     for index, (message_id, (current, did))
                     in enumerate(zip(message_ids, written, strict=True))]
 
-    async def ack_many(self, instances: Sequence[tuple[str, datetime]], *, actor: str,
-                       via: str) -> list[str]:
-        """Mark many ``sent`` messages done in one statement (the ack-topic consumer's path),
-        each ``(message_id, created_at)`` only while the stored row is that instance. Returns
-        the ids that changed; others were done already, unknown, not yet sent or another
-        instance of their id."""
-        unique = list(dict.fromkeys(instances))  # at most one of an id's instances matches
+    async def ack(self, message_id: str, consumer: str, via: str) -> tuple[Message | None, bool]:
+        """``consumer``'s ack of a message (:mod:`rms.store.acks`): ``(the row it changed,
+        True)``, or ``(the row as it stands or None, False)`` when it changed nothing (a
+        repeat, a ``done`` message, an app not permitted or not a subscriber, another state).
+        Concurrent acks share one statement."""
+        return await self._coalesced.ack(AckItem(message_id, consumer, via))
+
+    async def ack_many(self, items: Sequence[AckItem]) -> list[str]:
+        """Record many acks (the ack-topic consumer's path), each only while the stored row is
+        the instance its ``created_at`` names; a statement per round of distinct ids
+        (:func:`rms.store.acks.rounds`: one, unless two consumers ack one message in the
+        batch). Returns the ids of the items whose ack was recorded; the others were recorded
+        already, unknown, not yet sent, not the consumer's to ack or another instance."""
+        unique = list(dict.fromkeys(items))
         if not unique:
             return []
-        ids = [message_id for message_id, _ in unique]
-        detail = orjson.dumps({"via": via}).decode()
         async with driver_connection(self._engine) as driver:
-            rows = await driver.fetch(ACK_MANY_SQL, ids, [None] * len(ids),
-                                      [actor] * len(ids), [detail] * len(ids),
-                                      [created_at for _, created_at in unique])
-        return [row["message_id"] for row in rows]
+            rows = await apply_acks(driver, ACK_MANY_SQL, unique)
+        return [row["message_id"] for row in rows if row is not None]
 
     # ---- reads ---------------------------------------------------------------------------
 

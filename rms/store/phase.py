@@ -5,12 +5,15 @@ tables' conditional effects are these terms too (:class:`rms.domain.transitions.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, exists, false, func, not_, or_, select
+from sqlalchemy import ColumnElement, and_, cast, exists, false, func, literal, not_, or_, select
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql.expression import FromClause
 
 from rms.domain.phase import (
+    Acked,
     All,
     AnyOf,
     ColumnTerm,
@@ -18,28 +21,35 @@ from rms.domain.phase import (
     Equals,
     Exceeds,
     Flag,
+    GivenTerm,
     HasEvent,
     LastEvent,
     Not,
+    OthersAcked,
     Passed,
     Present,
     Reached,
     Same,
+    Subscribed,
     Term,
 )
 from rms.domain.states import State
 from rms.store.schema import message_events, messages
 
 
-def condition(term: Term, row: FromClause = messages) -> ColumnElement[bool]:
+def condition(term: Term, row: FromClause = messages,
+              given: Mapping[str, Any] | None = None) -> ColumnElement[bool]:
     """``term`` as a condition on ``row``. A time predicate compares with ``now()`` plainly
-    (``next_delivery_at <= now()`` keeps its index)."""
+    (``next_delivery_at <= now()`` keeps its index). ``given``: the Core expression of each
+    value a :data:`GivenTerm` reads."""
     if isinstance(term, Not):
-        return not_(condition(term.term, row))
+        return not_(condition(term.term, row, given))
     if isinstance(term, All):
-        return and_(*(condition(t, row) for t in term.terms))
+        return and_(*(condition(t, row, given) for t in term.terms))
     if isinstance(term, AnyOf):
-        return or_(*(condition(t, row) for t in term.terms))
+        return or_(*(condition(t, row, given) for t in term.terms))
+    if isinstance(term, Subscribed | Acked | OthersAcked):
+        return _of_consumer(term, row, _given(term, given))
     if isinstance(term, EarlierMember):
         return _earlier_member(term, row)
     if isinstance(term, HasEvent):
@@ -71,6 +81,23 @@ def _of_columns(term: ColumnTerm, row: FromClause) -> ColumnElement[bool]:
     return func.coalesce(c[term.column] > func.now(), false())
 
 
+def _given(term: GivenTerm, given: Mapping[str, Any] | None) -> Any:
+    if given is None or term.consumer not in given:
+        raise ValueError(f"{term!r} needs the value {term.consumer!r} given")
+    return given[term.consumer]
+
+
+def _of_consumer(term: GivenTerm, row: FromClause, consumer: Any) -> ColumnElement[bool]:
+    """A term on the row's subscribers and acks, for the ``consumer`` the statement names."""
+    acks = func.coalesce(row.c.acks, cast(literal("{}"), JSONB))
+    if isinstance(term, Subscribed):
+        return func.coalesce(consumer == func.any(row.c.subscribers), false())
+    if isinstance(term, Acked):
+        return acks.bool_op("?")(consumer)
+    return or_(row.c.subscribers.is_(None),
+               acks.bool_op("?&")(func.array_remove(row.c.subscribers, consumer)))
+
+
 def _earlier_member(term: EarlierMember, row: FromClause) -> ColumnElement[bool]:
     earlier = messages.alias("earlier")
     return exists().where(
@@ -88,17 +115,30 @@ def _last_event(term: LastEvent, row: FromClause) -> ColumnElement[bool]:
     return matches
 
 
-def sql_text(term: Term, row: str = "m.") -> str:
+def sql_text(term: Term, row: str = "m.", given: Mapping[str, str] | None = None) -> str:
     """``term`` as SQL text, each column prefixed with ``row``; the same conditions as
-    :func:`condition` (a time predicate on a NULL column is false, never NULL)."""
+    :func:`condition` (a time predicate on a NULL column is false, never NULL). ``given``: the
+    SQL text of each value a :data:`GivenTerm` reads."""
     if isinstance(term, Not):
-        return f"NOT ({sql_text(term.term, row)})"
+        return f"NOT ({sql_text(term.term, row, given)})"
     if isinstance(term, All | AnyOf):
         joiner = " AND " if isinstance(term, All) else " OR "
-        return "(" + joiner.join(sql_text(t, row) for t in term.terms) + ")"
+        return "(" + joiner.join(sql_text(t, row, given) for t in term.terms) + ")"
     if isinstance(term, EarlierMember | HasEvent | LastEvent):
         raise ValueError(f"{term!r} relates several rows: it has no text form")
+    if isinstance(term, Subscribed | Acked | OthersAcked):
+        return _text_of_consumer(term, row, _given(term, given))
     return _text_of_columns(term, row)
+
+
+def _text_of_consumer(term: GivenTerm, row: str, consumer: str) -> str:
+    acks = f"coalesce({row}acks, '{{}}'::jsonb)"
+    if isinstance(term, Subscribed):
+        return f"coalesce({consumer} = ANY({row}subscribers), false)"
+    if isinstance(term, Acked):
+        return f"{acks} ? {consumer}"
+    return (f"({row}subscribers IS NULL "
+            f"OR {acks} ?& array_remove({row}subscribers, {consumer}))")
 
 
 def _text_of_columns(term: ColumnTerm, row: str) -> str:

@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from sqlalchemy import Row
 
-from rms.domain.models import App, Message, MessageEvent
+from rms.domain.models import App, ConsumerAck, Message, MessageEvent
 from rms.domain.states import DeadReason, State
 from rms_client.trace import stored
 
@@ -63,7 +64,19 @@ def message_from(m: Any) -> Message:
         transaction_id=m["transaction_id"],
         publish_failure=m["publish_failure"],
         published_delivery=m["published_delivery"],
+        subscribers=None if m["subscribers"] is None else tuple(m["subscribers"]),
+        acks=acks_from(m["acks"]),
     )
+
+
+def acks_from(stored: Any) -> dict[str, ConsumerAck]:
+    """The ``acks`` column (``{"<app>": {"at": <RFC 3339>, "via": ...}}``, NULL before the first
+    ack; asyncpg hands JSONB over decoded, a Core row as text or decoded) by consumer."""
+    if stored is None:
+        return {}
+    found = orjson.loads(stored) if isinstance(stored, str | bytes) else stored
+    return {name: ConsumerAck(datetime.fromisoformat(ack["at"]), ack["via"])
+            for name, ack in found.items()}
 
 
 def to_message(row: Row[Any]) -> Message:

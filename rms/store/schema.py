@@ -41,6 +41,9 @@ apps = Table(
     Column("key_rotated_at", DateTime(timezone=True), nullable=True),
     # topics (glob patterns) whose keyed messages are published in confirm order per key
     Column("ordered_topics", ARRAY(Text), nullable=False, server_default="{}"),
+    # consume_topics as one anchored POSIX regex (rms.domain.topics.consume_regex; NULL: none):
+    # the confirming statement reads a message's subscribers with it
+    Column("consume_regex", Text, nullable=True),
 )
 
 messages = Table(
@@ -90,6 +93,10 @@ messages = Table(
     # the delivery number the broker took (rms.domain.phase.ACCEPTED), written only by the
     # statement that records an accepted publish in the row; a refused one clears it
     Column("published_delivery", Integer, nullable=True),
+    # the apps that consumed its topic when it was confirmed, sorted (NULL: the single-ack
+    # rule, design section 3), and the acks recorded: {"<app>": {"at": ..., "via": ...}}
+    Column("subscribers", ARRAY(Text), nullable=True),
+    Column("acks", JSONB, nullable=True),
     CheckConstraint(
         "state IN ('pending-send', 'sent', 'done', 'deleted')", name="messages_state_check"
     ),

@@ -12,11 +12,12 @@ from typing import Any, Protocol
 
 import orjson
 from sqlalchemy import CTE, ColumnElement, Select, Table, case, cast, func, literal, select
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import JSONB, aggregate_order_by
 
 from rms.domain import phase
 from rms.domain.states import Event
 from rms.domain.transitions import (
+    AckAdded,
     Column,
     Effect,
     Given,
@@ -24,11 +25,12 @@ from rms.domain.transitions import (
     NextInSequence,
     Now,
     Plus,
+    Subscribers,
     Transition,
     When,
 )
 from rms.store.phase import condition, sql_text
-from rms.store.schema import message_events, messages
+from rms.store.schema import apps, message_events, messages
 
 Detail = Mapping[str, Any] | Any  # a fixed detail, or a callable from the changed CTE
 
@@ -68,9 +70,27 @@ def _core(effect: Effect, given: Mapping[str, Any], target: Table) -> Any:
     if isinstance(effect, NextInSequence):
         return func.nextval(effect.name)
     if isinstance(effect, When):
-        return case((condition(effect.term, target), _core(effect.then, given, target)),
+        return case((condition(effect.term, target, given), _core(effect.then, given, target)),
                     else_=_core(effect.otherwise, given, target))
+    if isinstance(effect, Subscribers):
+        return (select(func.array_agg(aggregate_order_by(apps.c.name, apps.c.name)))
+                .where(target.c.topic.op("~")(apps.c.consume_regex)).scalar_subquery())
+    if isinstance(effect, AckAdded):
+        entry = func.jsonb_build_object(given[effect.consumer], func.jsonb_build_object(
+            "at", func.to_char(func.timezone("UTC", func.now()), literal(_RFC3339)),
+            "via", given[effect.via]))
+        return func.coalesce(target.c.acks, cast(literal("{}"), JSONB)).op("||")(entry)
     return effect
+
+
+# the database clock as RFC 3339 UTC text (an ack's time in ``acks``)
+_RFC3339 = 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'
+
+
+def subscribers_sql(topic: str) -> str:
+    """The apps whose ``consume_topics`` match ``topic`` (SQL text), sorted; NULL when none."""
+    return (f"(SELECT array_agg(a.name ORDER BY a.name) FROM apps a "
+            f"WHERE {topic} ~ a.consume_regex)")
 
 
 def set_sql(change: Row, row: str = "m.", given: Mapping[str, str] | None = None) -> str:
@@ -98,9 +118,28 @@ def sql_of(effect: Effect, row: str = "m.", given: Mapping[str, str] | None = No
     if isinstance(effect, NextInSequence):
         return f"nextval('{effect.name}')"
     if isinstance(effect, When):
-        return (f"CASE WHEN {sql_text(effect.term, row)} THEN {sql_of(effect.then, row, given)} "
+        return (f"CASE WHEN {sql_text(effect.term, row, given)} "
+                f"THEN {sql_of(effect.then, row, given)} "
                 f"ELSE {sql_of(effect.otherwise, row, given)} END")
+    if isinstance(effect, Subscribers | AckAdded):
+        return _consumers_sql(effect, row, given)
     return _literal(effect)
+
+
+def _consumers_sql(effect: Subscribers | AckAdded, row: str,
+                   given: Mapping[str, str] | None) -> str:
+    if isinstance(effect, Subscribers):
+        return subscribers_sql(f"{row}topic")
+    return _ack_added_sql(effect, row, given)
+
+
+def _ack_added_sql(effect: AckAdded, row: str, given: Mapping[str, str] | None) -> str:
+    supplied = given or {}
+    if effect.consumer not in supplied or effect.via not in supplied:
+        raise ValueError(f"no SQL given for {effect.consumer!r} and {effect.via!r}")
+    return (f"coalesce({row}acks, '{{}}'::jsonb) || jsonb_build_object("
+            f"{supplied[effect.consumer]}, jsonb_build_object('at', "
+            f"to_char(now() AT TIME ZONE 'UTC', '{_RFC3339}'), 'via', {supplied[effect.via]}))")
 
 
 def _literal(effect: Effect) -> str:

@@ -1,5 +1,6 @@
 """Acknowledgements, over HTTP and the ack topic alike: one rule decides who may acknowledge a
-message (:func:`may_ack`), and both paths mark it ``done`` through the ACK transition.
+message (:func:`may_ack`), and both paths record the consumer's ack through the ACK
+transition, which makes the message ``done`` once every subscriber acked (design section 3).
 
 An ack-topic record counts only when ``consumer`` names an app whose ``consume_topics`` cover
 the message's topic, (when signatures are required) it carries that app's signature, and it
@@ -19,9 +20,10 @@ import structlog
 from rms import metrics
 from rms.config import Settings
 from rms.domain import transitions as table
-from rms.domain.errors import Forbidden, NotFound
+from rms.domain.errors import Forbidden, IllegalTransition, NotFound
 from rms.domain.models import App, Message
 from rms.domain.topics import topic_allowed
+from rms.store.acks import AckItem
 from rms.store.apps import AppStore
 from rms.store.messages import AckTarget, MessageStore
 from rms_client.ack_records import (
@@ -50,22 +52,25 @@ class Acks:
     apps: AppStore
 
     async def ack(self, app: App, message_id: str) -> Message:
-        """An ack over HTTP: 404 for a message the app can neither see nor consume, 403 for
-        its own message on a topic it does not consume; a repeat answers 200."""
-        current = await self.messages.get(message_id)
-        if not may_ack(app, current.topic):
-            if current.app != app.name:
+        """An ack over HTTP, written by one statement that also checks the app's permission:
+        404 for a message the app can neither see nor consume, 403 for its own message on a
+        topic it does not consume, 409 before the confirm or after a cancel; a repeat, an ack
+        of a ``done`` message and an app that is not a subscriber answer 200."""
+        current, changed = await self.messages.ack(message_id, app.name, via="http")
+        if changed and current is not None:
+            metrics.ACKS.labels("http").inc()
+            return current
+        if current is None or not may_ack(app, current.topic):
+            if current is None or current.app != app.name:
                 raise NotFound(f"no message {message_id!r}")
             raise Forbidden(f"topic {current.topic!r} is not in app {app.name!r}'s "
                             "consume_topics")
-        message, changed = await self.messages.transition(
-            message_id, table.ACK, app=None, actor=f"app:{app.name}", detail={"via": "http"})
-        if changed:
-            metrics.ACKS.labels("http").inc()
-        return message
+        if current.state not in (table.ACK.source, *table.ACK.already):
+            raise IllegalTransition(message_id, table.ACK.action, current.state.value)
+        return current
 
     async def apply_records(self, records: Iterable[AckRecord]) -> int:
-        """Apply a batch of ack-topic records; returns how many messages became ``done``.
+        """Apply a batch of ack-topic records; returns how many acks were recorded.
 
         Each record is judged alone by total functions (:mod:`rms_client.ack_records`): one
         that is malformed, unsigned, names an unknown app or a message its app may not
@@ -74,7 +79,7 @@ class Acks:
         replayed, or read after the id was freed and used again). What still raises is the
         database's (the loop's concern, :mod:`rms.kafka.ack_consumer`). The batch costs
         three queries whatever its size: its consumers, its messages' topics and creation
-        times, and one ``ack_many`` per consumer."""
+        times, and one ``ack_many`` (a statement per round of distinct message ids)."""
         rejected = _Rejections()
         by_consumer = _by_consumer(records, rejected)
         apps = await self.apps.get_many(by_consumer)
@@ -87,21 +92,20 @@ class Acks:
                 signed[consumer] = self._signed(app, acks, rejected)
         targets = await self.messages.ack_targets(
             [claim.message_id for acks in signed.values() for claim, _ in acks])
-        applied = 0
+        allowed: list[AckItem] = []
         for consumer, acks in signed.items():
-            allowed = []
             for claim, _ in acks:
                 problem = total(partial(_target_problem, apps[consumer], claim,
                                         targets.get(claim.message_id)))
                 if problem is None:
-                    allowed.append((claim.message_id, claim.created_at))
+                    allowed.append(AckItem(claim.message_id, consumer, "ack-topic",
+                                           claim.created_at))
                 else:
                     rejected.add(problem, 1, consumer)
-            done = await self.messages.ack_many(allowed, actor=f"app:{consumer}", via="ack-topic")
-            metrics.ACKS.labels("ack-topic").inc(len(done))
-            applied += len(done)
+        recorded = await self.messages.ack_many(allowed)
+        metrics.ACKS.labels("ack-topic").inc(len(recorded))
         rejected.report()
-        return applied
+        return len(recorded)
 
     def _signed(self, app: App, acks: list[tuple[AckClaim, AckRecord]],
                 rejected: _Rejections) -> list[tuple[AckClaim, AckRecord]]:

@@ -21,9 +21,16 @@ class Health:
         return [name for name, ok in (("database", database), ("broker", broker)) if not ok]
 
     async def refresh_gauges(self) -> None:
-        """Ages of the oldest pending-send and unacknowledged messages (partial indexes), and
-        what the retention job recorded (one row)."""
+        """Ages of the oldest pending-send and unacknowledged messages (partial indexes), what
+        each consumer app owes, and what the retention job recorded (one row)."""
         pending, unacked = await self.admin.oldest_ages()
         metrics.OLDEST_PENDING_SEND.set(pending or 0)
         metrics.OLDEST_UNACKED.set(unacked or 0)
+        backlogs = await self.admin.consumer_backlogs()
+        metrics.CONSUMER_UNACKED.clear()
+        metrics.CONSUMER_OLDEST_UNACKED.clear()
+        for backlog in backlogs:
+            metrics.CONSUMER_UNACKED.labels(backlog.consumer).set(backlog.unacked)
+            metrics.CONSUMER_OLDEST_UNACKED.labels(backlog.consumer).set(
+                backlog.oldest_unacked_age_seconds or 0)
         metrics.RETENTION.figures = await self.admin.retention_figures()

@@ -10,10 +10,11 @@ from rms.callback_urls import validate_prefix
 from rms.config import Settings
 from rms.domain.apps import AppSpec, Credentials
 from rms.domain.errors import Invalid
-from rms.domain.listings import MessageFilter
+from rms.domain.listings import ConsumerBacklog, MessageFilter
 from rms.domain.models import App, Message
 from rms.domain.states import State
 from rms.domain.topics import names_reserved_topic
+from rms.store import release
 from rms.store.admin import (
     AdminStore,
     BlockedKey,
@@ -34,6 +35,7 @@ class Stats:
     groups: list[GroupCounts]
     publish_blocked: list[BlockedPublishes]
     blocked_keys: list[BlockedKey]
+    consumers: list[ConsumerBacklog]
 
 
 @dataclass
@@ -71,6 +73,18 @@ class Operators:
         messages already prepared keep the ordering they were prepared with."""
         return await self.apps.set_ordered_topics(name, patterns)
 
+    async def set_consume_topics(self, name: str, patterns: tuple[str, ...]) -> App:
+        """Replace the app's consume topics (glob patterns): messages confirmed from now on
+        take them as their subscribers; the app is released from the ``sent`` messages it owes
+        whose topic they no longer match (design section 3)."""
+        await release.set_consume_topics(self.apps.engine, name, patterns)
+        return await self.apps.get(name)
+
+    async def delete_app(self, name: str) -> int:
+        """Delete an app, releasing it from every message it owes; returns how many. Refused
+        (409) while messages or transactions of its own are stored."""
+        return await release.delete_app(self.apps.engine, name)
+
     async def search(self, where: MessageFilter, limit: int, cursor: str | None
                      ) -> tuple[list[Message], str | None]:
         """Messages of any app matching ``where``, oldest first, a page at a time."""
@@ -102,6 +116,7 @@ class Operators:
             groups=groups,
             publish_blocked=await self.admin.blocked_publishes(),
             blocked_keys=await self.admin.blocked_keys(),
+            consumers=await self.admin.consumer_backlogs(),
         )
 
 

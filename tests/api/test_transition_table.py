@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import func, literal, select, update
+from sqlalchemy import ARRAY, Text, func, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.domain import phase
@@ -22,7 +22,10 @@ from rms.store.transitions import core_values, event_of, with_event
 from tests.support import CHECK_PREFIX, Api
 
 GIVEN: dict[str, Any] = {"delay": 30.0, "lease": 45.0, "due": 60.0, "retry": 5.0,
-                         "token": "claim-token", "reason": "timeout"}
+                         "token": "claim-token", "reason": "timeout", "consumer": "consumer",
+                         "via": "http", "remaining": []}
+# the app that consumes every test topic: the subscriber of each message confirmed
+CONSUMER = GIVEN["consumer"]
 # how a message reaches each source state, through the table itself
 ROUTE = {State.PENDING_SEND: [], State.SENT: [table.CONFIRM], State.DONE: [table.CONFIRM,
                                                                             table.ACK],
@@ -42,6 +45,23 @@ class _Drawn:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, int) and other > 0
+
+    def __hash__(self) -> int:
+        return 0
+
+
+class _Acked:
+    """``acks`` with the consumer's ack added to ``before``: at a time, by the given path."""
+
+    def __init__(self, before: dict[str, Any] | None) -> None:
+        self.before = before or {}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, dict) or set(other) != set(self.before) | {CONSUMER}:
+            return False
+        added = other[CONSUMER]
+        return (added["via"] == GIVEN["via"] and datetime.fromisoformat(added["at"]) is not None
+                and {k: v for k, v in other.items() if k != CONSUMER} == self.before)
 
     def __hash__(self) -> int:
         return 0
@@ -74,7 +94,8 @@ async def _now(engine: AsyncEngine) -> datetime:
 
 async def _apply(engine: AsyncEngine, message_id: str, change: table.Transition) -> bool:
     """The Core form, guarded by the source state, with the event when the row has one."""
-    given = {name: literal(value) for name, value in GIVEN.items()}
+    given = {name: literal(value, ARRAY(Text)) if isinstance(value, list) else literal(value)
+             for name, value in GIVEN.items()}
     changed = (update(messages)
                .where(messages.c.message_id == message_id,
                       messages.c.state == change.source.value)
@@ -88,7 +109,12 @@ async def _apply(engine: AsyncEngine, message_id: str, change: table.Transition)
 def _expect(effect: table.Effect, before: dict[str, Any], window: tuple[datetime, datetime]
             ) -> tuple[Any, Any]:
     """The (lowest, highest) value a column may hold after ``effect``."""
-    effect = table.chosen(effect, lambda term: phase.holds_on(term, before, window[0]))
+    given = before | {"consumer": CONSUMER}
+    effect = table.chosen(effect, lambda term: phase.holds_on(term, given, window[0]))
+    if isinstance(effect, table.Subscribers):
+        return [CONSUMER], [CONSUMER]
+    if isinstance(effect, table.AckAdded):
+        return _Acked(before["acks"]), _Acked(before["acks"])
     if isinstance(effect, table.NextInSequence):
         return _Drawn(), _Drawn()
     if isinstance(effect, table.Now):
@@ -110,7 +136,8 @@ def _expect(effect: table.Effect, before: dict[str, Any], window: tuple[datetime
 async def _prepared_in(api: Api, topic: str, message_id: str, state: State,
                        ordered: bool = False) -> None:
     if "producer" not in api.apps:
-        await api.create_app("producer")
+        await api.create_app("producer", consume=["none"])
+        await api.create_app(CONSUMER, produce=["none"], consume=[topic])
     engine = _engine(api)
     await MessageStore(engine).prepare("producer", _draft(message_id, topic, ordered),
                                        one_shot=False)
@@ -158,11 +185,17 @@ async def test_coalesced_text_and_core_write_the_same_row(
     store = MessageStore(engine)
     for message_id in ("batched", "alone"):
         await _prepared_in(api, topic, message_id, change.source)
-    assert (await store.transition("batched", change, app=None, actor="t"))[1]
-    assert (await store.transition("alone", change, app=None, actor="t", coalesced=False))[1]
+    if change is table.ACK:  # its own statement (rms.store.acks), the Core form as _apply has it
+        assert (await store.ack("batched", CONSUMER, GIVEN["via"]))[1]
+        assert await _apply(engine, "alone", change)
+    else:
+        assert (await store.transition("batched", change, app=None, actor="t"))[1]
+        assert (await store.transition("alone", change, app=None, actor="t", coalesced=False))[1]
     rows = [await _row(engine, message_id) for message_id in ("batched", "alone")]
-    plain = [{k: v for k, v in row.items() if not isinstance(v, datetime) and k != "message_id"}
+    plain = [{k: v for k, v in row.items()
+              if not isinstance(v, datetime) and k not in {"message_id", "acks"}}
              for row in rows]
+    assert [set(row["acks"] or {}) for row in rows] == [set(rows[0]["acks"] or {})] * 2
     assert plain[0] == plain[1]
     nulls = [{k for k, v in row.items() if v is None} for row in rows]
     assert nulls[0] == nulls[1]
@@ -178,8 +211,9 @@ async def test_a_repeat_in_an_already_state_answers_unchanged(
         message_id = f"m-{state.value}"
         await _prepared_in(api, topic, message_id, state)
         before = await _row(engine, message_id)
-        message, changed = await store.transition(
-            message_id, change, app=None, actor="t")
+        message, changed = (await store.ack(message_id, CONSUMER, "http") if change is table.ACK
+                            else await store.transition(message_id, change, app=None, actor="t"))
+        assert message is not None
         assert (changed, message.state) == (False, state)
         assert await _row(engine, message_id) == before
 
@@ -190,7 +224,8 @@ async def test_new_rows_have_the_effects_of_their_row(api: Api, topic: str,
                                                       one_shot: bool, ordered: bool) -> None:
     engine = _engine(api)
     change = table.new_message(one_shot)
-    app = await api.create_app("producer")
+    app = await api.create_app("producer", consume=["none"])
+    await api.create_app(CONSUMER, produce=["none"], consume=[topic])
     start = await _now(engine)
     await MessageStore(engine).prepare(app.name, _draft("new", topic, ordered),
                                        one_shot=one_shot)
