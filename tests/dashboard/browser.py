@@ -13,6 +13,8 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -66,3 +68,16 @@ def chromium_page(problems: list[str]) -> Iterator[Any]:
             yield page
         finally:
             browser.close()
+
+
+async def make_dead(database_url: str, message_id: str) -> None:
+    """Flags a sent message dead (delivery-exhausted) with SQL, as the recovery worker leaves
+    it when its delivery budget is spent."""
+    engine = create_async_engine(database_url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(text(
+                "UPDATE messages SET dead = true, dead_reason = 'delivery-exhausted', "
+                "next_delivery_at = NULL WHERE message_id = :id"), {"id": message_id})
+    finally:
+        await engine.dispose()

@@ -13,7 +13,14 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.dashboard.browser import ADMIN_TOKEN, CHECK_URL, CHROMIUM, Service, chromium_page
+from tests.dashboard.browser import (
+    ADMIN_TOKEN,
+    CHECK_URL,
+    CHROMIUM,
+    Service,
+    chromium_page,
+    make_dead,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -46,19 +53,8 @@ def seed(service: Service, database_url: str, unique: str) -> Seeded:
     service.call("POST", f"/v1/messages/{cancelled}/cancel", key)
     sent = [message("/v1/messages/send", n) for n in range(4, 7)]
     service.call("POST", f"/v1/messages/{sent[0]}/ack", key)
-    asyncio.run(_make_dead(database_url, sent[1]))
+    asyncio.run(make_dead(database_url, sent[1]))
     return Seeded(name, key, topic, sent[1])
-
-
-async def _make_dead(database_url: str, message_id: str) -> None:
-    engine = create_async_engine(database_url)
-    try:
-        async with engine.begin() as connection:
-            await connection.execute(text(
-                "UPDATE messages SET dead = true, dead_reason = 'delivery-exhausted', "
-                "next_delivery_at = NULL WHERE message_id = :id"), {"id": message_id})
-    finally:
-        await engine.dispose()
 
 
 def _box(page: Any, table: str) -> dict[str, Any]:

@@ -11,10 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.dashboard.browser import ADMIN_TOKEN, CHECK_URL, CHROMIUM, Service, chromium_page
+from tests.dashboard.browser import (
+    ADMIN_TOKEN,
+    CHECK_URL,
+    CHROMIUM,
+    Service,
+    chromium_page,
+    make_dead,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -54,19 +59,8 @@ def seed(service: Service, database_url: str, unique: str) -> Consumers:
     service.call("POST", f"/v1/messages/{single}/ack", keys[names.points])
     service.call("POST", f"/v1/messages/{names.owed}/ack", keys[names.points])
     service.call("POST", f"/v1/messages/{names.dead}/ack", keys[names.invoicing])
-    asyncio.run(_make_dead(database_url, names.dead))
+    asyncio.run(make_dead(database_url, names.dead))
     return names
-
-
-async def _make_dead(database_url: str, message_id: str) -> None:
-    engine = create_async_engine(database_url)
-    try:
-        async with engine.begin() as connection:
-            await connection.execute(text(
-                "UPDATE messages SET dead = true, dead_reason = 'delivery-exhausted', "
-                "next_delivery_at = NULL WHERE message_id = :id"), {"id": message_id})
-    finally:
-        await engine.dispose()
 
 
 def _consumers(page: Any) -> dict[str, str]:
