@@ -141,6 +141,11 @@ def test_dashboard_in_chromium(service: Service, database_url: str, unique: str,
         assert all(len(d or "") > 10 for d in lines.evaluate_all(
             "nodes => nodes.map(n => n.getAttribute('d'))"))
         expect(page.locator("#sla-table tbody tr")).to_have_count(2)
+        consumers = page.locator("#consumers-sla-table tbody tr")
+        expect(consumers).to_have_count(2)
+        assert [t.strip() for t in consumers.nth(1).locator("td").all_inner_texts()] == [
+            "shop", "orders.paid", "points", "28", "25", "3", "89.3%", "400 ms", "3.2 s",
+            "8 s"]
 
         # dead letters: the dead message is listed; open it and resend
         dead_row = page.locator(f'#dead-table tr[data-id="{seeded.dead_id}"]')
