@@ -12,7 +12,12 @@ messages take seconds and bounded memory. The mix, per message:
 - of the sent: 1 % have a failed publish first (retried 5 s later); 94 % are acked after the
   first delivery, 5.3 % after 2-5 deliveries (ack timeout 60 s, doubling), 0.5 % die
   delivery-exhausted after 6 deliveries, 0.2 % are still unacked; confirm->publish median
-  5 ms, publish->ack median 200 ms (log-normal).
+  5 ms, publish->ack median 200 ms (log-normal);
+- consumers: the topics are read by one, two or three consumer apps in turn (``points``,
+  then ``invoicing``, then ``shipping``); ``points`` acks as above (it is the one that lets a
+  message die or stay unacked), each other consumer of the topic acks every delivered message
+  once, publish->ack median 150 ms after the last delivery (log-normal), never after the
+  message is done. Every ``acked`` event names its consumer (actor ``app:<name>``).
 
 Messages are spread evenly over ``hours`` from 2026-01-05T00:00Z across 5 apps and 20 topics.
 """
@@ -37,6 +42,7 @@ START = datetime(2026, 1, 5, tzinfo=UTC)
 SECOND = 1_000_000  # microseconds
 APPS = [f"app{i}" for i in range(5)]
 TOPICS = [f"{app}.topic{j}" for app in APPS for j in range(4)]
+CONSUMERS = ["points", "invoicing", "shipping"]  # topic t is read by the first 1 + t % 3
 CHECK_OFFSETS = [sum(min(10 * 2**i, 300) for i in range(j + 1)) for j in range(15)]
 ACK_OFFSETS = [sum(min(60 * 2**i, 1800) for i in range(d)) for d in range(6)]
 TS = pa.timestamp("us", tz="UTC")
@@ -77,6 +83,11 @@ def _pick(u: Any, shares: list[float]) -> Any:
     return index
 
 
+def _mod(values: Any, divisor: int) -> Any:
+    """``values % divisor`` for non-negative integers."""
+    return pc.subtract(values, pc.multiply(pc.divide(values, divisor), divisor))
+
+
 def _lookup(values: list[Any], index: Any) -> Any:
     """``values[index]`` for every element, with Python constants."""
     return pc.take(pa.array(values), index)
@@ -96,7 +107,7 @@ DELIVERY_SHARES = [0.94, 0.03, 0.015, 0.005, 0.003, 0.005, 0.002]
 D_DEAD, D_INFLIGHT = 5, 6
 
 
-def _slot(mask: Any, ids: Any, at: Any, event: str, detail: Any) -> Any:
+def _slot(mask: Any, ids: Any, at: Any, event: str, detail: Any, actor: str = "rms") -> Any:
     """The events of one kind for the messages where ``mask`` holds."""
     kept = ids.filter(mask)
     n = len(kept)
@@ -104,6 +115,7 @@ def _slot(mask: Any, ids: Any, at: Any, event: str, detail: Any) -> Any:
         "message_id": kept,
         "at": at.filter(mask),
         "event": pa.repeat(event, n),
+        "actor": pa.repeat(actor, n),
         "detail": detail.filter(mask) if isinstance(detail, pa.Array) else pa.repeat(detail, n),
     })
 
@@ -176,8 +188,15 @@ def _deliveries(c: dict[str, Any], sent: Any, draw: Draw, ids: Any) -> list[Any]
     c["next_delivery_at"] = pc.if_else(pc.and_(sent, pc.equal(outcome, D_INFLIGHT)),
                                        pc.add(last, 60 * SECOND), NULL_US)
     c["delivery_count"] = pc.cast(deliveries, pa.int32())
-    events += [_slot(done, ids, c["done_at"], "acked", '{"via": "ack-topic"}'),
+    events += [_slot(done, ids, c["done_at"], "acked", '{"via": "ack-topic"}',
+                     f"app:{CONSUMERS[0]}"),
                _slot(dead, ids, c["dead_at"], "dead", '{"reason": "delivery-exhausted"}')]
+    delivered = pc.or_(done, dead)
+    for index, consumer in enumerate(CONSUMERS[1:], start=1):
+        reads = pc.and_(delivered, pc.greater_equal(c["consumers"], index + 1))
+        at = pc.add(last, draw.lognormal_us(0.15, 1.0))
+        at = pc.if_else(done, pc.min_element_wise(at, c["done_at"]), at)
+        events.append(_slot(reads, ids, at, "acked", '{"via": "ack-topic"}', f"app:{consumer}"))
     return events
 
 
@@ -207,6 +226,7 @@ def generate_chunk(offset: int, n: int, step_us: float, seed: int) -> Chunk:
         "message_id": ids,
         "topic": _lookup(TOPICS, topic),
         "app": _lookup(APPS, pc.divide(topic, 4)),
+        "consumers": pc.add(1, _mod(topic, len(CONSUMERS))),  # how many read the topic
         "created_at": pc.add(start_us, _micros(pc.multiply(pc.cast(index, pa.float64()),
                                                            step_us / SECOND))),
     }
@@ -244,7 +264,7 @@ def _event_table(slots: list[Any], first_id: int) -> Any:
         "message_id": table["message_id"],
         "at": pc.cast(table["at"], TS),
         "event": table["event"],
-        "actor": pa.repeat("rms", n),
+        "actor": table["actor"],
         "detail": table["detail"],
     }, schema=arrow_schema(EVENT_COLUMNS))
 

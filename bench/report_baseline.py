@@ -10,10 +10,13 @@ message's events (whether it was prepared or sent, the first time of each event 
 counts of check-backs by outcome, of deliveries, failed publishes and resends, the actor of the
 first confirm and cancel from the JSON detail), joins that summary to the messages and collects
 per app, topic and hour: messages, sent and done, and the exact p50 / p95 / p99 of created ->
-done (nearest rank, Spark's ``percentile_disc``). It writes those rows to ``--out`` (JSON), so
-the benchmark can check them against the report's ``hourly.parquet``.
+done (nearest rank, Spark's ``percentile_disc``); and per app, topic and consumer (the actor of
+the ``acked`` events, ``app:`` left off) the messages it acked and the p50 / p95 / p99 of the
+message's first publish -> that consumer's first ack. It writes both lists to ``--out`` (JSON:
+``{"hourly": [...], "consumers": [...]}``), so the benchmark can check them against the
+report's ``hourly.parquet`` and ``consumers.parquet``.
 
-It is a subset of the report's figures (one grain, one stage, a few counters): the report's
+It is a subset of the report's figures (two grains, two latencies, a few counters): the report's
 time over the baseline's charges the report for everything it adds (five more grains, three
 more stages, every counter, the SLA, the stuck list, the output files). Session settings are
 the report's (``spark.session``), so both run on the same Spark configuration.
@@ -97,6 +100,29 @@ def hourly(spark: Any, path: Path) -> Any:
         .alias("created_to_done"))
 
 
+def consumers(spark: Any, path: Path) -> Any:
+    """Per app, topic and consumer: messages acked and first publish -> first ack
+    percentiles (seconds)."""
+    from pyspark.sql import functions as F
+
+    events = spark.read.parquet(str(path / "events"))
+    messages = spark.read.parquet(str(path / "messages")).select("message_id", "app", "topic")
+    consumer = F.regexp_replace(F.col("actor"), "^app:", "")
+    acks = events.where(F.col("event") == "acked").groupBy(
+        "message_id", consumer.alias("consumer")).agg(F.min("at").alias("acked_at"))
+    published = events.where(F.col("event") == "published").groupBy("message_id").agg(
+        F.min("at").alias("published_at"))
+    micros = F.unix_micros("acked_at") - F.unix_micros("published_at")
+    latency = F.when(micros < 0, F.lit(0.0)).otherwise(micros / 1_000_000)
+    rows = messages.join(acks, "message_id").join(published, "message_id", "left").select(
+        "app", "topic", "consumer", latency.alias("latency"))
+    levels = ", ".join(str(level) for level in LEVELS)
+    return rows.groupBy("app", "topic", "consumer").agg(
+        F.count(F.lit(1)).alias("acked"), F.count("latency").alias("publish_to_ack_count"),
+        F.expr(f"percentile_disc(array({levels})) WITHIN GROUP (ORDER BY latency)")
+        .alias("publish_to_ack"))
+
+
 def _plain(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()}
 
@@ -107,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.report_baseline",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--input", type=Path, required=True, help="an `rms export` directory")
-    parser.add_argument("--out", type=Path, required=True, help="JSON file of the hourly rows")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="JSON file of the hourly and per-consumer rows")
     parser.add_argument("--master")
     parser.add_argument("--driver-memory")
     parser.add_argument("--conf", action="append", metavar="KEY=VALUE")
@@ -116,11 +143,13 @@ def main(argv: list[str] | None = None) -> int:
     spark = build_session(SessionSettings(master=args.master, driver_memory=args.driver_memory,
                                           conf=spark_conf(args.conf)))
     try:
-        rows = [_plain(row) for row in hourly(spark, args.input).toArrow().to_pylist()]
+        rows = {name: [_plain(row) for row in build(spark, args.input).toArrow().to_pylist()]
+                for name, build in (("hourly", hourly), ("consumers", consumers))}
     finally:
         spark.stop()
     args.out.write_text(json.dumps(rows) + "\n")
-    print(f"baseline: {len(rows)} app/topic/hour rows written to {args.out}")
+    print(f"baseline: {len(rows['hourly'])} app/topic/hour rows and {len(rows['consumers'])} "
+          f"app/topic/consumer rows written to {args.out}")
     return 0
 
 

@@ -19,7 +19,9 @@ script) and the report (``python -m spark.job`` over the history's Parquet expor
 
 The report's ``hourly.parquet`` is checked against the baseline's figures (messages,
 prepared, sent, done, actors, check-backs, deliveries, and the created -> done count and
-percentiles): a mismatch prints VERIFICATION FAILED and the exit code is 1. Results are
+percentiles), and its ``consumers.parquet`` against the baseline's per-consumer rows (acked,
+publish -> ack count and percentiles): a mismatch prints VERIFICATION FAILED and the exit
+code is 1. Results are
 printed and written to ``bench/results/report_bench-<time>.json``. Not a test: run it by hand.
 """
 
@@ -186,12 +188,39 @@ VERIFIED = {
 
 
 def verify(report_dir: Path, baseline_json: Path) -> list[str]:
-    """Differences between the report's hourly table and the baseline's rows."""
+    """Differences between the report's hourly and per-consumer tables and the baseline's
+    rows."""
+    outputs = [report_dir / name for name in ("hourly.parquet", "consumers.parquet")]
+    if not baseline_json.is_file() or not all(path.is_file() for path in outputs):
+        return ["a run wrote no output"]
+    baseline = json.loads(baseline_json.read_text())
+    return (_verify_hourly(report_dir, baseline["hourly"])
+            + _verify_consumers(report_dir, baseline["consumers"]))
+
+
+def _verify_consumers(report_dir: Path, baseline: list[dict[str, Any]]) -> list[str]:
     import pyarrow.parquet as pq
 
-    if not baseline_json.is_file() or not (report_dir / "hourly.parquet").is_file():
-        return ["a run wrote no output"]
-    expected = {(r["app"], r["topic"], r["hour"]): r for r in json.loads(baseline_json.read_text())}
+    expected = {(r["app"], r["topic"], r["consumer"]): r for r in baseline}
+    rows = pq.read_table(report_dir / "consumers.parquet").to_pylist()
+    problems = [] if len(rows) == len(expected) else [
+        f"{len(rows)} report consumer rows, {len(expected)} baseline rows"]
+    for row in rows:
+        key = (row["app"], row["topic"], row["consumer"])
+        base = expected.get(key, {})
+        wanted = {"acked": base.get("acked"),
+                  "publish_to_ack_count": base.get("publish_to_ack_count")}
+        wanted |= dict(zip(("publish_to_ack_p50", "publish_to_ack_p95", "publish_to_ack_p99"),
+                           base.get("publish_to_ack") or [None] * 3, strict=True))
+        problems += [f"{key} {c}: report {row[c]}, baseline {v}" for c, v in wanted.items()
+                     if row[c] != v]
+    return problems
+
+
+def _verify_hourly(report_dir: Path, baseline: list[dict[str, Any]]) -> list[str]:
+    import pyarrow.parquet as pq
+
+    expected = {(r["app"], r["topic"], r["hour"]): r for r in baseline}
     problems = []
     rows = pq.read_table(report_dir / "hourly.parquet").to_pylist()
     if len(rows) != len(expected):

@@ -71,7 +71,7 @@ REPORT_MESSAGE_COLUMNS = (
     "delivery_count", "created_at", "confirmed_at", "done_at", "deleted_at", "next_check_at",
     "next_delivery_at", "deliver_after",
 )
-REPORT_EVENT_COLUMNS = ("message_id", "at", "event", "detail")
+REPORT_EVENT_COLUMNS = ("message_id", "at", "event", "actor", "detail")
 
 # jsonb columns are exported as their JSON text, and array columns as JSON arrays
 JSON_COLUMNS = frozenset({"payload", "headers", "detail", "acks"})

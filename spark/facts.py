@@ -291,17 +291,23 @@ def message_facts(messages: Any, events: Any, now: datetime) -> Any:
     )
 
 
+def topic_target(targets: dict[str, float]) -> Any:
+    """The SLA target (seconds, a double) of each row's ``topic``; null for a topic not in
+    ``targets``."""
+    from pyspark.sql import functions as F
+
+    if not targets:
+        return F.lit(None).cast("double")
+    pairs = [F.lit(value) for item in sorted(targets.items()) for value in item]
+    return F.try_element_at(F.create_map(*pairs), F.col("topic")).cast("double")
+
+
 def with_sla(facts: Any, targets: dict[str, float]) -> Any:
     """Adds ``sla_target_seconds`` (by topic) and the ``sla_met`` / ``sla_missed`` flags."""
     from pyspark.sql import functions as F
 
     col = F.col
-    if targets:
-        pairs = [F.lit(value) for item in sorted(targets.items()) for value in item]
-        target = F.try_element_at(F.create_map(*pairs), col("topic")).cast("double")
-    else:
-        target = F.lit(None).cast("double")
-    with_target = facts.withColumn("sla_target_seconds", target)
+    with_target = facts.withColumn("sla_target_seconds", topic_target(targets))
     target_col = col("sla_target_seconds")
     sent, done = (col("profile").bitwiseAND(1 << FLAGS.index(name)) != 0
                   for name in ("sent", "done"))

@@ -209,8 +209,9 @@ def _message_select(table: str = "messages") -> str:
     return f"SELECT {', '.join(REPORT_MESSAGE_COLUMNS)} FROM {table}"
 
 
-_EVENTS_SQL = (  # the detail only of the events whose detail the report reads
-    "SELECT e.message_id, e.at, e.event, CASE WHEN e.event IN ("
+_EVENTS_SQL = (  # the detail only of the events whose detail the report reads, the actor of acks
+    "SELECT e.message_id, e.at, e.event, "
+    "CASE WHEN e.event = 'acked' THEN e.actor END AS actor, CASE WHEN e.event IN ("
     + ", ".join(f"'{name}'" for name in DETAIL_EVENTS)
     + ") THEN e.detail::text END AS detail, m.created_at AS message_created_at "
     "FROM message_events AS e JOIN messages AS m ON m.message_id = e.message_id"

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from history.options import Window
+from spark.consumers import consumer_table
 from spark.facts import message_facts, with_sla
 from spark.grains import GRAINS
 from spark.htmlreport import render
@@ -49,9 +50,10 @@ class ReportConfig:
 
 
 def _collect(config: ReportConfig, now: datetime, history: History) -> ReportTables:
-    """The grains from the persisted facts; the stuck list (its own small input) from a second
-    driver thread meanwhile, so its job fills cores the facts leave idle while the driver
-    plans."""
+    """The grains from the persisted facts; the stuck list (its own small input), then the
+    per-consumer table (``spark.consumers``: the acks and first publishes), from a second
+    driver thread meanwhile, so their jobs fill cores the facts leave idle while the driver
+    plans and ranks."""
     from pyspark import StorageLevel
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="stuck") as pool:
@@ -60,12 +62,13 @@ def _collect(config: ReportConfig, now: datetime, history: History) -> ReportTab
             StorageLevel.MEMORY_AND_DISK)
         try:
             pairs = Pairs.of(facts)
-            scored = with_sla(facts, {topic: config.targets.target_for(topic)
-                                      for topic in set(pairs.topics) if topic is not None})
-            grains = aggregate_grains(scored, GRAINS, pairs)
+            targets = {topic: config.targets.target_for(topic)
+                       for topic in set(pairs.topics) if topic is not None}
+            consumers = pool.submit(consumer_table, history.messages, history.events, targets)
+            grains = aggregate_grains(with_sla(facts, targets), GRAINS, pairs)
         finally:
             facts.unpersist()
-        return ReportTables(**grains, stuck=stuck.result())
+        return ReportTables(**grains, stuck=stuck.result(), consumers=consumers.result())
 
 
 def run_report(spark: Any, config: ReportConfig) -> dict[str, Any]:

@@ -31,6 +31,7 @@ TABLE_FILES = {
     "daily": "daily.parquet",
     "topics": "topics.parquet",
     "stuck": "stuck.parquet",
+    "consumers": "consumers.parquet",
 }
 STAGE_METRICS = frozenset(f"{s}_{p}" for s in STAGES for p in ("count", *PERCENTILES))
 
@@ -59,6 +60,7 @@ class ReportTables:
     stuck: Any
     checkbacks_per_message: Any  # rows (value, messages)
     deliveries_per_message: Any
+    consumers: Any  # per app, topic and consumer (spark.consumers)
 
 
 def iso(value: datetime | None) -> str | None:
@@ -135,6 +137,7 @@ def build_summary(tables: ReportTables, context: ReportContext) -> dict[str, Any
             "checkbacks_per_message": _histogram(tables.checkbacks_per_message),
             "deliveries_per_message": _histogram(tables.deliveries_per_message),
         },
+        "consumers": [{k: _plain(v) for k, v in row.items()} for row in _rows(tables.consumers)],
         "stuck": _listing(stuck, context.list_limit, "kind"),
         "dead": _listing(dead, context.list_limit, "dead_reason"),
         "tables": dict(TABLE_FILES),

@@ -15,6 +15,13 @@ from spark.summary import ReportContext, ReportTables, build_summary
 
 AS_OF = datetime(2026, 3, 2, 14, 0, tzinfo=UTC)
 TOPICS = (("shop", "orders.paid", 0.9), ("billing", "invoices", 1.0))
+# spark.consumers.CONSUMER_COLUMNS: two consumers of shop / orders.paid
+CONSUMERS = [
+    {"app": "shop", "topic": "orders.paid", "consumer": consumer, "sla_target_seconds": 60.0,
+     "acked": acked, "sla_met": met, "sla_missed": acked - met, "sla_compliance": met / acked,
+     "publish_to_ack_count": acked, "publish_to_ack_p50": p50, "publish_to_ack_p95": p50 * 8,
+     "publish_to_ack_p99": p50 * 20}
+    for consumer, acked, met, p50 in (("invoicing", 30, 30, 0.12), ("points", 28, 25, 0.4))]
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,7 @@ def summary() -> dict[str, Any]:
         days=Rows([{"day": AS_OF.date()} | metrics(6, 0.95)]), totals=Rows([metrics(6, 0.95)]),
         stuck=Rows([]),
         checkbacks_per_message=Rows([{"value": 0, "messages": 90}]),
-        deliveries_per_message=Rows([{"value": 1, "messages": 100}]),
+        deliveries_per_message=Rows([{"value": 1, "messages": 100}]), consumers=Rows(CONSUMERS),
     )
     context = ReportContext(as_of=AS_OF, source="jdbc", generated_at=AS_OF)
     return build_summary(tables, context)

@@ -5,93 +5,24 @@ the SLA charts, lists a dead letter and resends it."""
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from rms.devstack.embedded import free_port
-from rms.devstack.kafka_broker import EmbeddedKafka
-from tests.dashboard.summary_fixture import write_summary
+from tests.dashboard.browser import (
+    ADMIN_TOKEN,
+    CHECK_URL,
+    CHROMIUM,
+    Service,
+    chromium_page,
+    make_dead,
+)
 
 pytestmark = pytest.mark.browser
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
-ADMIN_TOKEN = "browser-admin-token"
-CHECK_URL = "http://127.0.0.1:1/check"
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@dataclass
-class Service:
-    base_url: str
-    client: httpx.Client
-
-    @property
-    def admin(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-
-    def call(self, method: str, path: str, token: str = ADMIN_TOKEN, **kwargs: Any) -> Any:
-        response = self.client.request(method, path, headers={"Authorization": f"Bearer {token}"},
-                                       **kwargs)
-        assert response.status_code in (200, 201), response.text
-        return response.json()
-
-
-@pytest.fixture
-def service(database_url: str, kafka: EmbeddedKafka, unique: str,
-            tmp_path: Path) -> Iterator[Service]:
-    """``rms serve`` on a free port, with RMS_REPORT_DIR holding a report summary."""
-    write_summary(tmp_path / "report")
-    port = free_port()
-    env = os.environ | {
-        "RMS_DATABASE_URL": database_url,
-        "RMS_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
-        "RMS_ADMIN_TOKEN": ADMIN_TOKEN,
-        "RMS_REPORT_DIR": str(tmp_path / "report"),
-        "RMS_ALLOW_PRIVATE_CALLBACKS": "true",
-        "RMS_ACK_TOPIC": f"rms.acks.{unique}",
-        "RMS_ACK_CONSUMER_GROUP": f"rms-acks-{unique}",
-    }
-    log = (tmp_path / "serve.log").open("wb")
-    process = subprocess.Popen([sys.executable, "-m", "rms.cli", "serve", "--port", str(port)],
-                               env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        with httpx.Client(base_url=base_url, timeout=10.0) as client:
-            _wait_ready(client, process, tmp_path / "serve.log")
-            yield Service(base_url, client)
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        log.close()
-
-
-def _wait_ready(client: httpx.Client, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"rms serve exited: {log.read_text(errors='replace')[-2000:]}")
-        try:
-            if client.get("/readyz").status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    pytest.fail("rms serve did not become ready in 30 s")
 
 
 @dataclass
@@ -122,19 +53,8 @@ def seed(service: Service, database_url: str, unique: str) -> Seeded:
     service.call("POST", f"/v1/messages/{cancelled}/cancel", key)
     sent = [message("/v1/messages/send", n) for n in range(4, 7)]
     service.call("POST", f"/v1/messages/{sent[0]}/ack", key)
-    asyncio.run(_make_dead(database_url, sent[1]))
+    asyncio.run(make_dead(database_url, sent[1]))
     return Seeded(name, key, topic, sent[1])
-
-
-async def _make_dead(database_url: str, message_id: str) -> None:
-    engine = create_async_engine(database_url)
-    try:
-        async with engine.begin() as connection:
-            await connection.execute(text(
-                "UPDATE messages SET dead = true, dead_reason = 'delivery-exhausted', "
-                "next_delivery_at = NULL WHERE message_id = :id"), {"id": message_id})
-    finally:
-        await engine.dispose()
 
 
 def _box(page: Any, table: str) -> dict[str, Any]:
@@ -165,21 +85,6 @@ def _cells(page: Any, app: str, topic: str) -> list[str]:
     return [text.strip() for text in row.locator("td").all_inner_texts()]
 
 
-@contextmanager
-def _chromium_page(problems: list[str]) -> Iterator[Any]:
-    """A 1400x900 page of headless Debian Chromium; page errors are added to ``problems``."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-            yield page
-        finally:
-            browser.close()
-
-
 @pytest.mark.timeout(90)
 def test_dashboard_in_chromium(service: Service, database_url: str, unique: str,
                                tmp_path: Path) -> None:
@@ -192,7 +97,7 @@ def test_dashboard_in_chromium(service: Service, database_url: str, unique: str,
     assert before["dead"] is True
 
     problems: list[str] = []
-    with _chromium_page(problems) as page:
+    with chromium_page(problems) as page:
         page.on("console", lambda msg: problems.append(msg.text)
                 if "Content Security Policy" in msg.text else None)
         page.goto(f"{service.base_url}/dashboard")
@@ -236,6 +141,11 @@ def test_dashboard_in_chromium(service: Service, database_url: str, unique: str,
         assert all(len(d or "") > 10 for d in lines.evaluate_all(
             "nodes => nodes.map(n => n.getAttribute('d'))"))
         expect(page.locator("#sla-table tbody tr")).to_have_count(2)
+        consumers = page.locator("#consumers-sla-table tbody tr")
+        expect(consumers).to_have_count(2)
+        assert [t.strip() for t in consumers.nth(1).locator("td").all_inner_texts()] == [
+            "shop", "orders.paid", "points", "28", "25", "3", "89.3%", "400 ms", "3.2 s",
+            "8 s"]
 
         # dead letters: the dead message is listed; open it and resend
         dead_row = page.locator(f'#dead-table tr[data-id="{seeded.dead_id}"]')
@@ -303,7 +213,7 @@ def test_transactions_panel_lists_and_resolves_in_chromium(
 
     app, ids = seed_transactions(service, database_url, unique)
     problems: list[str] = []
-    with _chromium_page(problems) as page:
+    with chromium_page(problems) as page:
         page.goto(f"{service.base_url}/dashboard")
         page.fill("#token", ADMIN_TOKEN)
         page.click("#login-form button[type=submit]")

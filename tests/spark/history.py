@@ -109,10 +109,12 @@ def _group_1() -> History:
     t = "2026-03-02T"
     return History(
         messages=[
-            # m1 confirmed by producer after 2 s, published 1 s later, done 2 s after that.
+            # m1 confirmed by producer after 2 s, published 1 s later, done 2 s after that;
+            # acked by its two consumers: invoicing 1 s after the publish, points 2 s.
             Msg("m1", "shop", "orders.paid", "done", ts(t + "10:00:00"),
                 confirmed_at=ts(t + "10:00:02"), done_at=ts(t + "10:00:05"), delivery_count=1),
-            # m2 two check-backs (unknown, committed), redelivered once; confirm->done 70 s.
+            # m2 two check-backs (unknown, committed), redelivered once; confirm->done 70 s
+            # (acked by points, 69 s after the first publish).
             Msg("m2", "shop", "orders.paid", "done", ts(t + "10:10:00"),
                 confirmed_at=ts(t + "10:10:30"), done_at=ts(t + "10:11:40"), check_count=2,
                 delivery_count=2),
@@ -122,7 +124,8 @@ def _group_1() -> History:
             # m4 rolled back by check-back.
             Msg("m4", "shop", "orders.paid", "deleted", ts(t + "10:30:00"),
                 deleted_at=ts(t + "10:30:10"), check_count=1),
-            # m5 one-shot; the ack is stored 0.25 s before the publisher's record (a race).
+            # m5 one-shot; the ack (by points, its actor a bare name) is stored 0.25 s before
+            # the publisher's record (a race).
             Msg("m5", "shop", "orders.paid", "done", ts(t + "10:40:00"),
                 confirmed_at=ts(t + "10:40:00"), done_at=ts(t + "10:40:00.250"),
                 delivery_count=1),
@@ -134,21 +137,22 @@ def _group_1() -> History:
             ev("m1", t + "10:00:00", "prepared"),
             ev("m1", t + "10:00:02", "confirmed", by="producer"),
             ev("m1", t + "10:00:03", "published", delivery=1),
-            ev("m1", t + "10:00:05", "acked", via="http"),
+            Ev("m1", ts(t + "10:00:05"), "acked", {"via": "http"}, actor="app:points"),
+            Ev("m1", ts(t + "10:00:04"), "acked", {"via": "ack-topic"}, actor="app:invoicing"),
             ev("m2", t + "10:10:00", "prepared"),
             ev("m2", t + "10:10:10", "checked", attempt=1, outcome="unknown", error="timeout"),
             ev("m2", t + "10:10:30", "checked", attempt=2, outcome="committed"),
             ev("m2", t + "10:10:30", "confirmed", by="check-back"),
             ev("m2", t + "10:10:31", "published", delivery=1),
             ev("m2", t + "10:11:31", "published", delivery=2),
-            ev("m2", t + "10:11:40", "acked", via="ack-topic"),
+            Ev("m2", ts(t + "10:11:40"), "acked", {"via": "ack-topic"}, actor="app:points"),
             ev("m3", t + "10:20:00", "prepared"),
             ev("m3", t + "10:20:04", "cancelled", by="producer"),
             ev("m4", t + "10:30:00", "prepared"),
             ev("m4", t + "10:30:10", "checked", attempt=1, outcome="rolled_back"),
             ev("m4", t + "10:30:10", "cancelled", by="check-back"),
             ev("m5", t + "10:40:00", "sent"),
-            ev("m5", t + "10:40:00.250", "acked", via="http"),
+            Ev("m5", ts(t + "10:40:00.250"), "acked", {"via": "http"}, actor="points"),
             ev("m5", t + "10:40:00.500", "published", delivery=1),
             ev("m6", t + "10:50:00", "prepared"),
             ev("m6", t + "10:50:10", "checked", attempt=1, outcome="unknown"),

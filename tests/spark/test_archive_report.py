@@ -37,7 +37,7 @@ def _report(spark: Any, source: Any, out: Path, targets: Path) -> dict[str, Any]
 
 def _comparable(summary: dict[str, Any], out: Path) -> dict[str, Any]:
     tables = {name: pq.read_table(out / f"{name}.parquet").to_pylist()
-              for name in ("hourly", "daily", "topics", "stuck")}
+              for name in ("hourly", "daily", "topics", "stuck", "consumers")}
     return {**{k: v for k, v in summary.items() if k not in {"generated_at", "source"}},
             "tables": tables}
 

@@ -117,8 +117,8 @@ def test_rms_report_on_an_export(spark_session: Any, spark_hand_db: str, tmp_pat
     manifest = json.loads((tmp_path / "export" / "_export.json").read_text())
     assert summary["as_of"] == manifest["exported_at"]
     assert sorted(p.name for p in out.iterdir()) == [
-        "daily.parquet", "hourly.parquet", "report.html", "stuck.parquet", "summary.json",
-        "topics.parquet"]
+        "consumers.parquet", "daily.parquet", "hourly.parquet", "report.html", "stuck.parquet",
+        "summary.json", "topics.parquet"]
 
 
 @pytest.mark.spark

@@ -236,3 +236,66 @@ def _typed(name: str, value: str) -> Any:
     if name == "day":
         return date.fromisoformat(value)
     return value
+
+
+CONSUMERS = ("points", "invoicing", "shipping")
+
+
+def _consumer_history(rng: random.Random) -> tuple[History, dict[tuple[str, ...], list[Any]]]:
+    """The history above with one to three consumers acking each message on their own instead
+    of its one ack (some acks dated before the publish, every consumer acking twice, an
+    ``ack-ignored`` app, a message never published), and per (app, topic, consumer) what each
+    first ack measured: (publish -> ack µs or None, confirm -> ack µs)."""
+    history, _ = _history(rng)
+    published = {e.message_id: e.at for e in history.events if e.event == "published"}
+    confirmed = {m.message_id: m.confirmed_at for m in history.messages}
+    unpublished = history.messages[7].message_id
+    history.events = [e for e in history.events if e.event != "acked"
+                      and not (e.message_id == unpublished and e.event == "published")]
+    measured: dict[tuple[str, ...], list[Any]] = defaultdict(list)
+    for message in history.messages:
+        mid = message.message_id
+        first = published[mid]
+        for consumer in rng.sample(CONSUMERS, rng.randint(1, 3)):
+            at = first + timedelta(microseconds=_latency(rng) - 50_000)
+            again = at + timedelta(microseconds=_latency(rng))
+            history.events += [Ev(mid, at, "acked", {"via": "topic"}, actor=f"app:{consumer}"),
+                               Ev(mid, again, "acked", {"via": "http"}, actor=consumer)]
+            late = confirmed[mid]
+            assert late is not None
+            measured[(message.app, message.topic, consumer)].append((
+                None if mid == unpublished else max(0, _micros(at - first)),
+                max(0, _micros(at - late))))
+        history.events.append(Ev(mid, first, "ack-ignored", {"via": "http"}, actor="app:late"))
+    return history, measured
+
+
+def _micros(delta: timedelta) -> int:
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _expected_consumer(measured: list[Any]) -> dict[str, Any]:
+    """One group's row, recomputed: counts, SLA against the default 60 s, nearest ranks."""
+    latencies = sorted(value for value, _ in measured if value is not None)
+    met = sum(1 for _, late in measured if late <= 60_000_000)
+    row: dict[str, Any] = {"sla_target_seconds": 60.0, "acked": len(measured), "sla_met": met,
+                           "sla_missed": len(measured) - met,
+                           "sla_compliance": met / len(measured),
+                           "publish_to_ack_count": len(latencies)}
+    for name, level in LEVELS.items():
+        row[f"publish_to_ack_{name}"] = latencies[math.ceil(level * len(latencies)) - 1] / 1e6
+    return row
+
+
+def test_every_consumer_group_equals_a_sort(spark_session: Any, tmp_path: Path) -> None:
+    history, measured = _consumer_history(random.Random(12))
+    source = write_export(tmp_path / "export", history)
+    summary = run_report(spark_session, ReportConfig(out=tmp_path / "out",
+                                                     source=ParquetSource(source), as_of=AS_OF))
+    expected = {key: _expected_consumer(values) for key, values in measured.items()}
+    rows = pq.read_table(tmp_path / "out" / "consumers.parquet").to_pylist()
+    found = {(r.pop("app"), r.pop("topic"), r.pop("consumer")): r for r in rows}
+    assert found == expected
+    assert any(row["sla_missed"] for row in expected.values())
+    assert len(summary["consumers"]) == len(expected)
+    assert "late" not in {row["consumer"] for row in summary["consumers"]}

@@ -234,6 +234,28 @@ def test_stuck_and_dead_lists(spark_hand_report: Report) -> None:
     assert table[0]["created_at"] == ts("2026-03-01T09:00:00")
 
 
+def test_acks_per_consumer(spark_hand_report: Report) -> None:
+    """shop / orders.paid (target 10 s): points acked m1 (2 s after its publish, 3 s after its
+    confirm), m2 (69 s, 70 s: missed) and m5 (stored before the publish: 0 s; 0.25 s after
+    the send); invoicing acked m1 (1 s, 2 s). Ranks of [0, 2, 69]: 2, 3, 3."""
+    rows = {row["consumer"]: row for row in spark_hand_report.summary["consumers"]
+            if (row["app"], row["topic"]) == ("shop", "orders.paid")}
+    common = {"app": "shop", "topic": "orders.paid", "sla_target_seconds": 10.0}
+    assert rows == {
+        "invoicing": common | {
+            "consumer": "invoicing", "acked": 1, "sla_met": 1, "sla_missed": 0,
+            "sla_compliance": 1.0, "publish_to_ack_count": 1, "publish_to_ack_p50": 1.0,
+            "publish_to_ack_p95": 1.0, "publish_to_ack_p99": 1.0},
+        "points": common | {
+            "consumer": "points", "acked": 3, "sla_met": 2, "sla_missed": 1,
+            "sla_compliance": 2 / 3, "publish_to_ack_count": 3, "publish_to_ack_p50": 2.0,
+            "publish_to_ack_p95": 69.0, "publish_to_ack_p99": 69.0},
+    }
+    table = pq.read_table(spark_hand_report.out / "consumers.parquet").to_pylist()
+    assert [r for r in table if r["topic"] == "orders.paid"] == [
+        rows["invoicing"], rows["points"]]
+
+
 def test_checkback_and_delivery_distributions(spark_hand_report: Report) -> None:
     distributions = spark_hand_report.summary["distributions"]
     assert distributions["checkbacks_per_message"] == [

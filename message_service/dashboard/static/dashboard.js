@@ -160,10 +160,22 @@
     ));
     $("blocked-keys-table").tBodies[0].replaceChildren(...heldKeys);
     $("blocked-keys").hidden = heldKeys.length === 0;
+    renderBacklog(stats.consumers || []);
     const now = new Date().toLocaleTimeString();
     $("live-updated").textContent = "updated " + now + " · every " + LIVE_INTERVAL_MS / 1000 + " s";
     setStatus("live · " + now);
     showBanner(null);
+  }
+
+  // What each consumer app still owes: sent messages (dead included) it has not acked.
+  function renderBacklog(consumers) {
+    const rows = consumers.map((owing) => el("tr", { "data-consumer": owing.consumer },
+      el("td", { class: "k" }, owing.consumer),
+      countCell(owing.unacked, true),
+      el("td", {}, human(owing.oldest_unacked_age_seconds)),
+    ));
+    $("backlog-table").tBodies[0].replaceChildren(...rows);
+    $("backlog-empty").hidden = rows.length > 0;
   }
 
   // ---------- transactions ----------
@@ -292,6 +304,7 @@
     state.filters = {
       app: $("filter-app").value.trim(),
       topic: $("filter-topic").value.trim(),
+      consumer: $("filter-consumer").value.trim(),
       state: $("filter-state").value,
     };
     loadDead(true).catch(showBanner);
@@ -325,10 +338,30 @@
     if (Object.keys(message.headers || {}).length) {
       field(fields, "headers", JSON.stringify(message.headers));
     }
+    renderConsumers(message);
     $("detail-payload").textContent = JSON.stringify(message.payload, null, 2);
     $("action-resend").hidden = message.state !== "sent";
     $("action-confirm").hidden = message.state !== "pending-send";
     $("action-cancel").hidden = message.state !== "pending-send";
+  }
+
+  // Each subscriber and its ack, or that it still owes one; under the single-ack rule (no
+  // subscribers) whoever acked first.
+  function renderConsumers(message) {
+    const list = $("detail-consumers");
+    const subscribers = Array.isArray(message.subscribers) ? message.subscribers : null;
+    $("detail-consumers-rule").textContent = subscribers ? (subscribers.length
+      ? "" : "no subscriber owes it") : "single ack: the first consumer's ack finishes it";
+    const acks = message.acks && typeof message.acks === "object" ? message.acks : {};
+    const entries = subscribers || Object.keys(acks).sort().map((app) =>
+      ({ app, acked_at: acks[app].at, via: acks[app].via }));
+    list.replaceChildren(...entries.map((entry) => {
+      const acked = Boolean(entry.acked_at);
+      return el("li", { "data-app": entry.app, "data-acked": String(acked) },
+        el("span", { class: "k" }, entry.app), " ",
+        acked ? badge("acked", "done") : badge("owes its ack", "dead"), " ",
+        el("span", { class: "muted" }, acked ? when(entry.acked_at) + " via " + entry.via : ""));
+    }));
   }
 
   function renderEvents(events) {
