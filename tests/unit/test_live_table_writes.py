@@ -20,6 +20,7 @@ BENCH = {
     "bench/baseline.py": "the hand-written statements the store is measured against",
     "bench/workerpaths.py": "makes seeded rows due, so a worker benchmark has work",
     "bench/retention_layouts.py": "seeds the scratch databases retention is measured on",
+    "bench/seed.py": "seeds millions of finished messages for the full-database path",
 }
 
 
