@@ -69,3 +69,32 @@ def test_postgresql_matches_what_fnmatchcase_allows(postgres: EmbeddedPostgres) 
     expected = sorted(f"{app}:{topic}" for app, globs in patterns.items() for topic in _TOPICS
                       if any(fnmatchcase(topic, glob) for glob in globs))
     assert matched == expected
+
+
+_OLD_ACK = ("UPDATE messages SET state = 'done', done_at = now(), next_delivery_at = NULL "
+            "WHERE message_id = $1 AND state = 'sent'")
+
+
+def test_the_previous_releases_ack_cannot_finish_a_message_some_subscriber_owes(
+        postgres: EmbeddedPostgres) -> None:
+    """During a rolling update the previous release's ack statement (it writes no ``acks``)
+    fails with 57P03, which every release answers with 503, instead of finishing a message
+    whose other subscribers still owe it; after every subscriber's ack it is done."""
+    name = _database(postgres)
+    postgres.psql("UPDATE messages SET subscribers = '{invoices,points}', message_id = 'owed' "
+                  "WHERE message_id = 'before'", name)
+    assert asyncio.run(_old_ack(postgres.dsn(name), "owed")) == "57P03"
+    assert asyncio.run(_ack(postgres.dsn(name), "owed", "points")) == "sent"
+    assert asyncio.run(_old_ack(postgres.dsn(name), "owed")) == "57P03"
+    assert asyncio.run(_ack(postgres.dsn(name), "owed", "invoices")) == "done"
+
+
+async def _old_ack(url: str, message_id: str) -> str:
+    connection = await asyncpg.connect(url)
+    try:
+        await connection.execute(_OLD_ACK, message_id)
+    except asyncpg.PostgresError as exc:
+        return str(exc.sqlstate)
+    finally:
+        await connection.close()
+    return "no error"

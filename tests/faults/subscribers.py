@@ -199,7 +199,10 @@ def _dead_per_consumer(message: FinalMessage, events: list[StoredEvent]
         elif event.event == "released":
             subscribers.discard(str(event.detail.get("consumer")))
         elif event.event == "dead" and event.detail.get("reason") == "delivery-exhausted":
-            named, stood = set(_names(event.detail.get("consumers"))), acked & subscribers
+            stood = acked & subscribers
+            if "consumers" not in event.detail:
+                continue  # a previous release's worker (rolling update): it names no one
+            named = set(_names(event.detail.get("consumers")))
             if named != subscribers - acked:
                 yield Violation("dead-per-consumer", message.message_id,
                                 f"dead naming {sorted(named)}; still owing then: "

@@ -12,6 +12,13 @@ during a rolling update; a message it confirms gets no subscribers (the single-a
 app it creates no ``consume_regex`` (it subscribes to nothing until its topics are set again).
 Existing apps get their ``consume_regex`` here.
 
+A trigger keeps the one rule the previous release cannot know: a message with subscribers
+becomes ``done`` only when every subscriber's ack is in ``acks``. The previous release's ack
+statement sets ``done`` without writing ``acks``; during a rolling update that statement fails
+with SQLSTATE 57P03 (cannot serve now), which every release answers with 503 and
+``Retry-After``, so the consumer retries and a new process records its ack. The trigger's
+condition is evaluated only on an update that makes a row ``done``.
+
 Revision ID: 0011
 Revises: 0010
 Create Date: 2026-11-28
@@ -39,9 +46,27 @@ def upgrade() -> None:
     for name, topics in bind.execute(sa.text("SELECT name, consume_topics FROM apps")).all():
         bind.execute(sa.text("UPDATE apps SET consume_regex = :regex WHERE name = :name"),
                      {"regex": consume_regex(topics), "name": name})
+    for statement in DONE_NEEDS_EVERY_ACK:
+        op.execute(statement)
+
+
+DONE_NEEDS_EVERY_ACK = ("""
+CREATE FUNCTION rms_done_needs_every_ack() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION 'message % has subscribers that have not acked: this process cannot finish it',
+    NEW.message_id USING ERRCODE = '57P03', HINT = 'retry on a process of the current release';
+END $$
+""", """
+CREATE TRIGGER messages_done_needs_every_ack BEFORE UPDATE ON messages FOR EACH ROW
+WHEN (NEW.state = 'done' AND OLD.state <> 'done' AND NEW.subscribers IS NOT NULL
+      AND NOT (coalesce(NEW.acks, '{}'::jsonb) ?& NEW.subscribers))
+EXECUTE FUNCTION rms_done_needs_every_ack()
+""")
 
 
 def downgrade() -> None:
+    op.execute("DROP TRIGGER IF EXISTS messages_done_needs_every_ack ON messages")
+    op.execute("DROP FUNCTION IF EXISTS rms_done_needs_every_ack()")
     op.drop_column("apps", "consume_regex")
     op.drop_column("messages", "acks")
     op.drop_column("messages", "subscribers")
