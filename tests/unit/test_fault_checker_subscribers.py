@@ -256,11 +256,19 @@ def test_a_release_that_finishes_a_message_another_still_owes_is_all_acked() -> 
 
 
 def test_dead_naming_no_one_while_a_consumer_owes_is_one_violation() -> None:
-    """As a process that does not know subscribers writes it: reported once, at the event."""
+    """Reported once, at the event."""
     history, final = clean()
-    final.events[-5] = _event("m2", "dead", "rms", reason="delivery-exhausted")
+    final.events[-5] = _event("m2", "dead", "rms", reason="delivery-exhausted", consumers=[])
     assert details(history, final, "dead-per-consumer") == [
         "dead naming []; still owing then: ['audit']"]
+
+
+def test_a_previous_releases_dead_event_names_no_consumer_and_is_not_held_to_it() -> None:
+    """A worker of the previous release (rolling update) writes no ``consumers`` at all: who
+    owes the message is in its row, and the others' acks must still stand."""
+    history, final = clean()
+    final.events[-5] = _event("m2", "dead", "rms", reason="delivery-exhausted")
+    assert details(history, final, "dead-per-consumer") == []
 
 
 def test_the_single_ack_rule_is_left_to_the_single_message_invariants() -> None:
