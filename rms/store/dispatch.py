@@ -16,15 +16,18 @@ History order: the ``published`` event of a publish the broker took comes before
 extra cost per publish) before it numbers their events, so an ack comes wholly before or after
 it; a publish recorded after its ack (the consumer was faster than the broker's answer) is
 dated no later than the ack and settled by one more statement for all such messages of the
-batch (after waiting for a row an ack still held).
+batch (holding their rows, so that no ack is written in between).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
+import structlog
 from sqlalchemy import (
     CTE,
     Boolean,
@@ -49,6 +52,8 @@ from rms.store.batch import batch_params, unnest_cte
 from rms.store.raw import RawStatement, driver_connection
 from rms.store.schema import message_events, messages
 from rms.store.transitions import core_values
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +81,8 @@ def _taken(batch: CTE) -> CTE:
     row another statement holds is skipped, not waited for (no lock-order deadlock with a
     batch of acks), and settled after this statement (:meth:`DispatchStore.settle`)."""
     accepted = select(batch.c.message_id).where(batch.c.ok)
-    return (select(messages.c.message_id, messages.c.state, messages.c.done_at)
+    return (select(messages.c.message_id, messages.c.state, messages.c.done_at,
+                   messages.c.acks)
             .where(messages.c.message_id.in_(accepted))
             .with_for_update(read=True, skip_locked=True).cte("taken"))
 
@@ -107,8 +113,10 @@ def _record_statement() -> Any:
                                                 "error", batch.c.error, "reason", batch.c.reason))
     # the broker took the record before the consumer could acknowledge it: a publish recorded
     # after its message was acknowledged is dated no later than the ack
-    acked = taken.c.state == ACK.target.value
-    at = case((acked, func.least(func.now(), taken.c.done_at)), else_=func.now())
+    done = taken.c.state == ACK.target.value
+    at = case((done, func.least(func.now(), taken.c.done_at)), else_=func.now())
+    # acked by some subscriber (done, or still owed by others): its acks are settled after
+    acked = or_(done, taken.c.acks.is_not(None))
     # history counts every outcome, also when an ack or a re-reservation won meanwhile
     history = message_events.insert().from_select(
         ["message_id", "event", "actor", "detail", "at"],
@@ -128,23 +136,43 @@ def _record_statement() -> Any:
     return select(changed.subquery("outcomes")).add_cte(history)
 
 
-# The ``published`` events of messages recorded after their ack (found ``done``, or their row
+# The ``published`` events of messages recorded after their ack (found acked, or their row
 # held by another statement, such as the ack, when the outcome was recorded): once whoever held
-# a row is done (:data:`_WAIT`), the ``acked`` events numbered before a message's latest
-# ``published`` one are numbered after it, and the ``published`` time is made no later than the
-# ack's. Binds $1: the message ids. Changes nothing for a message no ack came before.
-_WAIT = "SELECT 1 FROM messages WHERE message_id = $1 FOR SHARE"
+# a row is done (:data:`_WAIT`), every event of a message from its first ``acked`` event
+# numbered before its latest ``published`` one is numbered after that ``published`` event, in
+# the order they had (the acks of several subscribers, and whatever came between and after
+# them, keep their order), and the ``published`` time is made no later than the first ack's.
+# Binds $1: the message ids. Changes nothing for a message no ack came before.
+# Before it renumbers, the settle holds every row it settles (``FOR SHARE``, in id order):
+# an ack still writing one (its event numbered, not yet committed) is waited for, and no ack
+# starts until the settle commits, so no ack event lands between renumbered ones. It waits at
+# most ``lock_timeout`` and tries again later, so it never holds an ack up long nor takes part
+# in a deadlock (an ack batch locks its rows in its own order).
+_LOCK_TIMEOUT = "SET LOCAL lock_timeout = '100ms'"
+_LOCK = ("SELECT 1 FROM messages WHERE message_id = ANY($1::text[]) "
+         "ORDER BY message_id FOR SHARE")
+_SETTLE_TRIES = 20
 _SETTLE = """
 WITH published AS (
     SELECT DISTINCT ON (message_id) message_id, id FROM message_events
     WHERE message_id = ANY($1::text[]) AND event = 'published'
     ORDER BY message_id, id DESC
+), first_ack AS (
+    SELECT e.message_id, min(e.id) AS id FROM message_events e JOIN published p
+        ON e.message_id = p.message_id AND e.event = 'acked' AND e.id < p.id
+    GROUP BY e.message_id
+), later AS (
+    SELECT e.id FROM message_events e
+    JOIN first_ack f ON e.message_id = f.message_id AND e.id >= f.id
+    JOIN published p ON e.message_id = p.message_id AND e.id <> p.id
+    ORDER BY e.id
+), renumbered AS (
+    SELECT id, nextval(pg_get_serial_sequence('message_events', 'id')) AS new_id FROM later
 ), moved AS (
-    UPDATE message_events e SET id = nextval(pg_get_serial_sequence('message_events', 'id'))
-    FROM published p WHERE e.message_id = p.message_id AND e.event = 'acked' AND e.id < p.id
-    RETURNING e.message_id, e.at
+    UPDATE message_events e SET id = r.new_id FROM renumbered r WHERE e.id = r.id
+    RETURNING e.message_id, e.at, e.event
 ), earliest AS (
-    SELECT message_id, min(at) AS at FROM moved GROUP BY message_id
+    SELECT message_id, min(at) AS at FROM moved WHERE event = 'acked' GROUP BY message_id
 )
 UPDATE message_events e SET at = least(e.at, m.at)
 FROM published p JOIN earliest m ON m.message_id = p.message_id WHERE e.id = p.id
@@ -174,21 +202,27 @@ class DispatchStore:
         async with driver_connection(self._engine) as driver:
             rows = await driver.fetch(self._record.sql, *self._record.args(**_params(records)))
         changed = {row["message_id"] for row in rows if not row["settle"]}
-        await self.settle(sorted({row["message_id"] for row in rows if row["settle"]}),
-                          held={row["message_id"] for row in rows if row["held"]})
+        await self.settle(sorted({row["message_id"] for row in rows if row["settle"]}))
         return [r.outcome.message_id in changed
                 and (not r.outcome.ok or r.next_due_seconds is not None) for r in records]
 
-    async def settle(self, message_ids: Sequence[str], held: Set[str] = frozenset()) -> None:
+    async def settle(self, message_ids: Sequence[str]) -> None:
         """Order the history of messages whose accepted publish may have been recorded after
-        their ack: the ``published`` event before the ``acked`` one. The renumbering must see
-        each ack committed: a row another statement ``held`` is first waited for, one at a
-        time (a shared lock on many rows at once could deadlock with a batch of acks); then
-        one statement settles them all (a consumer faster than the broker's answer makes
-        this every message of a batch, so it is never one statement per message)."""
+        their ack: the ``published`` event before the ``acked`` ones. One transaction for all of
+        them (a consumer faster than the broker's answer makes this every message of a batch,
+        so it is never a statement per message): the rows held (:data:`_LOCK`), then the
+        renumbering; tried again while an ack holds a row past the lock timeout."""
         if not message_ids:
             return
-        async with driver_connection(self._engine) as driver:
-            for message_id in sorted(held):
-                await driver.execute(_WAIT, message_id)
-            await driver.execute(_SETTLE, list(message_ids))
+        ids = sorted(message_ids)
+        for attempt in range(_SETTLE_TRIES):
+            try:
+                async with driver_connection(self._engine) as driver, driver.transaction():
+                    await driver.execute(_LOCK_TIMEOUT)
+                    await driver.execute(_LOCK, ids)
+                    await driver.execute(_SETTLE, ids)
+                return
+            except asyncpg.LockNotAvailableError:
+                await asyncio.sleep(0.01 * (attempt + 1))
+        # the outcomes are recorded; only the order of their events is left as it was written
+        log.warning("dispatch.settle_gave_up", messages=len(ids), tries=_SETTLE_TRIES)

@@ -2,7 +2,7 @@ WITH batch AS
 (SELECT rows.message_id AS message_id, rows.delivery AS delivery, rows.ok AS ok, rows.due AS due, rows.retry AS retry, rows.error AS error, rows.reason AS reason, rows.actor AS actor 
 FROM unnest($8::TEXT[], $9::INTEGER[], $10::BOOLEAN[], $11::FLOAT[], $12::FLOAT[], $13::TEXT[], $14::TEXT[], $15::TEXT[]) AS rows(message_id, delivery, ok, due, retry, error, reason, actor)), 
 taken AS 
-(SELECT messages.message_id AS message_id, messages.state AS state, messages.done_at AS done_at 
+(SELECT messages.message_id AS message_id, messages.state AS state, messages.done_at AS done_at, messages.acks AS acks 
 FROM messages 
 WHERE messages.message_id IN (SELECT batch.message_id 
 FROM batch 
@@ -17,6 +17,6 @@ given_back AS
  SELECT outcomes.message_id, outcomes.settle, outcomes.held 
 FROM (SELECT batch.message_id AS message_id, $16::BOOLEAN AS settle, taken.message_id IS NULL AS held 
 FROM batch LEFT OUTER JOIN taken ON taken.message_id = batch.message_id 
-WHERE batch.ok AND (taken.message_id IS NULL OR taken.state = $7::VARCHAR) UNION ALL SELECT rescheduled.message_id AS message_id, $17::BOOLEAN AS settle, $18::BOOLEAN AS held 
+WHERE batch.ok AND (taken.message_id IS NULL OR taken.state = $7::VARCHAR OR taken.acks IS NOT NULL) UNION ALL SELECT rescheduled.message_id AS message_id, $17::BOOLEAN AS settle, $18::BOOLEAN AS held 
 FROM rescheduled UNION ALL SELECT given_back.message_id AS message_id, $28::BOOLEAN AS anon_4, $29::BOOLEAN AS anon_5 
 FROM given_back) AS outcomes
