@@ -28,7 +28,7 @@ def message_calls(message_id: str, app: str) -> list[Call]:
                [None], [False], [None], [None], [None], [0.0]]
     return [("prepare", STATEMENTS["message-prepare"](), prepare),
             ("confirm", STATEMENTS["message-confirm"](), transition),
-            ("ack", STATEMENTS["message-ack"](), transition)]
+            ("ack", STATEMENTS["message-ack"](), [[message_id], [app], ["http"], [None]])]
 
 
 def claim_calls(limit: int, lease_seconds: float) -> list[Call]:

@@ -66,6 +66,9 @@ _INTROSPECTION = ("SELECT current_setting('jit')", "WITH RECURSIVE typeinfo_tree
 async def metered(api: Api) -> AsyncIterator[Meter]:
     app: FastAPI = api.client._transport.app  # type: ignore[attr-defined]
     app.state.limits.pending.ttl = 3600.0  # the pending-send count: read once, not in the way
+    # a key in use is looked up again in the background once per half cache time: not a cost of
+    # the request measured, so kept out of the way as the pending count is
+    app.state.services.authentication._ttl = 3600.0
     meter = Meter()
     meter.attach(app.state.engine)
     yield meter
@@ -105,7 +108,7 @@ async def test_each_request_of_the_happy_path_takes_one_connection_per_statement
     assert (checkouts, len(statements)) == (2, 2), statements  # transition; publish recorded
     checkouts, statements = await _cost(api, consumer, metered, lambda: api.post(
         consumer, "/v1/messages/m1/ack"))
-    assert (checkouts, len(statements)) == (2, 2), statements  # lookup; transition
+    assert (checkouts, len(statements)) == (1, 1), statements  # the permission and the ack
 
 
 async def test_an_ack_record_costs_three_statements_and_no_transaction_round_trips(
