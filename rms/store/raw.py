@@ -18,6 +18,7 @@ from typing import Any
 
 import asyncpg
 from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -77,7 +78,7 @@ async def driver_connection(engine: AsyncEngine) -> AsyncIterator[Any]:
     path. Returning it needs no I/O (no reset on return) except when the pool closes an
     overflow connection; a cancellation then aborts that connection, which is what closing
     it meant."""
-    pooled = await greenlet_spawn(engine.sync_engine.raw_connection)
+    pooled = await _checkout(engine)
     try:
         driver: Any = pooled.driver_connection
         try:
@@ -88,3 +89,17 @@ async def driver_connection(engine: AsyncEngine) -> AsyncIterator[Any]:
             raise
     finally:
         await greenlet_spawn(pooled.close)
+
+
+async def _checkout(engine: AsyncEngine) -> Any:
+    """A raw pooled connection. A connection that cannot be made raises what a checkout
+    through ``engine.connect()`` raises (a :class:`sqlalchemy.exc.DBAPIError` marked
+    invalidated when it is a disconnect), so the request path's error answers (503 for a
+    database that is down or restarting) and the workers' outage rules read it alike."""
+    dialect = engine.sync_engine.dialect
+    try:
+        return await greenlet_spawn(engine.sync_engine.raw_connection)
+    except dialect.loaded_dbapi.Error as exc:
+        raise DBAPIError.instance(
+            None, None, exc, dialect.loaded_dbapi.Error, dialect=dialect,
+            connection_invalidated=dialect.is_disconnect(exc, None, None)) from exc
