@@ -56,7 +56,7 @@ async def _traffic(api: Api, topic: str, stop: threading.Event, old_open: list[s
 async def test_retention_under_request_load(api: Api, topic: str, database_url: str,
                                             tmp_path: Path) -> None:
     seeded = await asyncio.to_thread(seed, database_url, 3000, 5)
-    shop = await api.create_app("shop-owner")
+    shop = await api.create_app("shop-owner", consume=["none"])  # the consumer acks alone
     api.apps["shop"] = shop
     # the seeded app `shop` has no API key we know: give its open messages to an app we hold
     conn = await asyncpg.connect(asyncpg_dsn(database_url))

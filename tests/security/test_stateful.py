@@ -157,6 +157,12 @@ class MessageLifecycle(RuleBasedStateMachine):
         assert stored == self.model
 
     def teardown(self) -> None:
+        # every example registers an app consuming every topic: unsubscribed at its end, so
+        # the next example's messages have its own app as their one subscriber
+        if hasattr(self, "app"):
+            response = self.http.put(f"/v1/admin/apps/{self.app}/consume-topics",
+                                     json={"consume_topics": []}, headers=self.admin)
+            assert response.status_code == 200, response.text
         self.http.close()
 
 
