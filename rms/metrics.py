@@ -23,7 +23,7 @@ PUBLISH_SECONDS = Histogram(
     "rms_publish_seconds", "Time for the broker to accept a record",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
-ACKS = Counter("rms_acks_total", "Messages acknowledged (sent -> done)", ["via"])
+ACKS = Counter("rms_acks_total", "Acks recorded, one per consumer of a message", ["via"])
 ACKS_REJECTED = Counter("rms_acks_rejected_total", "Ack-topic records ignored", ["reason"])
 ACK_BATCHES_SET_ASIDE = Counter(
     "rms_ack_batches_set_aside_total",
