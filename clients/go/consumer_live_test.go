@@ -111,7 +111,7 @@ func TestAConsumerDeduplicatesARedeliveryAndAcksOverHTTPAndTheAckTopic(t *testin
 		if time.Now().After(deadline) {
 			t.Fatalf("records seen: %v", seen)
 		}
-		poll, cancel := context.WithTimeout(ctx, time.Second)
+		poll, cancel := context.WithTimeout(ctx, 5*time.Second) // bounds the fetch, the handling and the acks
 		report, err := consumer.PollOnce(poll)
 		cancel()
 		if err != nil {

@@ -66,7 +66,7 @@ func TestHostileRecordsNeverStopTheConsumer(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("skipped %d, handled %v", skipped, handled)
 		}
-		poll, cancel := context.WithTimeout(ctx, time.Second)
+		poll, cancel := context.WithTimeout(ctx, 5*time.Second) // bounds the fetch, the handling and the acks
 		report, err := consumer.PollOnce(poll)
 		cancel()
 		if err != nil {

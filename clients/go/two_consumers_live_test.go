@@ -150,7 +150,7 @@ func TestTwoConsumerAppsOneCrashingBeforeItsAck(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("billing did not handle the record within 60s")
 		}
-		poll, cancel := context.WithTimeout(ctx, time.Second)
+		poll, cancel := context.WithTimeout(ctx, 5*time.Second) // bounds the fetch, the handling and the acks
 		crashing.cancel = cancel
 		_, _ = dying.PollOnce(poll)
 		cancel()

@@ -440,10 +440,12 @@ class Stack:
                                f"FROM messages WHERE {where}", ids=list(ids or []))
         return {row[0]: Claim(*row) for row in rows}
 
-    async def event_ids(self, ids: Sequence[str]) -> list[int]:
-        rows = await self.rows("SELECT id FROM message_events WHERE message_id = ANY(:ids)",
-                               ids=list(ids))
-        return [int(row[0]) for row in rows]
+    async def events_of(self, ids: Sequence[str]) -> list[StoredEvent]:
+        rows = await self.rows(
+            "SELECT message_id, event, actor, detail, id, extract(epoch FROM at) "
+            "FROM message_events WHERE message_id = ANY(:ids) ORDER BY id", ids=list(ids))
+        return [StoredEvent(row[0], row[1], row[2], row[3], row[4], float(row[5]))
+                for row in rows]
 
     async def final_messages(self, apps: Sequence[str]) -> dict[str, FinalMessage]:
         rows = await self.rows(

@@ -350,7 +350,7 @@ class LosePrimary:
         old = await asyncio.to_thread(cluster.wait_primary, PROMOTION_SECONDS)
         await _in_flight(ctx)
         before = list((await ctx.stack.claims()).values())
-        events = await ctx.stack.event_ids([c.message_id for c in before])
+        events = await ctx.stack.events_of([c.message_id for c in before])
         failover = Failover(self.name, old.name, time.monotonic(), before=before, events=events)
         ctx.load.history.failovers.append(failover)
         ctx.injected[self.name] += 1

@@ -84,7 +84,7 @@ class Failover:
     rejoined_at: float | None = None  # the old primary streaming as a standby again
     before: list[Claim] = field(default_factory=list)
     after: dict[str, Claim] = field(default_factory=dict)
-    events: list[int] = field(default_factory=list)  # ids of the claimed messages' events
+    events: list[StoredEvent] = field(default_factory=list)  # the claimed messages' events
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@ histories: a clean run passes, and each kind of violation is detected."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import replace
 
@@ -309,7 +310,7 @@ def test_an_archived_message_whose_events_were_not_archived_breaks_its_history()
 def test_a_claimed_row_or_an_event_gone_on_the_new_primary_is_loss() -> None:
     history, final = clean()
     before = [Claim("o1", "w:1", 1, 0), Claim("d1", "w:2", 0, 2)]
-    events = [e.id for e in final.events if e.message_id in {"o1", "d1"}]
+    events = [e for e in final.events if e.message_id in {"o1", "d1"}]
     history.failovers.append(Failover("pg-primary-kill", "pg0", 10.0, "pg1", 12.0, before=before,
                                       after={"o1": Claim("o1", None, 0, 0),
                                              "d1": Claim("d1", None, 0, 2)}, events=events))
@@ -319,6 +320,21 @@ def test_a_claimed_row_or_an_event_gone_on_the_new_primary_is_loss() -> None:
     final.events.remove(lost)
     found = check(history, final)
     assert ("loss", f"event {lost.id}") in {(v.kind, v.message_id) for v in found}
+
+
+def test_an_event_renumbered_after_the_failover_is_no_loss() -> None:
+    """The publish settle gives early acks new ids and moves the published event's time."""
+    history, final = clean()
+    events = [e for e in final.events if e.message_id == "o1"]
+    history.failovers.append(Failover("pg-switchover", "pg0", 10.0, "pg1", 12.0,
+                                      before=[Claim("o1", "w:1", 1, 0)],
+                                      after={"o1": Claim("o1", None, 0, 0)}, events=events))
+    top = max(e.id for e in final.events)
+    final.events = [dataclasses.replace(e, id=e.id + top, at=e.at - 1.0)
+                    if e.message_id == "o1" and e.event in {"published", "acked"} else e
+                    for e in final.events]
+    final.events.sort(key=lambda e: e.id)
+    assert check(history, final) == []
 
 
 def test_a_claimed_row_missing_on_the_new_primary_is_loss() -> None:
