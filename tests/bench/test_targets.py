@@ -63,3 +63,10 @@ def test_transactions_bulk_and_workers() -> None:
 def test_what_a_run_did_not_measure_is_neither_met_nor_missed() -> None:
     verdicts = _verdicts()
     assert set(verdicts.values()) == {None}
+
+
+def test_the_serve_cpu_is_counted_per_completed_transaction_not_per_refused_attempt() -> None:
+    refused_half = _run("happy", "closed", "c=32", transactions=2000, completed=1000,
+                        processes={"rms-serve": {"cpu_seconds": 0.8}})
+    verdicts = _verdicts(refused_half)
+    assert _one(verdicts, "rms serve CPU per full transaction at c=32") is False  # 0.8 ms
