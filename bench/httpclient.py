@@ -28,12 +28,27 @@ class Response:
     status: int
     body: bytes
     retried: bool = False  # sent a second time after a dropped connection
-    retry_after: bool = False  # the answer carries a Retry-After header
+    retry_after: bool = False  # the answer carries a Retry-After header ...
+    retry_after_seconds: float = 0.0  # ... saying this many seconds (0: none, or not a number)
 
 
 def _has_header(head: bytes, name: bytes) -> bool:
-    return any(line.partition(b":")[0].strip().lower() == name
-               for line in head.split(b"\r\n")[1:])
+    return _header(head, name) is not None
+
+
+def _header(head: bytes, name: bytes) -> bytes | None:
+    for line in head.split(b"\r\n")[1:]:
+        key, _, value = line.partition(b":")
+        if key.strip().lower() == name:
+            return value.strip()
+    return None
+
+
+def _seconds(value: bytes | None) -> float:
+    try:
+        return max(0.0, float(value)) if value else 0.0
+    except ValueError:
+        return 0.0
 
 
 def _content_length(head: bytes) -> int | None:
@@ -87,8 +102,9 @@ class Connection:
                        else await self._reader.readexactly(length))
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
             raise HttpError(f"bad or broken response: {exc}") from exc
-        return Response(int(answer[9:12]), payload,
-                        retry_after=_has_header(answer, b"retry-after"))
+        retry_after = _header(answer, b"retry-after")
+        return Response(int(answer[9:12]), payload, retry_after=retry_after is not None,
+                        retry_after_seconds=_seconds(retry_after))
 
     def close(self) -> None:
         self._writer.close()
@@ -154,7 +170,8 @@ class Pool:
         async with self.connection() as conn:
             answer = await conn.request(method, path, body, headers)
         return Response(answer.status, answer.body, retried=True,
-                        retry_after=answer.retry_after)
+                        retry_after=answer.retry_after,
+                        retry_after_seconds=answer.retry_after_seconds)
 
     def close(self) -> None:
         for conn in self._idle:

@@ -52,9 +52,10 @@ TIMEOUT, OTHER = "timeout", "error"  # request statuses that are not HTTP answer
 class Refused(HttpError):
     """The server refused the request (429 or 503): it is shedding load."""
 
-    def __init__(self, step: str, status: int) -> None:
+    def __init__(self, step: str, status: int, retry_after_seconds: float = 0.0) -> None:
         super().__init__(f"{step} refused with {status}")
         self.step = step
+        self.retry_after_seconds = retry_after_seconds
         self.prepared_at: float | None = None  # set when the message was prepared before
 
 
@@ -80,6 +81,9 @@ class Spec:
     phases: list[list[float]] = field(default_factory=list)  # open loop: [seconds, rate] each
     request_timeout: float = 0.0  # >0: a request not answered by then is a time-out
     record_requests: bool = False
+    # closed loop: a client whose transaction was refused waits the Retry-After seconds before
+    # its next one, as the RMS SDKs do (False: it starts the next one at once)
+    honor_retry_after: bool = False
 
 
 def message_ids(spec_kind: str, id_prefix: str, n: int, batch_size: int) -> list[str]:
@@ -145,7 +149,7 @@ class Driver:
             raise
         self._record(n, step, response.status, started, response.retry_after)
         if response.status in REFUSAL_STATUSES:
-            raise Refused(step, response.status)
+            raise Refused(step, response.status, response.retry_after_seconds)
         repeated = response.retried and expect == 201 and response.status == 200
         if response.status != expect and not repeated:  # a repeated prepare answers 200
             raise HttpError(f"{path} -> {response.status} {response.body[:200]!r}")
@@ -155,17 +159,20 @@ class Driver:
         if self.spec.record_requests:
             self.out.requests.append([n, step, status, started, time.time(), retry_after])
 
-    async def transaction(self, n: int, t0: float) -> None:
+    async def transaction(self, n: int, t0: float) -> float:
+        """Run transaction ``n``; returns the seconds its refusal asked to wait (0 if none)."""
         try:
             async with asyncio.timeout(self.spec.timeout):
                 await self._run(n, t0)
         except Refused as refused:
             self.out.refused(n, t0, refused.prepared_at)
+            return refused.retry_after_seconds
         except (HttpError, OSError) as exc:
             self.out.error(n, t0, str(exc))
         except TimeoutError:
             limit = self.spec.request_timeout or self.spec.timeout
             self.out.error(n, t0, f"no answer within {limit:g}s", timeout=True)
+        return 0.0
 
     async def _run(self, n: int, t0: float) -> None:
         kind, spec = self.spec.kind, self.spec
@@ -212,7 +219,9 @@ async def closed_loop(driver: Driver) -> None:
         for n in counter:
             if finished(n):
                 return
-            await driver.transaction(n, time.time())
+            wait = await driver.transaction(n, time.time())
+            if wait and spec.honor_retry_after:
+                await asyncio.sleep(min(wait, max(0.0, deadline - time.monotonic())))
 
     await asyncio.gather(*(client() for _ in range(spec.concurrency)))
 
@@ -235,7 +244,7 @@ async def open_loop(driver: Driver) -> None:
     that would exceed ``max_in_flight`` is dropped (counted as an error), so an overloaded
     server cannot make the generator queue without bound."""
     spec = driver.spec
-    start, running = time.time(), set[asyncio.Task[None]]()
+    start, running = time.time(), set[asyncio.Task[float]]()
     driver.out.schedule_start = start
     for n, offset in enumerate(schedule(spec)):
         scheduled = start + offset

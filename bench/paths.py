@@ -24,7 +24,7 @@ import orjson
 from bench import history
 from bench.loadgen import DROPPED, ERROR, REFUSED, REFUSED_AFTER_PREPARE, Spec, message_ids
 from bench.procs import Usage
-from bench.stack import TOPICS, Stack, receipts_file
+from bench.stack import LOADGEN_PREFIX, TOPICS, Stack, receipts_file
 from bench.stages import load_stages
 from bench.stats import rate, summarize
 from bench.verify import CANCELLED, CONFIRMED, verify
@@ -48,6 +48,7 @@ class Load:
     phases: tuple[tuple[float, float], ...] = ()  # open loop: (seconds, rate) one after another
     request_timeout: float = 0.0  # >0: a request not answered by then is a time-out
     consumers: int = 1  # subscribers of each message (the fan-out path's consumer apps)
+    honor_retry_after: bool = False  # closed loop: a refused client waits Retry-After
 
     @property
     def label(self) -> str:
@@ -66,18 +67,19 @@ def _spec(stack: Stack, load: Load, base_url: str, run_id: str) -> Spec:
                 duration=load.duration, batch_size=load.batch_size,
                 cancel_every=0 if kind == "oneshot" else 20, keys=load.keys,
                 phases=[list(phase) for phase in load.phases],
-                request_timeout=load.request_timeout, record_requests=bool(load.phases))
+                request_timeout=load.request_timeout, record_requests=bool(load.phases),
+                honor_retry_after=load.honor_retry_after)
 
 
 def _drive(stack: Stack, spec: Spec, run_id: str) -> dict[str, Any]:
     spec_file, out_file = stack.work / f"{run_id}.spec.json", stack.work / f"{run_id}.out.json"
     spec_file.write_text(json.dumps(asdict(spec)))
-    process = stack.spawn(f"loadgen-{run_id}", ["-m", "bench.loadgen", str(spec_file),
+    process = stack.spawn(f"{LOADGEN_PREFIX}{run_id}", ["-m", "bench.loadgen", str(spec_file),
                                                 str(out_file)], group="loadgen")
     while process.poll() is None:
         stack.check_alive()
         time.sleep(0.1)
-    stack.processes.pop(f"loadgen-{run_id}", None)
+    stack.processes.pop(f"{LOADGEN_PREFIX}{run_id}", None)
     if process.returncode != 0:
         raise RuntimeError(f"the load generator failed; see {stack.work}/loadgen-{run_id}.log")
     result: dict[str, Any] = orjson.loads(out_file.read_bytes())

@@ -155,6 +155,7 @@ def _tenants(runs: list[dict[str, Any]]) -> list[str]:
                   f"  the flood: {flood['clients']} clients, {flood['answered']} of "
                   f"{flood['transactions']} transactions answered, {flood['refusals']} "
                   f"refused, {flood['errors']} errors"]
+        lines += [f"  flood error: {sample}" for sample in flood.get("error_samples", [])]
     return lines
 
 

@@ -38,6 +38,7 @@ TOPICS = {path: f"bench.{path}" for path in
 CONSUMED = [topic for path, topic in TOPICS.items() if path != "fanout"]
 BARE_ACK_TOPIC = "bench.bare-acks"
 STOP_SECONDS = 15
+LOADGEN_PREFIX = "loadgen-"  # the name of every load generator process
 
 
 class StackError(RuntimeError):
@@ -69,7 +70,12 @@ class Stack:
 
     @property
     def check_url(self) -> str:
-        return f"http://127.0.0.1:{self.callback_port}/check"
+        return f"{self.check_prefix}check"
+
+    @property
+    def check_prefix(self) -> str:
+        """What a bench app's ``check_url_prefixes`` holds: the callback server's root."""
+        return f"http://127.0.0.1:{self.callback_port}/"
 
     def env(self, **extra: str) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith("RMS_")}
@@ -103,8 +109,10 @@ class Stack:
             process.wait(5)
 
     def check_alive(self) -> None:
-        for name, process in self.processes.items():
-            if process.poll() is not None:
+        """Raise if a process of the stack has exited (a load generator is checked by the
+        thread that drives it: another may run and end beside it)."""
+        for name, process in list(self.processes.items()):
+            if not name.startswith(LOADGEN_PREFIX) and process.poll() is not None:
                 raise StackError(f"{name} exited with {process.returncode}; see "
                                  f"{self.work / (name + '.log')}")
 
@@ -145,10 +153,14 @@ def wait_http(url: str, timeout: float = 60.0, stack: Stack | None = None) -> No
 
 
 def start_serve(stack: Stack, workers: int, confirm_answer: str = "published") -> None:
+    """The measured ``rms serve``, with its defaults but for ``RMS_CONFIRM_ANSWER`` and any
+    ``RMS_ADMISSION_*`` setting of the benchmark's own environment (to measure other limits,
+    or none)."""
     port = int(stack.api_url.rsplit(":", 1)[1])
+    tuning = {k: v for k, v in os.environ.items() if k.startswith("RMS_ADMISSION_")}
     stack.spawn("rms-serve", ["-m", "rms.cli", "serve", "--port", str(port),
                               "--workers", str(workers)],
-                stack.env(RMS_CONFIRM_ANSWER=confirm_answer))
+                stack.env(**tuning | {"RMS_CONFIRM_ANSWER": confirm_answer}))
     wait_http(f"{stack.api_url}/readyz", stack=stack)
 
 
@@ -194,7 +206,7 @@ def register_app(stack: Stack) -> None:
     stack.app = f"bench-{uuid.uuid4().hex[:8]}"
     app = create_app(stack, {"name": stack.app, "produce_topics": ["bench.*"],
                              "consume_topics": CONSUMED,
-                             "check_url_prefixes": [f"http://127.0.0.1:{stack.callback_port}/"],
+                             "check_url_prefixes": [stack.check_prefix],
                              "ordered_topics": [TOPICS["ordered"]]})
     stack.api_key = app["api_key"]
     stack.signing_secret = app["signing_secret"]

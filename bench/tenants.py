@@ -8,7 +8,9 @@ One run, on its own ``rms serve``:
    ``--tenants-seconds`` (its calm figure);
 2. the same calm load again while the flooding tenant (a second app) runs a closed loop of
    happy-path transactions with ``FLOOD_SHARES`` times the fair share (the initial limit
-   divided between the two apps) of clients.
+   divided between the two apps) of clients; a flooding client that is refused waits the
+   answer's ``Retry-After`` before its next transaction, as the RMS SDKs do (a client that
+   ignores it is held by the per-app rate limit, ``RMS_APP_RATE_LIMIT_PER_SECOND``).
 
 Targets, for the calm tenant during the flood: at least ``ANSWERED_SHARE`` of its transactions
 answered 2xx throughout, and the p99 of its full transactions (prepare to confirm) within
@@ -82,7 +84,7 @@ def verdicts(alone: Calm, flooded: Calm) -> list[Verdict]:
 def _flood(stack: Stack, url: str, api_key: str, seconds: float, run_id: str,
            out: dict[str, Any]) -> None:
     load = Load("tenants", "closed", concurrency=FLOOD_SHARES * fair_share(), duration=seconds,
-                request_timeout=REQUEST_TIMEOUT)
+                request_timeout=REQUEST_TIMEOUT, honor_retry_after=True)
     out.update(drive_as(stack, load, url, run_id, api_key))
 
 
@@ -97,8 +99,8 @@ def run_tenants(stack: Stack, rate: float, seconds: float, workers: int, run_id:
         alone_row, alone = run_load_recorded(stack, calm, url, f"{run_id}-alone")
         # it produces only: the bench app, which consumes the topics, is each message's one
         # subscriber, so the bench consumer's acks finish the flooder's messages too
-        flooder = create_app(stack, {"name": f"flooder-{run_id}",
-                                     "produce_topics": ["bench.*"]})["api_key"]
+        flooder = create_app(stack, {"name": f"flooder-{run_id}", "produce_topics": ["bench.*"],
+                                     "check_url_prefixes": [stack.check_prefix]})["api_key"]
         flooding = threading.Thread(target=_flood, name="tenants-flood", args=(
             stack, url, flooder, seconds + 2 * FLOOD_LEAD_SECONDS, f"{run_id}-flood", flooded))
         flooding.start()
@@ -121,4 +123,5 @@ def _flood_figures(generated: dict[str, Any]) -> dict[str, Any]:
     transactions = generated.get("transactions", [])
     return {"clients": FLOOD_SHARES * fair_share(), "transactions": len(transactions),
             "answered": sum(1 for t in transactions if t[1] in (CONFIRMED, CANCELLED)),
-            "refusals": generated.get("refusals", 0), "errors": generated.get("errors", 0)}
+            "refusals": generated.get("refusals", 0), "errors": generated.get("errors", 0),
+            "error_samples": generated.get("error_samples", [])[:3]}

@@ -7,11 +7,15 @@ every request queueing until clients time out.
 The limit follows measured latency, in the manner of Netflix's gradient limiter and Envoy's
 adaptive concurrency filter: requests are timed in short windows; a window's mean latency is
 compared with the long-run latency (a slow moving average of the windows); while it stays
-within ``tolerance`` times the long-run latency (and under the latency ceiling) the limit
-grows by a small queue allowance, and as it rises beyond that the limit shrinks in
-proportion. The limit grows only while it is being used, so a quiet server keeps no stale,
-inflated limit. A request's own latency starts when the application sees it; the time it waited
-before (in the socket, while the event loop was busy) shows only as event-loop lag, so the loop
+within ``tolerance`` times the long-run latency or under the latency floor (and under the
+latency ceiling) the limit grows by a small queue allowance, and as it rises beyond that the
+limit shrinks in proportion. The floor keeps a server that batches its work (group commit,
+the producer's linger) from refusing a calm load: more requests in flight make each one a
+little slower there while the server completes more of them, so latency that rose from a
+quiet hour's few milliseconds to some tens is no sign of a queue; latency past the floor is.
+The limit grows only while it is being used, so a quiet server keeps no stale, inflated limit.
+A request's own latency starts when the application sees it; the time it waited before (in the
+socket, while the event loop was busy) shows only as event-loop lag, so the loop
 is probed too (a timer every few milliseconds, timed against when it was due): a window whose
 mean lag exceeds the lag budget shrinks the limit in proportion, like a slow window. That keeps
 a process that shares its cores from saturating its own loop, which would delay refusals as
@@ -87,8 +91,9 @@ class LimitPolicy:
     initial: int = 64
     minimum: int = 8
     maximum: int = 1000
-    tolerance: float = 1.5  # recent latency may rise this far over the long-run latency
-    ceiling_seconds: float = 0.1  # a window slower than this always shrinks the limit
+    tolerance: float = 1.5  # recent latency may rise this far over the long-run latency ...
+    floor_seconds: float = 0.05  # ... or up to this, whichever is more
+    ceiling_seconds: float = 0.25  # a window slower than this always shrinks the limit
     window_seconds: float = 0.1  # latency is judged per window of at least this long ...
     window_samples: int = 10  # ... and at least this many requests
     long_windows: int = 600  # the long-run latency averages about this many windows
@@ -145,7 +150,8 @@ class GradientLimit:
             self.long_rtt += (short_rtt - self.long_rtt) * factor
             if self.long_rtt > 2 * short_rtt:  # latency fell a lot: follow it faster
                 self.long_rtt *= 0.95
-        allowed = min(policy.tolerance * self.long_rtt, policy.ceiling_seconds)
+        allowed = min(max(policy.tolerance * self.long_rtt, policy.floor_seconds),
+                      policy.ceiling_seconds)
         gradient = max(0.5, min(1.0, allowed / max(short_rtt, 1e-6),
                                 policy.lag_budget_seconds / max(lag, 1e-6)))
         if gradient >= 1.0 and peak_inflight < self.limit / 2:

@@ -140,6 +140,7 @@ def _limit_policy(settings: Settings) -> LimitPolicy:
                        minimum=settings.admission_min_limit,
                        maximum=settings.admission_max_limit,
                        tolerance=settings.admission_tolerance,
+                       floor_seconds=settings.admission_latency_floor_seconds,
                        ceiling_seconds=settings.admission_latency_ceiling_seconds,
                        lag_budget_seconds=settings.admission_lag_budget_seconds,
                        unauthenticated=settings.admission_unauthenticated_limit)

@@ -206,6 +206,7 @@ class Settings(WorkerSettings, RetentionSettings):
     admission_min_limit: int = Field(default=8, ge=1)
     admission_max_limit: int = Field(default=1000, ge=1)
     admission_tolerance: float = Field(default=1.5, ge=1.0)
+    admission_latency_floor_seconds: float = Field(default=0.05, ge=0)
     admission_latency_ceiling_seconds: float = Field(default=0.25, gt=0)
     admission_lag_budget_seconds: float = Field(default=0.01, gt=0)
     # requests in flight whose key the database could not look up, held apart from the limit
@@ -233,6 +234,9 @@ class Settings(WorkerSettings, RetentionSettings):
                 <= self.admission_max_limit):
             raise ConfigError("RMS_ADMISSION_MIN_LIMIT <= RMS_ADMISSION_INITIAL_LIMIT <= "
                               "RMS_ADMISSION_MAX_LIMIT must hold")
+        if self.admission_latency_floor_seconds > self.admission_latency_ceiling_seconds:
+            raise ConfigError("RMS_ADMISSION_LATENCY_FLOOR_SECONDS must not exceed "
+                              "RMS_ADMISSION_LATENCY_CEILING_SECONDS")
         return self
 
 

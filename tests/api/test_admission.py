@@ -5,6 +5,7 @@ health or admin, and the real API refuses its excess that way under a burst of p
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 
@@ -27,7 +28,8 @@ from rms.config import Settings
 from tests.security.served import served
 from tests.support import Api
 
-POLICY = LimitPolicy(initial=50, minimum=5, maximum=200, tolerance=1.5, ceiling_seconds=0.25,
+POLICY = LimitPolicy(initial=50, minimum=5, maximum=200, tolerance=1.5, floor_seconds=0.0,
+                     ceiling_seconds=0.25,
                      window_seconds=0.1, window_samples=10, long_windows=100, smoothing=0.2)
 
 
@@ -71,6 +73,28 @@ def test_rising_latency_shrinks_the_limit_and_falling_latency_lets_it_grow_again
     shrunk = limit.limit
     _feed(limit, clock, 0.01, lambda: int(limit.limit), windows=40)
     assert limit.limit > shrunk * 2
+
+
+def test_latency_that_rises_but_stays_under_the_floor_keeps_the_limit() -> None:
+    """A quiet hour teaches a long-run latency of a few milliseconds; a calm load of more
+    clients then makes each request some tens of milliseconds (the server batches its
+    commits): under the floor that is no queue, and the limit in use keeps growing. Past the
+    floor the gradient applies again."""
+    floored = dataclasses.replace(POLICY, floor_seconds=0.05)
+    clock = Clock()
+    limit = GradientLimit(floored, clock)
+    _feed(limit, clock, 0.005, lambda: int(limit.limit), windows=20)
+    grown = limit.limit
+    _feed(limit, clock, 0.04, lambda: int(limit.limit), windows=20)  # eight times slower
+    assert limit.limit > grown
+    _feed(limit, clock, 0.1, lambda: int(limit.limit), windows=20)  # past the floor
+    assert limit.limit < grown / 2
+
+
+def test_the_floor_may_not_exceed_the_ceiling() -> None:
+    with pytest.raises(ValueError, match="RMS_ADMISSION_LATENCY_FLOOR_SECONDS"):
+        Settings(dev_mode=True, admission_latency_floor_seconds=0.3,
+                 admission_latency_ceiling_seconds=0.25)
 
 
 def test_latency_over_the_ceiling_always_shrinks_the_limit() -> None:
