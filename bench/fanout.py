@@ -17,6 +17,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from bench.paths import Load, run_load_recorded
 from bench.stack import TOPICS, Stack, StackError, create_app, create_topics
 
@@ -65,5 +67,17 @@ def run_fanout(stack: Stack, load: Load, run_id: str) -> dict[str, Any]:
         row, _ = run_load_recorded(stack, load, stack.api_url, run_id, receipts)
     finally:
         stack.stop_process(f"{GROUP}-{run_id}", GROUP)
+        release_consumers(stack, apps)
     done = row["stages"].get("done", {}).get("count", 0)
     return row | {"acks": done * len(apps)}
+
+
+def release_consumers(stack: Stack, apps: list[tuple[str, str]]) -> None:
+    """Delete the run's consumer apps: they would otherwise be subscribers of the next run's
+    messages too, with no consumer left to ack as them."""
+    for name, _ in apps:
+        response = httpx.delete(f"{stack.api_url}/v1/admin/apps/{name}", timeout=30,
+                                headers={"Authorization": f"Bearer {stack.admin_token}"})
+        if response.status_code not in (200, 204):
+            raise StackError(f"cannot delete the fan-out app {name}: "
+                             f"{response.status_code} {response.text}")

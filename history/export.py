@@ -33,13 +33,7 @@ from typing import Any
 from history.dburl import asyncpg_dsn
 from history.options import UsageError, Window
 from history.states import open_states_sql
-from history.tables import (
-    EVENT_COLUMNS,
-    JSON_ARRAY_COLUMNS,
-    JSON_COLUMNS,
-    MESSAGE_COLUMNS,
-    arrow_schema,
-)
+from history.tables import EVENT_COLUMNS, MESSAGE_COLUMNS, arrow_schema, select_list
 
 MANIFEST = "_export.json"
 FORMAT = "rms-history-export"
@@ -103,18 +97,6 @@ class PartWriter:
         self._writer = pq.ParquetWriter(self._directory / name, self._schema)
         self._rows_in_file = 0
         self.files.append(name)
-
-
-def select_list(columns: tuple[tuple[str, str], ...], alias: str) -> str:
-    return ", ".join(_selected(name, alias) for name, _ in columns)
-
-
-def _selected(name: str, alias: str) -> str:
-    if name in JSON_ARRAY_COLUMNS:
-        return f"to_jsonb({alias}.{name})::text AS {name}"
-    if name in JSON_COLUMNS:
-        return f"{alias}.{name}::text AS {name}"
-    return f"{alias}.{name}"
 
 
 def _window_filter(window: Window) -> tuple[str, list[datetime]]:

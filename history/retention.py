@@ -60,10 +60,9 @@ from history.archive import (
     write_parquet,
 )
 from history.dburl import asyncpg_dsn
-from history.export import select_list
 from history.options import ReportError, UsageError
 from history.pacing import Pace, Pacer
-from history.tables import EVENT_COLUMNS, MESSAGE_COLUMNS
+from history.tables import EVENT_COLUMNS, MESSAGE_COLUMNS, select_list
 from rms.store.retention import (
     FINISHED,
     delete_events,

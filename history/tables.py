@@ -69,13 +69,26 @@ EVENT_COLUMNS: tuple[tuple[str, str], ...] = (
 REPORT_MESSAGE_COLUMNS = (
     "message_id", "app", "topic", "state", "dead", "dead_reason", "check_count",
     "delivery_count", "created_at", "confirmed_at", "done_at", "deleted_at", "next_check_at",
-    "next_delivery_at", "deliver_after",
+    "next_delivery_at", "deliver_after", "subscribers", "acks",
 )
 REPORT_EVENT_COLUMNS = ("message_id", "at", "event", "actor", "detail")
 
 # jsonb columns are exported as their JSON text, and array columns as JSON arrays
 JSON_COLUMNS = frozenset({"payload", "headers", "detail", "acks"})
 JSON_ARRAY_COLUMNS = frozenset({"subscribers"})
+
+
+def select_list(columns: tuple[tuple[str, str], ...], alias: str) -> str:
+    """The SQL select list of ``columns`` of the table aliased ``alias``, as exported."""
+    return ", ".join(_selected(name, alias) for name, _ in columns)
+
+
+def _selected(name: str, alias: str) -> str:
+    if name in JSON_ARRAY_COLUMNS:
+        return f"to_jsonb({alias}.{name})::text AS {name}"
+    if name in JSON_COLUMNS:
+        return f"{alias}.{name}::text AS {name}"
+    return f"{alias}.{name}"
 
 
 def arrow_schema(columns: tuple[tuple[str, str], ...]) -> Any:

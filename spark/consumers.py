@@ -18,23 +18,33 @@ Per (app, topic, consumer), over the window's messages (by creation, as every gr
   the message's confirmation (a delayed message's clock starts at its delivery time, as in
   ``spark.facts``); ``sla_compliance`` = met / (met + missed), null if both are 0.
 
-What a consumer still owes is in the stats and the dashboard (``GET /v1/stats``); the report
-lists messages, not debts, in its stuck list (``spark.stuck``).
+- ``stuck`` / ``dead``: what that consumer still owes at the report's "now", among the
+  messages the stuck list looks at (``spark.stuck``: created before ``--until``, whatever
+  ``--since``): messages of which it is a subscriber without an ack, ``sent`` and not dead,
+  whose ack deadline passed more than ``grace`` seconds ago (or that have none), and messages
+  dead while it still owes them. A message under the single-ack rule names no consumer and
+  counts for none. A consumer that owes something and acked nothing in the window has a row
+  of its own (no acks, no latency).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
+from rms.domain.states import State
 from spark.facts import micros_between, topic_target
 from spark.percentiles import LEVELS
 
 CONSUMER_KEYS = ("app", "topic", "consumer")
 CONSUMER_COUNTS = ("acked", "sla_met", "sla_missed")
+DEBTS = ("stuck", "dead")
 LATENCY = "publish_to_ack"
 LATENCY_COLUMNS = (f"{LATENCY}_count", *(f"{LATENCY}_{level}" for level in LEVELS))
 CONSUMER_COLUMNS = (*CONSUMER_KEYS, "sla_target_seconds", *CONSUMER_COUNTS, "sla_compliance",
-                    *LATENCY_COLUMNS)
+                    *DEBTS, *LATENCY_COLUMNS)
+_SENT = State.SENT.value
 
 
 def consumer_name(actor: Any) -> Any:
@@ -69,23 +79,62 @@ def consumer_acks(messages: Any, events: Any, targets: dict[str, float]) -> Any:
     )
 
 
-def consumer_table(messages: Any, events: Any, targets: dict[str, float]) -> Any:
+def consumer_debts(opened: Any, now: datetime, grace_seconds: float) -> Any:
+    """Per (app, topic, consumer) what it owes at ``now`` (``DEBTS``), from the messages the
+    stuck list looks at: their subscribers less the consumers in their acks."""
+    from pyspark.sql import functions as F
+
+    col = F.col
+    cutoff = F.lit(now - timedelta(seconds=grace_seconds))
+    owing = F.array_except(F.from_json(col("subscribers"), "array<string>"),
+                           F.map_keys(F.from_json(col("acks"), "map<string,string>")))
+    overdue = col("next_delivery_at").isNull() | (col("next_delivery_at") < cutoff)
+    stuck = (col("state") == _SENT) & ~col("dead") & overdue
+    owed = opened.where(col("subscribers").isNotNull() & (col("dead") | stuck)).select(
+        "app", "topic", col("dead"), F.explode(owing).alias("consumer"))
+    return owed.groupBy(*CONSUMER_KEYS).agg(
+        F.count(F.when(~col("dead"), True)).alias("stuck"),
+        F.count(F.when(col("dead"), True)).alias("dead"))
+
+
+def consumer_table(messages: Any, events: Any, targets: dict[str, float], opened: Any,
+                   now: datetime, grace_seconds: float,
+                   target_for: Callable[[str], float] | None = None) -> Any:
     """The per-consumer rows (``CONSUMER_COLUMNS``) as an Arrow table sorted by their keys:
     the counts from one aggregation, the percentiles from one numbering of the values per
-    group (``_percentiles``), joined on the driver."""
+    group (``_percentiles``), what each owes from the open messages (``consumer_debts``),
+    joined on the driver. ``target_for``: the SLA target of a topic not in ``targets`` (of a
+    consumer that only owes)."""
     import pyarrow as pa
 
     rows = consumer_acks(messages, events, targets)
-    counts = _counts(rows).toArrow()
+    counts = {_key(row): row for row in _counts(rows).toArrow().to_pylist()}
+    debts = {_key(row): row for row in consumer_debts(opened, now, grace_seconds).collect()}
     ranked = _percentiles(rows)
     table = []
-    for row in counts.to_pylist():
-        key = tuple(row[k] for k in CONSUMER_KEYS)
+    for key in counts.keys() | debts.keys():
+        row = counts.get(key) or _no_acks(key, targets, target_for)
         decided = row["sla_met"] + row["sla_missed"]
+        owed = debts.get(key)
         table.append({**row, "sla_compliance": row["sla_met"] / decided if decided else None,
+                      **{d: owed[d] if owed else 0 for d in DEBTS},
                       **_no_latency(), **ranked.get(key, {})})
     table.sort(key=lambda r: tuple((r[k] is not None, r[k] or "") for k in CONSUMER_KEYS))
     return pa.Table.from_pylist(table, schema=_schema())
+
+
+def _key(row: Any) -> tuple[Any, ...]:
+    return tuple(row[k] for k in CONSUMER_KEYS)
+
+
+def _no_acks(key: tuple[Any, ...], targets: dict[str, float],
+             target_for: Callable[[str], float] | None) -> dict[str, Any]:
+    """The counts of a consumer that owes messages but acked none in the window."""
+    topic = key[1]
+    target = targets.get(topic, target_for(topic) if target_for else None)
+    return {**dict(zip(CONSUMER_KEYS, key, strict=True)),
+            "sla_target_seconds": target, f"{LATENCY}_count": 0,
+            **dict.fromkeys(CONSUMER_COUNTS, 0)}
 
 
 def _counts(rows: Any) -> Any:
@@ -149,6 +198,6 @@ def _schema() -> Any:
     import pyarrow as pa
 
     types = {"sla_target_seconds": pa.float64(), "sla_compliance": pa.float64(),
-             **{c: pa.int64() for c in (*CONSUMER_COUNTS, f"{LATENCY}_count")},
+             **{c: pa.int64() for c in (*CONSUMER_COUNTS, *DEBTS, f"{LATENCY}_count")},
              **{f"{LATENCY}_{level}": pa.float64() for level in LEVELS}}
     return pa.schema([(c, types.get(c, pa.string())) for c in CONSUMER_COLUMNS])

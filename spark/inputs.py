@@ -46,6 +46,7 @@ from history.tables import (
     MESSAGE_COLUMNS,
     REPORT_EVENT_COLUMNS,
     REPORT_MESSAGE_COLUMNS,
+    select_list,
     spark_ddl,
 )
 from spark.facts import DETAIL_EVENTS
@@ -206,7 +207,10 @@ def slice_predicates(window: Window, column: str, low: datetime | None,
 
 
 def _message_select(table: str = "messages") -> str:
-    return f"SELECT {', '.join(REPORT_MESSAGE_COLUMNS)} FROM {table}"
+    """The report's message columns, the subscribers and acks as JSON text (as exported)."""
+    kinds = dict(MESSAGE_COLUMNS)
+    columns = tuple((name, kinds[name]) for name in REPORT_MESSAGE_COLUMNS)
+    return f"SELECT {select_list(columns, 'm')} FROM {table} AS m"
 
 
 _EVENTS_SQL = (  # the detail only of the events whose detail the report reads, the actor of acks

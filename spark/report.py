@@ -64,7 +64,9 @@ def _collect(config: ReportConfig, now: datetime, history: History) -> ReportTab
             pairs = Pairs.of(facts)
             targets = {topic: config.targets.target_for(topic)
                        for topic in set(pairs.topics) if topic is not None}
-            consumers = pool.submit(consumer_table, history.messages, history.events, targets)
+            consumers = pool.submit(consumer_table, history.messages, history.events, targets,
+                                    history.open, now, config.grace_seconds,
+                                    config.targets.target_for)
             grains = aggregate_grains(with_sla(facts, targets), GRAINS, pairs)
         finally:
             facts.unpersist()

@@ -144,8 +144,8 @@ def test_dashboard_in_chromium(service: Service, database_url: str, unique: str,
         consumers = page.locator("#consumers-sla-table tbody tr")
         expect(consumers).to_have_count(2)
         assert [t.strip() for t in consumers.nth(1).locator("td").all_inner_texts()] == [
-            "shop", "orders.paid", "points", "28", "25", "3", "89.3%", "400 ms", "3.2 s",
-            "8 s"]
+            "shop", "orders.paid", "points", "28", "25", "3", "89.3%", "2", "1", "400 ms",
+            "3.2 s", "8 s"]
 
         # dead letters: the dead message is listed; open it and resend
         dead_row = page.locator(f'#dead-table tr[data-id="{seeded.dead_id}"]')

@@ -53,6 +53,16 @@ class Msg:
     check_count: int = 0
     delivery_count: int = 0
     deliver_after: datetime | None = None
+    subscribers: list[str] | None = None  # None: the single-ack rule
+    acks: dict[str, datetime] | None = None  # consumer -> when its ack was recorded
+
+    @property
+    def acks_json(self) -> str | None:
+        """``messages.acks`` as the store writes it: consumer -> {at, via}."""
+        if self.acks is None:
+            return None
+        return json.dumps({c: {"at": at.isoformat(), "via": "http"}
+                           for c, at in self.acks.items()})
 
     def row(self) -> dict[str, Any]:
         """Every exported column, with the policy fields at their defaults."""
@@ -66,6 +76,8 @@ class Msg:
             "confirmed_at": self.confirmed_at, "done_at": self.done_at,
             "deleted_at": self.deleted_at, "next_check_at": self.next_check_at,
             "next_delivery_at": self.next_delivery_at, "deliver_after": self.deliver_after,
+            "subscribers": None if self.subscribers is None else json.dumps(self.subscribers),
+            "acks": self.acks_json,
         }
 
 
@@ -332,9 +344,9 @@ _MESSAGE_INSERT = """
 INSERT INTO messages (message_id, app, topic, payload, check_url, state, dead, dead_reason,
     check_count, delivery_count, check_after_seconds, max_checks, ack_timeout_seconds,
     max_deliveries, created_at, confirmed_at, done_at, deleted_at, next_check_at,
-    next_delivery_at)
+    next_delivery_at, subscribers, acks)
 VALUES ($1, $2, $3, '{}'::jsonb, 'http://127.0.0.1/check', $4, $5, $6, $7, $8, 10, 15, 60, 6,
-    $9, $10, $11, $12, $13, $14)
+    $9, $10, $11, $12, $13, $14, $15, $16::jsonb)
 """
 
 
@@ -350,7 +362,8 @@ async def _store(dsn: str, history: History) -> None:
             await conn.executemany(_MESSAGE_INSERT, [
                 (m.message_id, m.app, m.topic, m.state, m.dead, m.dead_reason, m.check_count,
                  m.delivery_count, m.created_at, m.confirmed_at, m.done_at, m.deleted_at,
-                 m.next_check_at, m.next_delivery_at) for m in history.messages])
+                 m.next_check_at, m.next_delivery_at, m.subscribers, m.acks_json)
+                for m in history.messages])
             await conn.executemany(
                 "INSERT INTO message_events (message_id, at, event, actor, detail) "
                 "VALUES ($1, $2, $3, $4, $5::jsonb)",

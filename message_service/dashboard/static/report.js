@@ -88,10 +88,11 @@
       ...stages.map((s) => duration(stageValue(t, s, "p95")))]), 2);
     const consumers = Array.isArray(summary.consumers) ? summary.consumers : [];
     table($("consumers-sla-table"), ["app", "topic", "consumer", "acked", "met", "missed",
-      "compliance", "publish → ack p50", "p95", "p99"],
+      "compliance", "stuck", "dead", "publish → ack p50", "p95", "p99"],
     consumers.map((c) => [c.app, c.topic, c.consumer, number(c.acked), number(c.sla_met),
-      number(c.sla_missed), percent(c.sla_compliance), duration(c.publish_to_ack_p50),
-      duration(c.publish_to_ack_p95), duration(c.publish_to_ack_p99)]), 3);
+      number(c.sla_missed), percent(c.sla_compliance), number(c.stuck), number(c.dead),
+      duration(c.publish_to_ack_p50), duration(c.publish_to_ack_p95),
+      duration(c.publish_to_ack_p99)]), 3);
   }
 
   root.RmsReport = { renderReport };
