@@ -86,8 +86,9 @@ def consumer_debts(opened: Any, now: datetime, grace_seconds: float) -> Any:
 
     col = F.col
     cutoff = F.lit(now - timedelta(seconds=grace_seconds))
+    acked = F.map_keys(F.from_json(col("acks"), "map<string,string>"))  # null before an ack
     owing = F.array_except(F.from_json(col("subscribers"), "array<string>"),
-                           F.map_keys(F.from_json(col("acks"), "map<string,string>")))
+                           F.coalesce(acked, F.array().cast("array<string>")))
     overdue = col("next_delivery_at").isNull() | (col("next_delivery_at") < cutoff)
     stuck = (col("state") == _SENT) & ~col("dead") & overdue
     owed = opened.where(col("subscribers").isNotNull() & (col("dead") | stuck)).select(

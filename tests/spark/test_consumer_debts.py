@@ -40,7 +40,7 @@ def _history(rng: random.Random) -> History:
         subscribers = (sorted(rng.sample(CONSUMERS, rng.randint(1, 3)))
                        if confirmed is not None and rng.random() < 0.8 else None)
         acked = ({c: created + timedelta(seconds=rng.randint(2, 600)) for c in subscribers
-                  if state == "done" or rng.random() < 0.4} if subscribers else None)
+                  if state == "done" or rng.random() < 0.4} or None if subscribers else None)
         # the ack deadline: well past the grace, just inside it, in the future, or none
         deadline = rng.choice((AS_OF - timedelta(seconds=GRACE + 30),
                                AS_OF - timedelta(seconds=GRACE - 30),
@@ -56,6 +56,10 @@ def _history(rng: random.Random) -> History:
             dead_reason=None, subscribers=subscribers, acks=acked))
         events += [Ev(message_id, at, "acked", {"via": "http"}, actor=f"app:{consumer}")
                    for consumer, at in (acked or {}).items()]
+    # a consumer that owes one message and acked nothing
+    messages.append(Msg("pager-1", "ops", "alerts", "sent", AS_OF - timedelta(hours=3),
+                        confirmed_at=AS_OF - timedelta(hours=3), subscribers=["pager"],
+                        next_delivery_at=AS_OF - timedelta(hours=2)))
     for message in messages:
         if message.dead:
             message.dead_reason = "delivery-exhausted"

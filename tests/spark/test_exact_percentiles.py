@@ -281,6 +281,7 @@ def _expected_consumer(measured: list[Any]) -> dict[str, Any]:
     row: dict[str, Any] = {"sla_target_seconds": 60.0, "acked": len(measured), "sla_met": met,
                            "sla_missed": len(measured) - met,
                            "sla_compliance": met / len(measured),
+                           "stuck": 0, "dead": 0,  # no message names subscribers
                            "publish_to_ack_count": len(latencies)}
     for name, level in LEVELS.items():
         row[f"publish_to_ack_{name}"] = latencies[math.ceil(level * len(latencies)) - 1] / 1e6
