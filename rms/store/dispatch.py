@@ -136,13 +136,19 @@ def _record_statement() -> Any:
     return select(changed.subquery("outcomes")).add_cte(history)
 
 
-# The ``published`` events of messages recorded after their ack (found acked, or their row
-# held by another statement, such as the ack, when the outcome was recorded): once whoever held
-# a row is done (:data:`_WAIT`), every event of a message from its first ``acked`` event
-# numbered before its latest ``published`` one is numbered after that ``published`` event, in
-# the order they had (the acks of several subscribers, and whatever came between and after
-# them, keep their order), and the ``published`` time is made no later than the first ack's.
-# Binds $1: the message ids. Changes nothing for a message no ack came before.
+# The ``published`` events of messages recorded after an ack they came before (found acked, or
+# their row held by another statement, such as the ack, when the outcome was recorded): once
+# whoever held a row is done (:data:`_WAIT`), each ack recorded too early is numbered right
+# after the ``published`` event it follows in truth, and that event's time is made no later
+# than the ack's. An ack that finished the message (``done`` in its detail; an ack without it
+# is one that always does) follows the latest ``published`` event: no delivery is published
+# after ``done``, so the latest publish was already under way. An ack that finished nothing
+# (one subscriber's of several) is early only when it came before every ``published`` event
+# (a consumer faster than the broker's answer to the first publish); one recorded after some
+# ``published`` event is in its place, whatever redeliveries to the others follow it. The
+# events from a message's first early ack on are numbered again in that order (every other
+# event keeps its place relative to the rest). Binds $1: the message ids. Changes nothing for
+# a message with no early ack.
 # Before it renumbers, the settle holds every row it settles (``FOR SHARE``, in id order):
 # an ack still writing one (its event numbered, not yet committed) is waited for, and no ack
 # starts until the settle commits, so no ack event lands between renumbered ones. It waits at
@@ -153,29 +159,34 @@ _LOCK = ("SELECT 1 FROM messages WHERE message_id = ANY($1::text[]) "
          "ORDER BY message_id FOR SHARE")
 _SETTLE_TRIES = 20
 _SETTLE = """
-WITH published AS (
-    SELECT DISTINCT ON (message_id) message_id, id FROM message_events
+WITH pub AS (
+    SELECT message_id, min(id) AS first_id, max(id) AS last_id FROM message_events
     WHERE message_id = ANY($1::text[]) AND event = 'published'
-    ORDER BY message_id, id DESC
-), first_ack AS (
-    SELECT e.message_id, min(e.id) AS id FROM message_events e JOIN published p
-        ON e.message_id = p.message_id AND e.event = 'acked' AND e.id < p.id
-    GROUP BY e.message_id
+    GROUP BY message_id
+), acks AS (
+    SELECT e.id, e.message_id, e.at, p.first_id, p.last_id,
+           coalesce((e.detail->>'done')::boolean, true) AS finished
+    FROM message_events e JOIN pub p ON p.message_id = e.message_id
+    WHERE e.message_id = ANY($1::text[]) AND e.event = 'acked' AND e.id < p.last_id
+), early AS (
+    SELECT id, message_id, at, CASE WHEN finished THEN last_id ELSE first_id END AS anchor
+    FROM acks WHERE finished OR id < first_id
+), anchored AS (
+    SELECT anchor AS id, min(at) AS at FROM early GROUP BY anchor
+), start AS (
+    SELECT message_id, min(id) AS id FROM early GROUP BY message_id
 ), later AS (
-    SELECT e.id FROM message_events e
-    JOIN first_ack f ON e.message_id = f.message_id AND e.id >= f.id
-    JOIN published p ON e.message_id = p.message_id AND e.id <> p.id
-    ORDER BY e.id
+    SELECT e.id, least(e.at, a.at) AS at
+    FROM message_events e
+    JOIN start s ON e.message_id = s.message_id AND e.id >= s.id
+    LEFT JOIN early x ON x.id = e.id
+    LEFT JOIN anchored a ON a.id = e.id
+    ORDER BY coalesce(x.anchor, e.id), x.id IS NOT NULL, e.id
 ), renumbered AS (
-    SELECT id, nextval(pg_get_serial_sequence('message_events', 'id')) AS new_id FROM later
-), moved AS (
-    UPDATE message_events e SET id = r.new_id FROM renumbered r WHERE e.id = r.id
-    RETURNING e.message_id, e.at, e.event
-), earliest AS (
-    SELECT message_id, min(at) AS at FROM moved WHERE event = 'acked' GROUP BY message_id
+    SELECT id, at, nextval(pg_get_serial_sequence('message_events', 'id')) AS new_id
+    FROM later
 )
-UPDATE message_events e SET at = least(e.at, m.at)
-FROM published p JOIN earliest m ON m.message_id = p.message_id WHERE e.id = p.id
+UPDATE message_events e SET id = r.new_id, at = r.at FROM renumbered r WHERE e.id = r.id
 """
 
 

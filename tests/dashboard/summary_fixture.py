@@ -19,8 +19,8 @@ TOPICS = (("shop", "orders.paid", 0.9), ("billing", "invoices", 1.0))
 CONSUMERS = [
     {"app": "shop", "topic": "orders.paid", "consumer": consumer, "sla_target_seconds": 60.0,
      "acked": acked, "sla_met": met, "sla_missed": acked - met, "sla_compliance": met / acked,
-     "stuck": stuck, "dead": dead, "publish_to_ack_count": acked, "publish_to_ack_p50": p50, "publish_to_ack_p95": p50 * 8,
-     "publish_to_ack_p99": p50 * 20}
+     "stuck": stuck, "dead": dead, "publish_to_ack_count": acked, "publish_to_ack_p50": p50,
+     "publish_to_ack_p95": p50 * 8, "publish_to_ack_p99": p50 * 20}
     for consumer, acked, met, stuck, dead, p50 in (("invoicing", 30, 30, 0, 0, 0.12),
                                                    ("points", 28, 25, 2, 1, 0.4))]
 

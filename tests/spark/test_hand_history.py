@@ -244,11 +244,13 @@ def test_acks_per_consumer(spark_hand_report: Report) -> None:
     assert rows == {
         "invoicing": common | {
             "consumer": "invoicing", "acked": 1, "sla_met": 1, "sla_missed": 0,
-            "sla_compliance": 1.0, "stuck": 0, "dead": 0, "publish_to_ack_count": 1, "publish_to_ack_p50": 1.0,
+            "sla_compliance": 1.0, "stuck": 0, "dead": 0, "publish_to_ack_count": 1,
+            "publish_to_ack_p50": 1.0,
             "publish_to_ack_p95": 1.0, "publish_to_ack_p99": 1.0},
         "points": common | {
             "consumer": "points", "acked": 3, "sla_met": 2, "sla_missed": 1,
-            "sla_compliance": 2 / 3, "stuck": 0, "dead": 0, "publish_to_ack_count": 3, "publish_to_ack_p50": 2.0,
+            "sla_compliance": 2 / 3, "stuck": 0, "dead": 0, "publish_to_ack_count": 3,
+            "publish_to_ack_p50": 2.0,
             "publish_to_ack_p95": 69.0, "publish_to_ack_p99": 69.0},
     }
     table = pq.read_table(spark_hand_report.out / "consumers.parquet").to_pylist()
