@@ -235,5 +235,10 @@ class DispatchStore:
                 return
             except asyncpg.LockNotAvailableError:
                 await asyncio.sleep(0.01 * (attempt + 1))
-        # the outcomes are recorded; only the order of their events is left as it was written
+            except Exception as exc:  # the outcomes are recorded already
+                # a caller told of a failure here would take its recorded publish for lost
+                # and publish again; only the order of the events is left as it was written
+                log.warning("dispatch.settle_failed", messages=len(ids),
+                            error=f"{type(exc).__name__}: {exc}")
+                return
         log.warning("dispatch.settle_gave_up", messages=len(ids), tries=_SETTLE_TRIES)
