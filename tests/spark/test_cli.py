@@ -122,6 +122,7 @@ def test_rms_report_on_an_export(spark_session: Any, spark_hand_db: str, tmp_pat
 
 
 @pytest.mark.spark
+@pytest.mark.timeout(300)
 def test_spark_submit_over_jdbc(spark_hand_db: str, spark_jdbc_jar: Path,
                                 tmp_path: Path) -> None:
     """The job under spark-submit, in its own JVM, the driver jar passed with --jars."""
@@ -134,7 +135,7 @@ def test_spark_submit_over_jdbc(spark_hand_db: str, spark_jdbc_jar: Path,
          str(ROOT / "spark" / "job.py"), "--database-url", spark_hand_db, "--since", SINCE,
          "--until", UNTIL, "--as-of", AS_OF, "--targets", str(targets), "--out", str(out),
          "--jdbc-partitions", "2"],
-        cwd=tmp_path, capture_output=True, text=True, check=False, timeout=110,
+        cwd=tmp_path, capture_output=True, text=True, check=False, timeout=280,
         env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
              "PYSPARK_DRIVER_PYTHON": sys.executable})
     assert result.returncode == 0, result.stderr[-3000:]
