@@ -248,7 +248,8 @@ def _message_table(c: dict[str, Any]) -> Any:
                 "check_after_seconds": 10.0, "max_checks": 15, "ack_timeout_seconds": 60.0,
                 "max_deliveries": 6, "deliver_after": None, "traceparent": None,
                 "tracestate": None, "ordered": False, "confirm_seq": None,
-                "transaction_id": None, "transaction_position": None}
+                "transaction_id": None, "transaction_position": None, "subscribers": None,
+                "acks": None}
     arrays = []
     for f in schema:
         value = c[f.name] if f.name in c else pa.repeat(pa.scalar(defaults[f.name], f.type), n)
