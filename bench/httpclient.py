@@ -32,10 +32,6 @@ class Response:
     retry_after_seconds: float = 0.0  # ... saying this many seconds (0: none, or not a number)
 
 
-def _has_header(head: bytes, name: bytes) -> bool:
-    return _header(head, name) is not None
-
-
 def _header(head: bytes, name: bytes) -> bytes | None:
     for line in head.split(b"\r\n")[1:]:
         key, _, value = line.partition(b":")

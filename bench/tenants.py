@@ -111,12 +111,26 @@ def run_tenants(stack: Stack, rate: float, seconds: float, workers: int, run_id:
         stack.stop_process(SERVER, SERVER)
     before, after = Calm.of(alone), Calm.of(during)
     judged = verdicts(before, after)
+    flood = _flood_figures(flooded)
     row["tenants"] = {"alone": asdict(before), "flooded": asdict(after),
-                      "flood": _flood_figures(flooded), "targets": judged}
+                      "flood": flood, "targets": judged}
     failed = [f"{target}: {measured}" for target, measured, met in judged if not met]
+    failed += flood_problems(flood)
     row["verification"]["passed"] = row["verification"]["passed"] and not failed
     row["verification"]["targets_failed"] = failed
     return [alone_row, row]
+
+
+def flood_problems(flood: dict[str, Any]) -> list[str]:
+    """Why the flood proves nothing, if it does not: a run whose flood did not reach the
+    server (no figures, errors instead of answers) would meet the calm tenant's targets
+    without being tried."""
+    if flood["errors"]:
+        return [f"the flood met {flood['errors']} errors, e.g. {flood['error_samples'][:1]}"]
+    if flood["answered"] + flood["refusals"] < flood["clients"]:
+        return [f"the flood was no flood: {flood['answered']} answered and "
+                f"{flood['refusals']} refused from {flood['clients']} clients"]
+    return []
 
 
 def _flood_figures(generated: dict[str, Any]) -> dict[str, Any]:

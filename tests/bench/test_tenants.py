@@ -7,7 +7,7 @@ from typing import Any
 
 from bench import targets
 from bench.loadgen import CONFIRMED, REFUSED
-from bench.tenants import Calm, verdicts
+from bench.tenants import Calm, flood_problems, verdicts
 
 
 def _calm(count: int, refused: int, seconds_each: float) -> dict[str, Any]:
@@ -38,3 +38,14 @@ def test_the_targets_are_reported_with_the_run() -> None:
     reported = [(name, met) for name, _, met in targets.judge(result)
                 if name.startswith("two tenants")]
     assert reported == [(f"two tenants at r=100: {target}", met) for target, _, met in judged]
+
+
+def test_a_flood_that_met_errors_or_never_reached_the_server_fails_the_run() -> None:
+    flood = {"clients": 128, "transactions": 0, "answered": 0, "refusals": 0, "errors": 0,
+             "error_samples": []}
+    assert flood_problems(flood) == [
+        "the flood was no flood: 0 answered and 0 refused from 128 clients"]
+    rejected = flood | {"transactions": 60_000, "errors": 60_000,
+                        "error_samples": ["/v1/messages -> 422 ..."]}
+    assert flood_problems(rejected)[0].startswith("the flood met 60000 errors")
+    assert flood_problems(flood | {"answered": 5_000, "refusals": 900}) == []
