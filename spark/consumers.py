@@ -34,6 +34,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from rms.domain.states import State
+from rms_client.ids import APP_NAME_PATTERN
 from spark.facts import micros_between, topic_target
 from spark.percentiles import LEVELS
 
@@ -87,8 +88,10 @@ def consumer_debts(opened: Any, now: datetime, grace_seconds: float) -> Any:
     col = F.col
     cutoff = F.lit(now - timedelta(seconds=grace_seconds))
     acked = F.map_keys(F.from_json(col("acks"), "map<string,string>"))  # null before an ack
-    owing = F.array_except(F.from_json(col("subscribers"), "array<string>"),
-                           F.coalesce(acked, F.array().cast("array<string>")))
+    owing = F.filter(  # only app names: an export RMS did not write may hold anything
+        F.array_except(F.from_json(col("subscribers"), "array<string>"),
+                       F.coalesce(acked, F.array().cast("array<string>"))),
+        lambda name: name.isNotNull() & name.rlike(APP_NAME_PATTERN))
     overdue = col("next_delivery_at").isNull() | (col("next_delivery_at") < cutoff)
     stuck = (col("state") == _SENT) & ~col("dead") & overdue
     owed = opened.where(col("subscribers").isNotNull() & (col("dead") | stuck)).select(

@@ -113,3 +113,34 @@ def test_each_consumers_debts_equal_a_recomputation(spark_session: Any, spark_po
         run_report(spark_session, ReportConfig(out=tmp_path / name, source=source,
                                                as_of=AS_OF, grace_seconds=GRACE))
         _check(_rows(tmp_path / name), history)
+
+
+ODD = ["", "not json", "{}", '{"a": 1}', "[1, 2]", "[null]", '"points"', "null", "[[]]",
+       '["points", "points"]', "\x00", '{"points": 7}', '{"points": [1]}']
+
+
+def test_odd_subscribers_and_acks_in_an_export_count_for_no_one_or_as_written(
+        spark_session: Any, tmp_path: Path) -> None:
+    """An export RMS did not write: subscribers and acks of every odd shape, on stuck
+    messages. Each row is judged alone: the report runs, and only a JSON array of names
+    owes (less the names in a JSON object of acks)."""
+    messages = [Msg(f"odd-{i}-{j}", "shop", "orders.paid", "sent", AS_OF - timedelta(hours=3),
+                    confirmed_at=AS_OF - timedelta(hours=3),
+                    next_delivery_at=AS_OF - timedelta(hours=2))
+                for i in range(len(ODD)) for j in range(len(ODD))]
+    rows = [m.row() | {"subscribers": ODD[int(m.message_id.split("-")[1])],
+                       "acks": ODD[int(m.message_id.split("-")[2])]} for m in messages]
+    export = write_export(tmp_path / "export", History(messages=messages, events=[]))
+    import pyarrow as pa
+
+    from history.tables import MESSAGE_COLUMNS, arrow_schema
+    for name in ("messages", "open"):
+        pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema(MESSAGE_COLUMNS)),
+                       export / name / "part-00000.parquet")
+    run_report(spark_session, ReportConfig(out=tmp_path / "out", source=ParquetSource(export),
+                                           as_of=AS_OF, grace_seconds=GRACE))
+    found = {k[2]: r["stuck"] for k, r in _rows(tmp_path / "out").items()}
+    # '["points", "points"]' names points, owed unless the acks are an object naming it (2 of
+    # the 13); '[1, 2]' is read as the names "1" and "2" (a JSON number as its text); a null,
+    # a nested array and anything not an array name no one
+    assert found == {"points": len(ODD) - 2, "1": len(ODD), "2": len(ODD)}
