@@ -30,13 +30,13 @@ Per (app, topic, consumer), over the window's messages (by creation, as every gr
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from rms.domain.states import State
 from rms_client.ids import APP_NAME_PATTERN
 from spark.facts import micros_between, topic_target
 from spark.percentiles import LEVELS
+from spark.stuck import DEAD, UNACKED, stuck_kind
 
 CONSUMER_KEYS = ("app", "topic", "consumer")
 CONSUMER_COUNTS = ("acked", "sla_met", "sla_missed")
@@ -45,7 +45,6 @@ LATENCY = "publish_to_ack"
 LATENCY_COLUMNS = (f"{LATENCY}_count", *(f"{LATENCY}_{level}" for level in LEVELS))
 CONSUMER_COLUMNS = (*CONSUMER_KEYS, "sla_target_seconds", *CONSUMER_COUNTS, "sla_compliance",
                     *DEBTS, *LATENCY_COLUMNS)
-_SENT = State.SENT.value
 
 
 def consumer_name(actor: Any) -> Any:
@@ -81,24 +80,22 @@ def consumer_acks(messages: Any, events: Any, targets: dict[str, float]) -> Any:
 
 
 def consumer_debts(opened: Any, now: datetime, grace_seconds: float) -> Any:
-    """Per (app, topic, consumer) what it owes at ``now`` (``DEBTS``), from the messages the
-    stuck list looks at: their subscribers less the consumers in their acks."""
+    """Per (app, topic, consumer) what it owes at ``now`` (``DEBTS``): the stuck list's
+    ``unacked`` and ``dead`` messages (``spark.stuck``), their subscribers less their acks."""
     from pyspark.sql import functions as F
 
     col = F.col
-    cutoff = F.lit(now - timedelta(seconds=grace_seconds))
     acked = F.map_keys(F.from_json(col("acks"), "map<string,string>"))  # null before an ack
     owing = F.filter(  # only app names: an export RMS did not write may hold anything
         F.array_except(F.from_json(col("subscribers"), "array<string>"),
                        F.coalesce(acked, F.array().cast("array<string>"))),
         lambda name: name.isNotNull() & name.rlike(APP_NAME_PATTERN))
-    overdue = col("next_delivery_at").isNull() | (col("next_delivery_at") < cutoff)
-    stuck = (col("state") == _SENT) & ~col("dead") & overdue
-    owed = opened.where(col("subscribers").isNotNull() & (col("dead") | stuck)).select(
-        "app", "topic", col("dead"), F.explode(owing).alias("consumer"))
+    kind = stuck_kind(now, grace_seconds)
+    owed = opened.where(col("subscribers").isNotNull() & kind.isin(UNACKED, DEAD)).select(
+        "app", "topic", kind.alias("kind"), F.explode(owing).alias("consumer"))
     return owed.groupBy(*CONSUMER_KEYS).agg(
-        F.count(F.when(~col("dead"), True)).alias("stuck"),
-        F.count(F.when(col("dead"), True)).alias("dead"))
+        F.count(F.when(col("kind") == UNACKED, True)).alias("stuck"),
+        F.count(F.when(col("kind") == DEAD, True)).alias("dead"))
 
 
 def consumer_table(messages: Any, events: Any, targets: dict[str, float], opened: Any,

@@ -25,6 +25,7 @@ from rms.domain.states import State
 from spark.facts import seconds_between
 
 _PENDING = State.PENDING_SEND.value
+DEAD, UNACKED = "dead", "unacked"
 
 DEFAULT_GRACE_SECONDS = 60.0
 
@@ -46,7 +47,9 @@ def stuck_messages(opened: Any, now: datetime, grace_seconds: float) -> Any:
     return table.take(order)
 
 
-def _stuck(opened: Any, now: datetime, grace_seconds: float) -> Any:
+def stuck_kind(now: datetime, grace_seconds: float) -> Any:
+    """A message's kind in the stuck list (``dead``, ``pending-send``, ``unacked``), null
+    when it is not stuck: the column every use of the list's definition reads."""
     from pyspark.sql import functions as F
 
     col = F.col
@@ -55,11 +58,18 @@ def _stuck(opened: Any, now: datetime, grace_seconds: float) -> Any:
     def overdue(deadline: str) -> Any:
         return col(deadline).isNull() | (col(deadline) < cutoff)
 
-    kind = (
-        F.when(col("dead"), F.lit("dead"))
+    return (
+        F.when(col("dead"), F.lit(DEAD))
         .when((col("state") == _PENDING) & overdue("next_check_at"), F.lit(_PENDING))
-        .when((col("state") == State.SENT.value) & overdue("next_delivery_at"), F.lit("unacked"))
+        .when((col("state") == State.SENT.value) & overdue("next_delivery_at"), F.lit(UNACKED))
     )
+
+
+def _stuck(opened: Any, now: datetime, grace_seconds: float) -> Any:
+    from pyspark.sql import functions as F
+
+    col = F.col
+    kind = stuck_kind(now, grace_seconds)
     deadline = (F.when(col("dead"), F.lit(None))
                 .when(col("state") == _PENDING, col("next_check_at"))
                 .otherwise(col("next_delivery_at")))
