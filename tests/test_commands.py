@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -70,6 +71,23 @@ def test_serve_refuses_to_start_without_admin_token(tmp_path: Path) -> None:
     output, _ = process.communicate(timeout=60)
     assert process.returncode == 2
     assert "RMS_ADMIN_TOKEN is required" in output
+
+
+def test_serve_on_an_address_in_use_says_so_in_one_line(tmp_path: Path) -> None:
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RMS_")}
+    try:
+        process = _rms("serve", "--port", str(port), env=env | {"RMS_ADMIN_TOKEN": "t" * 32},
+                       cwd=tmp_path)
+        output, _ = process.communicate(timeout=60)
+    finally:
+        taken.close()
+    assert process.returncode == 1, output
+    assert output.strip().splitlines()[-1] == (
+        f"rms serve: cannot listen on 127.0.0.1:{port}: Address already in use"), output
 
 
 def test_unknown_command_is_a_usage_error() -> None:
