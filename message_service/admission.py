@@ -278,7 +278,9 @@ class Admission:
     def _probe(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
         """Measure how late this timer runs, and come back after the probe interval."""
         now = loop.time()
-        self.limit.lag(max(0.0, now - due))
+        late = max(0.0, now - due)
+        self.limit.lag(late)
+        metrics.EVENT_LOOP_LAG.observe(late)
         period = self.limit.policy.lag_probe_seconds
         loop.call_at(now + period, self._probe, loop, now + period)
 

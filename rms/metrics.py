@@ -79,6 +79,12 @@ ADMISSION_LIMIT = Gauge("rms_admission_limit",
                         "Producer and consumer API requests admitted at once (adaptive)")
 ADMISSION_REFUSED = Counter("rms_admission_refused_total",
                             "Requests refused with 503 at the concurrency limit")
+EVENT_LOOP_LAG = Histogram(
+    "rms_event_loop_lag_seconds",
+    "How late a timer of the API's event loop runs (every request waits about this long before "
+    "it is read, refusals included)",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56),
+)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ COVERED = {
     "publish failures by reason": "rms_publish_failures_total",
     "admission limit": "rms_admission_limit",
     "admission refusals": "rms_admission_refused_total",
+    "event-loop lag": "rms_event_loop_lag_seconds",
     "loop health": "rms_loop_failing",
     "loop failures": "rms_loop_failures_total",
     "retention": "rms_retention_last_success_timestamp_seconds",
