@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -30,6 +31,7 @@ class Response:
     retried: bool = False  # sent a second time after a dropped connection
     retry_after: bool = False  # the answer carries a Retry-After header ...
     retry_after_seconds: float = 0.0  # ... saying this many seconds (0: none, or not a number)
+    sent: float = 0.0  # time.time() when the request went out on its connection
 
 
 def _header(head: bytes, name: bytes) -> bytes | None:
@@ -81,6 +83,7 @@ class Connection:
         head = (f"{method} {path} HTTP/1.1\r\n".encode() + self._host + headers
                 + b"content-type: application/json\r\ncontent-length: "
                 + str(len(body)).encode() + b"\r\n\r\n")
+        sent = time.time()
         self._writer.write(head + body)
         try:
             answer = await self._reader.readuntil(b"\r\n\r\n")
@@ -100,7 +103,7 @@ class Connection:
             raise HttpError(f"bad or broken response: {exc}") from exc
         retry_after = _header(answer, b"retry-after")
         return Response(int(answer[9:12]), payload, retry_after=retry_after is not None,
-                        retry_after_seconds=_seconds(retry_after))
+                        retry_after_seconds=_seconds(retry_after), sent=sent)
 
     def close(self) -> None:
         self._writer.close()
@@ -167,7 +170,7 @@ class Pool:
             answer = await conn.request(method, path, body, headers)
         return Response(answer.status, answer.body, retried=True,
                         retry_after=answer.retry_after,
-                        retry_after_seconds=answer.retry_after_seconds)
+                        retry_after_seconds=answer.retry_after_seconds, sent=answer.sent)
 
     def close(self) -> None:
         for conn in self._idle:

@@ -23,7 +23,11 @@ The output (JSON) lists every transaction as ``[n, outcome, t0, t1, t2]``: ``t0`
 (scheduled) start, ``t1`` the end of prepare (or send), ``t2`` the end of confirm/cancel, all
 ``time.time()`` seconds, comparable with the consumer's clock and the database's. With
 ``record_requests``, every request is listed too, as ``[n, step, status, start, end,
-retry_after]`` (``status`` the HTTP status, ``"timeout"`` or ``"error"``).
+retry_after, sent]`` (``status`` the HTTP status, ``"timeout"`` or ``"error"``; ``start`` when
+the transaction asked for it, ``sent`` when it went out on a connection, after any wait for one
+of the pool's connections, None without an answer), and the generator's own event-loop lag as
+``[time, seconds]`` every ``LAG_PROBE_SECONDS`` (how late a timer ran: time the generator's
+clock adds to every latency it measures).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ REFUSED = "refused"  # the prepare (or send, or batch) was refused: nothing was 
 REFUSED_AFTER_PREPARE = "refused-after-prepare"  # the message waits for its check-back
 REFUSAL_STATUSES = (429, 503)
 TIMEOUT, OTHER = "timeout", "error"  # request statuses that are not HTTP answers
+LAG_PROBE_SECONDS = 0.005
 
 
 class Refused(HttpError):
@@ -107,6 +112,7 @@ class Outcome:
     refusals: int = 0
     error_samples: list[str] = field(default_factory=list)
     schedule_start: float = 0.0
+    loop_lag: list[list[float]] = field(default_factory=list)
 
     def error(self, n: int, t0: float, what: str, timeout: bool = False) -> None:
         self.errors += 1
@@ -142,12 +148,12 @@ class Driver:
                 response = await self.pool.request("POST", path,
                                                    orjson.dumps(body) if body else b"", self.auth)
         except TimeoutError:
-            self._record(n, step, TIMEOUT, started, False)
+            self._record(n, step, TIMEOUT, started, False, None)
             raise
         except (HttpError, OSError):
-            self._record(n, step, OTHER, started, False)
+            self._record(n, step, OTHER, started, False, None)
             raise
-        self._record(n, step, response.status, started, response.retry_after)
+        self._record(n, step, response.status, started, response.retry_after, response.sent)
         if response.status in REFUSAL_STATUSES:
             raise Refused(step, response.status, response.retry_after_seconds)
         repeated = response.retried and expect == 201 and response.status == 200
@@ -155,9 +161,17 @@ class Driver:
             raise HttpError(f"{path} -> {response.status} {response.body[:200]!r}")
 
     def _record(self, n: int, step: str, status: int | str, started: float,
-                retry_after: bool) -> None:
+                retry_after: bool, sent: float | None) -> None:
         if self.spec.record_requests:
-            self.out.requests.append([n, step, status, started, time.time(), retry_after])
+            self.out.requests.append([n, step, status, started, time.time(), retry_after, sent])
+
+    async def probe_lag(self) -> None:
+        """Record how late a timer of ``LAG_PROBE_SECONDS`` fires, until cancelled."""
+        loop = asyncio.get_running_loop()
+        while True:
+            due = loop.time() + LAG_PROBE_SECONDS
+            await asyncio.sleep(LAG_PROBE_SECONDS)
+            self.out.loop_lag.append([time.time(), max(0.0, loop.time() - due)])
 
     async def transaction(self, n: int, t0: float) -> float:
         """Run transaction ``n``; returns the seconds its refusal asked to wait (0 if none)."""
@@ -266,8 +280,11 @@ async def drive(spec: Spec) -> dict[str, Any]:
     driver = Driver(spec)
     before = resource.getrusage(resource.RUSAGE_SELF)  # start-up (imports) not counted
     started = time.time()
+    probe = asyncio.create_task(driver.probe_lag()) if spec.record_requests else None
     await (open_loop(driver) if spec.mode == "open" else closed_loop(driver))
     ended = time.time()
+    if probe is not None:
+        probe.cancel()
     driver.pool.close()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {"spec": asdict(spec), "started": started, "ended": ended,
@@ -275,6 +292,7 @@ async def drive(spec: Spec) -> dict[str, Any]:
             "peak_rss_mb": usage.ru_maxrss / 1024, "errors": driver.out.errors,
             "timeouts": driver.out.timeouts, "refusals": driver.out.refusals,
             "schedule_start": driver.out.schedule_start, "requests": driver.out.requests,
+            "loop_lag": driver.out.loop_lag,
             "dropped_connection_retries": driver.pool.dropped_retries,
             "error_samples": driver.out.error_samples,
             "transactions": driver.out.transactions}

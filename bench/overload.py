@@ -26,10 +26,12 @@ was published, and each target holds:
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -55,16 +57,22 @@ NORMAL_FACTOR = 1.5
 REQUEST_TIMEOUT = 10.0
 SERVER = "rms-serve-admission"
 LIMIT_METRIC = b"rms_admission_limit "
+LAG_BUCKET = b'rms_event_loop_lag_seconds_bucket{le="'
 WATCH_SECONDS = 1.0
 
 
 @dataclass
 class LimitWatch:
-    """Samples the server's ``rms_admission_limit`` from its /metrics (never limited) every
-    ``WATCH_SECONDS`` in a thread, so the report shows where the limit stood in each phase."""
+    """Samples the server's ``rms_admission_limit`` and its event-loop lag histogram
+    (``rms_event_loop_lag_seconds``) from its /metrics (never limited) every ``WATCH_SECONDS``
+    in a thread, so the report shows where the limit stood in each phase and how long a request
+    waited in the server before it was read."""
 
     url: str
+    pid: int | None = None  # the server's: its event loop's time on and waiting for a CPU
     samples: list[tuple[float, float]] = field(default_factory=list)
+    lag: list[tuple[float, dict[float, float]]] = field(default_factory=list)  # cumulative
+    sched: list[tuple[float, float, float]] = field(default_factory=list)  # time, on, waiting
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -79,17 +87,79 @@ class LimitWatch:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
+        self._sample()  # one at once, then every WATCH_SECONDS
         while not self._stop.wait(WATCH_SECONDS):
-            try:
-                text = httpx.get(f"{self.url}/metrics", timeout=2).content
-            except httpx.HTTPError:
-                continue
-            for line in text.splitlines():
-                if line.startswith(LIMIT_METRIC):
-                    self.samples.append((time.time(), float(line[len(LIMIT_METRIC):])))
+            self._sample()
+
+    def _sample(self) -> None:
+        try:
+            text = httpx.get(f"{self.url}/metrics", timeout=2).content
+        except httpx.HTTPError:
+            return
+        now = time.time()
+        for line in text.splitlines():
+            if line.startswith(LIMIT_METRIC):
+                self.samples.append((now, float(line[len(LIMIT_METRIC):])))
+        self.lag.append((now, lag_buckets(text)))
+        if self.pid is not None and (seconds := loop_schedstat(self.pid)) is not None:
+            self.sched.append((now, *seconds))
+
+    def loop_cpu_during(self, window: Window) -> tuple[float, float] | None:
+        """The share of the window the server's event-loop thread ran on a CPU, and the share
+        it was ready to run but waited for one (None without samples around the window)."""
+        before = [s for s in self.sched if s[0] < window.start]
+        within = [s for s in self.sched if window.holds(s[0])]
+        if not before or not within or within[-1][0] <= before[-1][0]:
+            return None
+        (t0, on0, wait0), (t1, on1, wait1) = before[-1], within[-1]
+        return round((on1 - on0) / (t1 - t0), 2), round((wait1 - wait0) / (t1 - t0), 2)
 
     def during(self, window: Window) -> list[float]:
         return sorted(limit for t, limit in self.samples if window.holds(t))
+
+    def lag_p99_during(self, window: Window, p: float = 99) -> float | None:
+        """The server's event-loop lag ``p``-th percentile in the window (100: its longest), in
+        ms, as the upper bound of its histogram bucket (None without two samples around the
+        window)."""
+        before = [buckets for t, buckets in self.lag if t < window.start]
+        within = [buckets for t, buckets in self.lag if window.holds(t)]
+        if not before or not within:
+            return None
+        return bucket_percentile({le: within[-1].get(le, 0.0) - count
+                                  for le, count in before[-1].items()}, p)
+
+
+def loop_schedstat(pid: int) -> tuple[float, float] | None:
+    """Seconds the main thread of ``pid`` (the event loop) has run on a CPU and has waited,
+    runnable, for one (Linux's ``/proc/<pid>/task/<pid>/schedstat``); None where unreadable."""
+    try:
+        fields = Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()
+        return int(fields[0]) / 1e9, int(fields[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def lag_buckets(metrics_text: bytes) -> dict[float, float]:
+    """The cumulative buckets of ``rms_event_loop_lag_seconds`` in a /metrics text."""
+    buckets: dict[float, float] = {}
+    for line in metrics_text.splitlines():
+        if line.startswith(LAG_BUCKET):
+            le, _, count = line[len(LAG_BUCKET):].partition(b'"} ')
+            buckets[math.inf if le == b"+Inf" else float(le)] = float(count)
+    return buckets
+
+
+def bucket_percentile(cumulative: dict[float, float], p: float) -> float | None:
+    """The upper bound (ms) of the bucket holding the ``p``-th percentile of a cumulative
+    histogram (None when it counts nothing)."""
+    bounds = sorted(cumulative)
+    total = cumulative[bounds[-1]] if bounds else 0.0
+    if total <= 0:
+        return None
+    for le in bounds:
+        if cumulative[le] >= total * p / 100:
+            return round(le * 1000, 1)
+    return None
 
 
 @dataclass(frozen=True)
@@ -124,6 +194,13 @@ class Figures:
     failed_targets: tuple[str, ...]
     refused_after_prepare: int = 0  # transactions whose prepare was admitted, not the rest
     limit_during_overload: tuple[float, float, float] | None = None  # min, median, max
+    # where a refusal's time goes: from the request going out on its connection (the pool's
+    # wait for a free connection left out), and the event-loop lag of the load generator (its
+    # clock runs late by that much) and of the server (requests wait that long to be read)
+    refusal_sent_p99_ms: float | None = None
+    loadgen_lag_p99_ms: float | None = None
+    loadgen_lag_max_ms: float | None = None
+    server_lag_p99_ms: float | None = None
 
 
     def as_dict(self) -> dict[str, Any]:
@@ -166,6 +243,10 @@ def judge(generated: dict[str, Any], phases: tuple[tuple[float, float], ...],
         refusals=len(refused),
         refusal_p99_ms=_ms([r[4] - r[3] for r in refused]),
         refusal_max_ms=round(max(r[4] - r[3] for r in refused) * 1000, 1) if refused else None,
+        refusal_sent_p99_ms=_ms([r[4] - r[6] for r in refused if len(r) > 6 and r[6]]),
+        loadgen_lag_p99_ms=_ms(lags := [lag for t, lag in generated.get("loop_lag", [])
+                                        if overload.holds(t)]),
+        loadgen_lag_max_ms=round(max(lags) * 1000, 1) if lags else None,
         refusals_without_retry_after=sum(1 for r in refused if not r[5]),
         timeouts=sum(1 for r in requests if r[2] == TIMEOUT),
         server_errors=sum(1 for r in requests if isinstance(r[2], int) and r[2] >= 500
@@ -229,6 +310,12 @@ def start_admission_server(stack: Stack, workers: int) -> str:
     return url
 
 
+def server_pid(stack: Stack, workers: int) -> int | None:
+    """The process whose event loop serves the requests (None with several workers: the one
+    started is their supervisor)."""
+    return stack.processes[SERVER].pid if workers == 1 else None
+
+
 def run_overload(stack: Stack, concurrency: int, seconds: float, calm: float, factor: float,
                  duration: float, workers: int, run_id: str) -> list[dict[str, Any]]:
     """The capacity run and the overload run, as two report rows."""
@@ -238,16 +325,19 @@ def run_overload(stack: Stack, concurrency: int, seconds: float, calm: float, fa
                                         duration=duration), url, f"{run_id}-capacity")
         capacity = measured["throughput"]
         phases = ((calm, capacity / 2), (seconds, capacity * factor), (calm, capacity / 2))
-        with LimitWatch(url) as watch:
+        with LimitWatch(url, server_pid(stack, workers)) as watch:
             row, generated = run_load_recorded(
                 stack, Load("overload", "open", phases=phases, request_timeout=REQUEST_TIMEOUT),
                 url, run_id)
     finally:
         stack.stop_process(SERVER, SERVER)
     figures = judge(generated, phases, capacity)
-    limits = watch.during(overload_window(generated, phases))
+    window = overload_window(generated, phases)
+    limits = watch.during(window)
     row["overload"] = figures.as_dict() | {
-        "targets": verdicts(figures),
+        "targets": verdicts(figures), "server_lag_p99_ms": watch.lag_p99_during(window),
+        "server_lag_max_ms": watch.lag_p99_during(window, 100),
+        "server_loop_cpu": watch.loop_cpu_during(window),
         "limit_during_overload": (limits[0], limits[len(limits) // 2], limits[-1])
         if limits else None}
     row["verification"]["passed"] = row["verification"]["passed"] and not figures.failed_targets

@@ -120,6 +120,13 @@ def _limits(limits: list[float] | None) -> str:
     return "-" if not limits else "/".join(f"{limit:.0f}" for limit in limits)
 
 
+def _loop_cpu(shares: list[float] | None) -> str:
+    """An event loop's share of the time on a CPU and waiting for one."""
+    if not shares:
+        return "(CPU time not measured)"
+    return f"on a CPU {shares[0]:.0%}, waiting for one {shares[1]:.0%} of the time"
+
+
 def _overload(runs: list[dict[str, Any]]) -> list[str]:
     lines = []
     for run in runs:
@@ -137,6 +144,13 @@ def _overload(runs: list[dict[str, Any]]) -> list[str]:
                   f"  time-outs {f['timeouts']}, 5xx other than 503 {f['server_errors']}, other "
                   f"errors {f['other_errors']}; p99 full transaction calm {f['calm_p99_ms']} ms,"
                   f" from 5 s after the overload {f['recovered_p99_ms']} ms",
+                  f"  where a refusal's time goes (p99 during the overload): from going out on "
+                  f"its connection {f.get('refusal_sent_p99_ms')} ms; event-loop lag (p99, max) of "
+                  f"the load generator {f.get('loadgen_lag_p99_ms')}, "
+                  f"{f.get('loadgen_lag_max_ms')} ms, of rms serve <= "
+                  f"{f.get('server_lag_p99_ms')}, <= {f.get('server_lag_max_ms')} ms; rms serve's "
+                  "event loop "
+                  f"{_loop_cpu(f.get('server_loop_cpu'))}",
                   "  targets: " + ("all met" if not f["failed_targets"] else
                                    f"{len(f['failed_targets'])} not met (below)")]
     return lines
@@ -152,6 +166,12 @@ def _tenants(runs: list[dict[str, Any]]) -> list[str]:
                       f"{alone['transactions']} answered, p99 {alone['p99_ms']} ms; beside the "
                       f"flood {flooded['answered']} of {flooded['transactions']}, p99 "
                       f"{flooded['p99_ms']} ms",
+                  f"  event-loop lag p99, alone / beside the flood: calm tenant's load generator "
+                  f"{alone.get('loadgen_lag_p99_ms')} / {flooded.get('loadgen_lag_p99_ms')} ms, "
+                  f"rms serve <= {alone.get('server_lag_p99_ms')} / "
+                  f"{flooded.get('server_lag_p99_ms')} ms; rms serve's event loop "
+                  f"{_loop_cpu(alone.get('server_loop_cpu'))} / "
+                  f"{_loop_cpu(flooded.get('server_loop_cpu'))}",
                   f"  the flood: {flood['clients']} clients, {flood['answered']} of "
                   f"{flood['transactions']} transactions answered, {flood['refusals']} "
                   f"refused, {flood['errors']} errors"]

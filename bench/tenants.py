@@ -26,7 +26,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from bench.loadgen import CANCELLED, CONFIRMED
-from bench.overload import SERVER, Verdict, start_admission_server
+from bench.overload import (
+    SERVER,
+    LimitWatch,
+    Verdict,
+    Window,
+    server_pid,
+    start_admission_server,
+)
 from bench.paths import Load, drive_as, run_load_recorded
 from bench.stack import Stack, create_app
 from bench.stats import percentile
@@ -54,13 +61,23 @@ class Calm:
     transactions: int
     answered: int  # prepare and confirm (or cancel) both answered 2xx
     p99_ms: float | None  # full transactions, prepare to confirm
+    # event-loop lag p99 (ms) of the calm tenant's load generator and (bucket bound) of the
+    # server in the phase: time every latency of the phase carries besides the server's work
+    loadgen_lag_p99_ms: float | None = None
+    server_lag_p99_ms: float | None = None
+    server_loop_cpu: tuple[float, float] | None = None  # share on a CPU, share waiting for one
 
     @classmethod
-    def of(cls, generated: dict[str, Any]) -> Calm:
+    def of(cls, generated: dict[str, Any], watch: LimitWatch | None = None) -> Calm:
         ok = [t for t in generated["transactions"] if t[1] in (CONFIRMED, CANCELLED)]
         full = sorted(t[4] - t[2] for t in ok)
+        lags = sorted(lag for _, lag in generated.get("loop_lag", []))
+        window = Window(generated["started"], generated["ended"]) if watch else None
         return cls(len(generated["transactions"]), len(ok),
-                   round(percentile(full, 99) * 1000, 1) if full else None)
+                   round(percentile(full, 99) * 1000, 1) if full else None,
+                   round(percentile(lags, 99) * 1000, 1) if lags else None,
+                   watch.lag_p99_during(window) if watch and window else None,
+                   watch.loop_cpu_during(window) if watch and window else None)
 
     @property
     def share(self) -> float:
@@ -96,20 +113,21 @@ def run_tenants(stack: Stack, rate: float, seconds: float, workers: int, run_id:
     calm = Load("tenants", "open", phases=((seconds, rate),), request_timeout=REQUEST_TIMEOUT)
     flooded: dict[str, Any] = {}
     try:
-        alone_row, alone = run_load_recorded(stack, calm, url, f"{run_id}-alone")
-        # it produces only: the bench app, which consumes the topics, is each message's one
-        # subscriber, so the bench consumer's acks finish the flooder's messages too
-        flooder = create_app(stack, {"name": f"flooder-{run_id}", "produce_topics": ["bench.*"],
-                                     "check_url_prefixes": [stack.check_prefix]})["api_key"]
-        flooding = threading.Thread(target=_flood, name="tenants-flood", args=(
-            stack, url, flooder, seconds + 2 * FLOOD_LEAD_SECONDS, f"{run_id}-flood", flooded))
-        flooding.start()
-        time.sleep(FLOOD_LEAD_SECONDS)
-        row, during = run_load_recorded(stack, calm, url, f"{run_id}-flooded")
-        flooding.join()
+        with LimitWatch(url, server_pid(stack, workers)) as watch:
+            alone_row, alone = run_load_recorded(stack, calm, url, f"{run_id}-alone")
+            # it produces only: the bench app, which consumes the topics, is each message's one
+            # subscriber, so the bench consumer's acks finish the flooder's messages too
+            flooder = create_app(stack, {"name": f"flooder-{run_id}", "produce_topics": ["bench.*"],
+                                         "check_url_prefixes": [stack.check_prefix]})["api_key"]
+            flooding = threading.Thread(target=_flood, name="tenants-flood", args=(
+                stack, url, flooder, seconds + 2 * FLOOD_LEAD_SECONDS, f"{run_id}-flood", flooded))
+            flooding.start()
+            time.sleep(FLOOD_LEAD_SECONDS)
+            row, during = run_load_recorded(stack, calm, url, f"{run_id}-flooded")
+            flooding.join()
     finally:
         stack.stop_process(SERVER, SERVER)
-    before, after = Calm.of(alone), Calm.of(during)
+    before, after = Calm.of(alone, watch), Calm.of(during, watch)
     judged = verdicts(before, after)
     flood = _flood_figures(flooded)
     row["tenants"] = {"alone": asdict(before), "flooded": asdict(after),

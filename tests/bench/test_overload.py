@@ -3,11 +3,22 @@ its condition is broken, and a run that meets them all passes."""
 
 from __future__ import annotations
 
+import math
+import os
+import time
 from typing import Any
 
 from bench import targets
 from bench.loadgen import CONFIRMED, REFUSED, TIMEOUT
-from bench.overload import judge, verdicts
+from bench.overload import (
+    LimitWatch,
+    Window,
+    bucket_percentile,
+    judge,
+    lag_buckets,
+    loop_schedstat,
+    verdicts,
+)
 
 PHASES = ((10.0, 50.0), (30.0, 200.0), (10.0, 50.0))  # calm, overload, calm
 START = 1000.0
@@ -102,3 +113,58 @@ def test_each_target_is_judged_and_reported_on_its_own() -> None:
     reported = [(name, met) for name, _, met in targets.judge(result)
                 if name.startswith("overload")]
     assert reported == [(f"overload at r=200/s: {target}", met) for target, _, met in judged]
+
+
+def test_where_a_refusals_time_goes_is_reported_beside_it() -> None:
+    run = _healthy()
+    for r in run["requests"]:
+        if r[2] == 503:  # 30 ms waiting for a pool connection, then answered in 2 ms
+            r[4] = r[3] + 0.032
+            r.append(r[3] + 0.030)
+    run["loop_lag"] = [[START + 10 + i / 100, 0.001 * (i % 10)] for i in range(3000)]
+    run["loop_lag"] += [[START + 45.0, 5.0]]  # after the overload: not counted
+    figures = judge(run, PHASES, CAPACITY)
+    assert figures.refusal_p99_ms == 32.0 and figures.refusal_sent_p99_ms == 2.0
+    assert figures.loadgen_lag_p99_ms == 9.0
+
+
+def test_requests_without_an_answer_have_no_sent_time() -> None:
+    run = _healthy()
+    run["requests"].append([1, "prepare", TIMEOUT, 1020.0, 1030.0, False, None])
+    assert judge(run, PHASES, CAPACITY).refusal_sent_p99_ms is None  # none recorded it
+
+
+def test_the_servers_lag_is_read_from_its_histogram_around_the_window() -> None:
+    text = b"\n".join([
+        b"# HELP rms_event_loop_lag_seconds ...",
+        b'rms_event_loop_lag_seconds_bucket{le="0.001"} 90.0',
+        b'rms_event_loop_lag_seconds_bucket{le="0.02"} 99.0',
+        b'rms_event_loop_lag_seconds_bucket{le="0.04"} 100.0',
+        b'rms_event_loop_lag_seconds_bucket{le="+Inf"} 100.0',
+        b"rms_event_loop_lag_seconds_count 100.0",
+    ])
+    buckets = lag_buckets(text)
+    assert buckets == {0.001: 90.0, 0.02: 99.0, 0.04: 100.0, math.inf: 100.0}
+    assert bucket_percentile(buckets, 99) == 20.0 and bucket_percentile(buckets, 50) == 1.0
+    assert bucket_percentile({}, 99) is None and bucket_percentile({math.inf: 0.0}, 99) is None
+    watch = LimitWatch("http://unused")
+    earlier = {0.001: 1000.0, 0.02: 1000.0, 0.04: 1000.0, math.inf: 1000.0}
+    watch.lag += [(5.0, earlier), (15.0, {le: count + 1000.0 for le, count in buckets.items()})]
+    assert watch.lag_p99_during(Window(10.0, 20.0)) == 20.0  # only what the window added
+    assert watch.lag_p99_during(Window(0.0, 20.0)) is None  # no sample before it
+
+
+def test_the_servers_time_on_and_waiting_for_a_cpu_is_its_share_of_the_window() -> None:
+    watch = LimitWatch("http://unused", pid=1)
+    watch.sched += [(5.0, 1.0, 0.5), (12.0, 5.5, 3.0), (15.0, 7.0, 4.5)]
+    assert watch.loop_cpu_during(Window(10.0, 20.0)) == (0.6, 0.4)  # from 5 s to 15 s
+    assert watch.loop_cpu_during(Window(0.0, 20.0)) is None
+
+
+def test_the_schedstat_of_a_running_process_is_read_and_a_missing_one_is_none() -> None:
+    deadline = time.process_time() + 0.05
+    while time.process_time() < deadline:  # some CPU time of this thread to see
+        pass
+    on, waiting = loop_schedstat(os.getpid()) or (0.0, -1.0)
+    assert on >= 0.05 and waiting >= 0.0
+    assert loop_schedstat(2**22 + 1) is None  # above the kernel's largest pid
