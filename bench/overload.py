@@ -26,6 +26,7 @@ was published, and each target holds:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -99,7 +100,8 @@ class LimitWatch:
         now = time.time()
         for line in text.splitlines():
             if line.startswith(LIMIT_METRIC):
-                self.samples.append((now, float(line[len(LIMIT_METRIC):])))
+                with contextlib.suppress(ValueError):
+                    self.samples.append((now, float(line[len(LIMIT_METRIC):])))
         self.lag.append((now, lag_buckets(text)))
         if self.pid is not None and (seconds := loop_schedstat(self.pid)) is not None:
             self.sched.append((now, *seconds))
@@ -140,12 +142,16 @@ def loop_schedstat(pid: int) -> tuple[float, float] | None:
 
 
 def lag_buckets(metrics_text: bytes) -> dict[float, float]:
-    """The cumulative buckets of ``rms_event_loop_lag_seconds`` in a /metrics text."""
+    """The cumulative buckets of ``rms_event_loop_lag_seconds`` in a /metrics text (a line
+    that does not parse is left out)."""
     buckets: dict[float, float] = {}
     for line in metrics_text.splitlines():
         if line.startswith(LAG_BUCKET):
             le, _, count = line[len(LAG_BUCKET):].partition(b'"} ')
-            buckets[math.inf if le == b"+Inf" else float(le)] = float(count)
+            try:
+                buckets[math.inf if le == b"+Inf" else float(le)] = float(count)
+            except ValueError:
+                continue
     return buckets
 
 

@@ -142,6 +142,8 @@ def test_the_servers_lag_is_read_from_its_histogram_around_the_window() -> None:
         b'rms_event_loop_lag_seconds_bucket{le="0.04"} 100.0',
         b'rms_event_loop_lag_seconds_bucket{le="+Inf"} 100.0',
         b"rms_event_loop_lag_seconds_count 100.0",
+        b'rms_event_loop_lag_seconds_bucket{le="x"} 1.0',  # not a bucket: left out
+        b'rms_event_loop_lag_seconds_bucket{le="0.08"} many',
     ])
     buckets = lag_buckets(text)
     assert buckets == {0.001: 90.0, 0.02: 99.0, 0.04: 100.0, math.inf: 100.0}
