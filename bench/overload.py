@@ -119,7 +119,7 @@ class LimitWatch:
     def during(self, window: Window) -> list[float]:
         return sorted(limit for t, limit in self.samples if window.holds(t))
 
-    def lag_p99_during(self, window: Window, p: float = 99) -> float | None:
+    def lag_during(self, window: Window, p: float = 99) -> float | None:
         """The server's event-loop lag ``p``-th percentile in the window (100: its longest), in
         ms, as the upper bound of its histogram bucket (None without two samples around the
         window)."""
@@ -213,7 +213,8 @@ class Figures:
         return asdict(self)
 
 
-def _ms(values: list[float]) -> float | None:
+def p99_ms(values: list[float]) -> float | None:
+    """The p99 of ``values`` (seconds) in ms, rounded to 0.1 (None without values)."""
     return round(percentile(sorted(values), 99) * 1000, 1) if values else None
 
 
@@ -244,13 +245,13 @@ def judge(generated: dict[str, Any], phases: tuple[tuple[float, float], ...],
         capacity=round(capacity, 1), offered=phases[1][1],
         goodput=round(len(during) / (overload.end - overload.start), 1),
         goodput_share=round(len(during) / (overload.end - overload.start) / capacity, 3),
-        p99_prepare_ms=_ms([t[3] - t[2] for t in during]),
-        p99_confirm_ms=_ms([t[4] - t[3] for t in during]),
+        p99_prepare_ms=p99_ms([t[3] - t[2] for t in during]),
+        p99_confirm_ms=p99_ms([t[4] - t[3] for t in during]),
         refusals=len(refused),
-        refusal_p99_ms=_ms([r[4] - r[3] for r in refused]),
+        refusal_p99_ms=p99_ms([r[4] - r[3] for r in refused]),
         refusal_max_ms=round(max(r[4] - r[3] for r in refused) * 1000, 1) if refused else None,
-        refusal_sent_p99_ms=_ms([r[4] - r[6] for r in refused if len(r) > 6 and r[6]]),
-        loadgen_lag_p99_ms=_ms(lags := [lag for t, lag in generated.get("loop_lag", [])
+        refusal_sent_p99_ms=p99_ms([r[4] - r[6] for r in refused if len(r) > 6 and r[6]]),
+        loadgen_lag_p99_ms=p99_ms(lags := [lag for t, lag in generated.get("loop_lag", [])
                                         if overload.holds(t)]),
         loadgen_lag_max_ms=round(max(lags) * 1000, 1) if lags else None,
         refusals_without_retry_after=sum(1 for r in refused if not r[5]),
@@ -260,8 +261,8 @@ def judge(generated: dict[str, Any], phases: tuple[tuple[float, float], ...],
         other_errors=sum(1 for r in requests if r[2] == OTHER
                          or (isinstance(r[2], int) and 400 <= r[2] < 500
                              and r[2] not in REFUSAL_STATUSES)),
-        calm_p99_ms=_ms([t[4] - t[2] for t in ok if calm.holds(t[2])]),
-        recovered_p99_ms=_ms([t[4] - t[2] for t in ok if recovered.holds(t[2])]),
+        calm_p99_ms=p99_ms([t[4] - t[2] for t in ok if calm.holds(t[2])]),
+        recovered_p99_ms=p99_ms([t[4] - t[2] for t in ok if recovered.holds(t[2])]),
         refused_after_recovery=sum(1 for r in refused if recovered.holds(r[3])),
         failed_targets=(),
         refused_after_prepare=sum(1 for t in generated["transactions"]
@@ -341,8 +342,8 @@ def run_overload(stack: Stack, concurrency: int, seconds: float, calm: float, fa
     window = overload_window(generated, phases)
     limits = watch.during(window)
     row["overload"] = figures.as_dict() | {
-        "targets": verdicts(figures), "server_lag_p99_ms": watch.lag_p99_during(window),
-        "server_lag_max_ms": watch.lag_p99_during(window, 100),
+        "targets": verdicts(figures), "server_lag_p99_ms": watch.lag_during(window),
+        "server_lag_max_ms": watch.lag_during(window, 100),
         "server_loop_cpu": watch.loop_cpu_during(window),
         "limit_during_overload": (limits[0], limits[len(limits) // 2], limits[-1])
         if limits else None}

@@ -31,12 +31,12 @@ from bench.overload import (
     LimitWatch,
     Verdict,
     Window,
+    p99_ms,
     server_pid,
     start_admission_server,
 )
 from bench.paths import Load, drive_as, run_load_recorded
 from bench.stack import Stack, create_app
-from bench.stats import percentile
 from rms.config import Settings
 
 ANSWERED_SHARE = 0.95
@@ -70,13 +70,11 @@ class Calm:
     @classmethod
     def of(cls, generated: dict[str, Any], watch: LimitWatch | None = None) -> Calm:
         ok = [t for t in generated["transactions"] if t[1] in (CONFIRMED, CANCELLED)]
-        full = sorted(t[4] - t[2] for t in ok)
-        lags = sorted(lag for _, lag in generated.get("loop_lag", []))
         window = Window(generated["started"], generated["ended"]) if watch else None
         return cls(len(generated["transactions"]), len(ok),
-                   round(percentile(full, 99) * 1000, 1) if full else None,
-                   round(percentile(lags, 99) * 1000, 1) if lags else None,
-                   watch.lag_p99_during(window) if watch and window else None,
+                   p99_ms([t[4] - t[2] for t in ok]),
+                   p99_ms([lag for _, lag in generated.get("loop_lag", [])]),
+                   watch.lag_during(window) if watch and window else None,
                    watch.loop_cpu_during(window) if watch and window else None)
 
     @property

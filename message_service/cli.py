@@ -26,12 +26,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 # iteration, took 49 ms. The kernel keeps one queue, served in arrival order; a descriptor with
 # nothing left to accept costs one failed accept() when a connection arrives.
 ACCEPT_DESCRIPTORS = 16
-STARTUP_FAILURE = 3  # uvicorn's exit code when the application did not start
 EXIT_LISTEN = 1  # the address cannot be listened on (in use, not this host's, not allowed)
 
 
 def run(args: argparse.Namespace) -> int:
     import uvicorn
+    from uvicorn.config import STARTUP_FAILURE  # its exit code when the app did not start
     from uvicorn.supervisors import Multiprocess
 
     from rms.config import Settings
