@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: dev test lint typecheck imports unit install system-deps bench soak clean dist release-check
+.PHONY: dev test lint typecheck imports unit integration system install system-deps bench soak clean dist release-check
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,15 +38,30 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
-## The pure-logic tests (no PostgreSQL, no Kafka): seconds
+# pytest-xdist workers of `make test` (each starts one PostgreSQL and one Kafka broker)
+TEST_WORKERS ?= 3
+PARALLEL := -n $(TEST_WORKERS) --dist loadscope
+
+## The pure-logic tests (no process, no socket): seconds
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit -q
 
-## Lint, type-check, build the release artifacts and run the whole test suite against real
-## PostgreSQL and Kafka (tests/release installs the artifacts from dist/)
+## The tests against one PostgreSQL and one Kafka per worker (tests/README.md)
+integration: $(STAMP)
+	@$(BIN)/python -m rms.devstack.kafka_broker
+	$(BIN)/pytest tests/integration $(PARALLEL)
+
+## The tests of several processes: faults, releases (after `make dist`), other languages
+system: $(STAMP) system-deps
+	@$(BIN)/python -m rms.devstack.kafka_broker
+	$(BIN)/pytest tests/system $(PARALLEL)
+
+## Lint, type-check, build the release artifacts and run every tier in parallel workers
+## against real PostgreSQL and Kafka (tests/system/release installs the artifacts from dist/);
+## ends with the 25 slowest tests and each tier's time
 test: $(STAMP) system-deps lint typecheck imports dist
 	@$(BIN)/python -m rms.devstack.kafka_broker
-	$(BIN)/pytest
+	$(BIN)/pytest $(PARALLEL) --durations 25
 
 ## Every release artifact into dist/, each with its CycloneDX SBOM (release/dist.py)
 dist: $(STAMP) system-deps
@@ -55,7 +70,7 @@ dist: $(STAMP) system-deps
 ## Install each artifact of dist/ in a clean environment and use it against a live RMS
 release-check: dist
 	@$(BIN)/python -m rms.devstack.kafka_broker
-	$(BIN)/pytest tests/release
+	$(BIN)/pytest tests/system/release
 
 ## The fault suite's long soak: every fault mixed, for SOAK_SECONDS (default 1800); summary at the end
 ## (SOAK_ARGS="--failover sync": on a PostgreSQL that fails over, its primary killed too)
@@ -64,7 +79,7 @@ SOAK_ARGS ?=
 soak: $(STAMP)
 	@RMS_FAILOVER_DEPS=1 bash scripts/system-deps.sh dev
 	@$(BIN)/python -m rms.devstack.kafka_broker
-	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python -m tests.faults.soak $(SOAK_ARGS)
+	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python -m tests.system.faults.soak $(SOAK_ARGS)
 
 bench: $(STAMP)
 	@bash scripts/system-deps.sh dev
