@@ -189,12 +189,17 @@ class Settings(WorkerSettings, RetentionSettings):
     app_rate_limit_per_second: float = Field(default=0.0, ge=0)
     app_rate_limit_burst: int = Field(default=100, ge=1)
     max_pending_per_app: int = Field(default=100_000, ge=0)
-    # HTTP server (rms serve): connections served at once (503 beyond), idle keep-alive, and
-    # how long a request head and a request body may take to arrive (408 beyond)
+    # HTTP server (rms serve): connections held at once (the oldest idle one makes room for a
+    # new one; when all are busy, 503 beyond but to health checks, which have a reserve above
+    # it: message_service/connections.py), idle keep-alive, and how long a request head and a
+    # request body may take to arrive (408 beyond)
     http_limit_concurrency: int = Field(default=1000, ge=1)
+    http_health_reserve: int = Field(default=16, ge=0)
     # longer than the idle timeouts of the clients and proxies in front (Go 90 s, nginx and
     # AWS ALB 60 s): the client, not the server, must be the one to drop an idle connection
     http_keep_alive_seconds: float = Field(default=120.0, gt=0)
+    # the idle keep-alive of a connection that has not shown an app's API key
+    http_unauthenticated_keep_alive_seconds: float = Field(default=5.0, gt=0)
     http_head_timeout_seconds: float = Field(default=10.0, gt=0)
     http_body_timeout_seconds: float = Field(default=30.0, gt=0)
     # adaptive concurrency limit of the producer and consumer API (message_service/
