@@ -1,6 +1,10 @@
 # One command runner for people and CI alike. `make dev` and `make test` each create .venv and
 # install what they need on a fresh machine.
 PYTHON ?= python3
+# the suite starts hundreds of Python processes: each must find the bytecode of the modules it
+# imports instead of compiling them again (a fresh clone has none; pytest's own cache of
+# rewritten test modules obeys the same variable)
+unexport PYTHONDONTWRITEBYTECODE
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml | cksum | cut -d' ' -f1)
