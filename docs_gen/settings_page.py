@@ -108,8 +108,8 @@ def render() -> str:
         "([CLI reference](cli.md#rms-serve)); the policy fields (`check_after_seconds`, "
         "`max_checks`, `ack_timeout_seconds`, `max_deliveries`) can also be set per message in "
         "the prepare body. Spans are configured by the standard `OTEL_*` variables "
-        "([traces](../operations.md#traces)); the values a production deployment sets are in "
-        "[the operations guide](../operations.md#configuration).",
+        "([traces](../operations/monitoring.md#traces)); the values a production deployment sets are in "
+        "[the operations guide](../operations/configuration.md).",
     ]
     for cls, title, intro in GROUPS:
         lines += ["", f"## {title}", "", intro, ""]

@@ -38,7 +38,7 @@ class KafkaSettings(BaseSettings):
     kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
         default="PLAINTEXT",
         description="how every Kafka client of RMS connects ([Kafka over TLS and SASL]"
-                    "(../operations.md#kafka-over-tls-and-sasl))")
+                    "(../operations/security.md#kafka-over-tls-and-sasl))")
     kafka_ssl_cafile: str | None = Field(
         default=None, description="PEM file of the authorities that sign the brokers' "
                                   "certificates (none: the system's)")
@@ -93,7 +93,7 @@ class WorkerSettings(KafkaSettings):
         description="the message store (plain `postgresql://` URLs are accepted), read one way "
                     "by every command: TLS as `?sslmode=verify-full&sslrootcert=/path/ca.pem`, "
                     "a Unix socket as `postgresql+asyncpg://user@/rms?host=/run/postgresql` "
-                    "([PostgreSQL over TLS](../operations.md#postgresql-over-tls))")
+                    "([PostgreSQL over TLS](../operations/security.md#postgresql-over-tls))")
     db_pool_size: int = Field(default=20, ge=1, description="connections per process")
     db_max_overflow: int = Field(default=10, ge=0, description="extra connections under bursts")
     db_pool_timeout_seconds: float = Field(
@@ -289,7 +289,7 @@ class Settings(WorkerSettings, RetentionSettings):
         default=120.0, gt=0,
         description="idle keep-alive connections are closed after this; keep it above the "
                     "idle timeout of every client and proxy in front ([slow clients and the "
-                    "reverse proxy](../operations.md#slow-clients-and-the-reverse-proxy))")
+                    "reverse proxy](../operations/limits.md#slow-clients-and-the-reverse-proxy))")
     http_head_timeout_seconds: float = Field(
         default=10.0, gt=0, description="a request head must arrive within this (408 and "
                                         "close beyond)")
@@ -304,7 +304,7 @@ class Settings(WorkerSettings, RetentionSettings):
                     "transactions) beyond a limit that follows measured latency and event-loop "
                     "lag gets 503 with `Retry-After` at once, an app over its fair share first; "
                     "confirms, cancels and acks pass up to the maximum ([per-app limits]"
-                    "(../operations.md#per-app-limits))")
+                    "(../operations/limits.md#per-app-limits))")
     admission_initial_limit: int = Field(
         default=64, ge=1, description="where the limit starts (requests in flight per API "
                                       "process)")

@@ -81,9 +81,11 @@ def test_a_state_without_a_place_in_the_picture_stops_the_generator() -> None:
 
 
 @pytest.mark.parametrize(("target", "page", "expected"), [
-    ("design.md#3-states", "operations.md", "design.md#3-states"),
-    ("../deploy/compose", "operations.md", f"{REPOSITORY}/tree/main/deploy/compose"),
-    ("../Dockerfile", "operations.md", f"{REPOSITORY}/blob/main/Dockerfile"),
+    ("../design.md#3-states", "operations/index.md", "../design.md#3-states"),
+    ("security.md#rotating-secrets", "operations/alerts.md", "security.md#rotating-secrets"),
+    ("../../deploy/compose", "operations/deploying.md",
+     f"{REPOSITORY}/tree/main/deploy/compose"),
+    ("../../Dockerfile", "operations/index.md", f"{REPOSITORY}/blob/main/Dockerfile"),
     ("../../docs/design.md", "clients/go.md", "../design.md"),
     ("examples/quickstart.mjs", "clients/typescript.md",
      f"{REPOSITORY}/blob/main/clients/typescript/examples/quickstart.mjs"),
