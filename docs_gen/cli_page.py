@@ -103,7 +103,10 @@ def render() -> str:
         "(`.venv/bin/rms` after `make install`; `rms --version` prints the release). This page "
         "is generated from the commands' own parsers (`python -m docs_gen`), so it says what "
         "`rms <command> --help` says. Settings come from the environment "
-        "([configuration](configuration.md)); an option named here overrides its setting.",
+        "([configuration](configuration.md)); an option named here overrides its setting. "
+        "`rms serve` (uvicorn with uvloop and httptools) and both workers run as any number of "
+        "processes against one PostgreSQL ([processes](../operations/processes.md)); "
+        "`rms migrate` runs before new code does ([upgrading](../operations/upgrading.md)).",
         "",
     ]
     lines += table(["command", "what it does"], [
