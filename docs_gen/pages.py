@@ -20,6 +20,14 @@ PAGES: dict[str, Callable[[], str]] = {
     "assets/state-machine.svg": state_machine.render,
 }
 
+# generated tables inside hand-written pages: page → region name → what renders it. A region
+# is the text between `<!-- docs_gen: NAME -->` and `<!-- /docs_gen: NAME -->` on lines of
+# their own; the rest of the page is left as it is
+REGIONS: dict[str, dict[str, Callable[[], str]]] = {
+    "operations/retention.md": {"retention-settings": settings_page.retention_table},
+    "operations/security.md": {"kafka-security-settings": settings_page.kafka_security_table},
+}
+
 # variables that would make a page say what this machine has set instead of the defaults
 _LOCAL_PREFIXES = ("RMS_", "OTEL_")
 
@@ -38,10 +46,26 @@ def defaults_only() -> Iterator[None]:
         os.environ.update(saved)
 
 
+def with_regions(text: str, regions: dict[str, Callable[[], str]], where: str) -> str:
+    """``text`` with each region's content rendered again."""
+    for name, render in regions.items():
+        start, end = f"<!-- docs_gen: {name} -->\n", f"<!-- /docs_gen: {name} -->"
+        if text.count(start) != 1 or text.count(end) != 1 or text.index(start) > text.index(end):
+            raise ValueError(f"{where} lacks the markers of the generated region {name!r}")
+        before, rest = text.split(start)
+        _, after = rest.split(end)
+        text = f"{before}{start}{render().rstrip()}\n{end}{after}"
+    return text
+
+
 def rendered() -> dict[Path, str]:
-    """Every generated page's current text, by its path."""
+    """Every generated page's current text, by its path (a page with generated regions: as
+    it is, its regions rendered again)."""
     with defaults_only():
-        return {DOCS / name: render() for name, render in PAGES.items()}
+        pages = {DOCS / name: render() for name, render in PAGES.items()}
+        pages |= {DOCS / name: with_regions((DOCS / name).read_text(), regions, name)
+                  for name, regions in REGIONS.items()}
+    return pages
 
 
 def stale() -> list[Path]:

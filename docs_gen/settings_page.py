@@ -113,10 +113,27 @@ def render() -> str:
     ]
     for cls, title, intro in GROUPS:
         lines += ["", f"## {title}", "", intro, ""]
-        lines += table(["variable", "default", "accepts", "meaning"], [
-            (code(variable(name)), default_text(field), accepted(field), _description(name, field))
-            for name in _declared(cls) for field in [Settings.model_fields[name]]])
+        lines += settings_table(_declared(cls))
     return "\n".join(lines) + "\n"
+
+
+def settings_table(names: list[str]) -> list[str]:
+    """The table of the settings ``names``. Their descriptions link relative to a page one
+    folder below docs/ (the reference's, or an operations page that shows a table)."""
+    return table(["variable", "default", "accepts", "meaning"], [
+        (code(variable(name)), default_text(field), accepted(field), _description(name, field))
+        for name in names for field in [Settings.model_fields[name]]])
+
+
+def retention_table() -> str:
+    """The settings of ``rms retention run``, for the operations guide's retention page."""
+    return "\n".join(settings_table(_declared(RetentionSettings)))
+
+
+def kafka_security_table() -> str:
+    """How RMS's Kafka clients connect (TLS and SASL), for the guide's security page."""
+    names = [name for name in _declared(KafkaSettings) if name != "kafka_bootstrap_servers"]
+    return "\n".join(settings_table(names))
 
 
 def _description(name: str, field: FieldInfo) -> str:

@@ -13,7 +13,7 @@ from pydantic.fields import FieldInfo
 
 from docs_gen import cli_page, openapi_page, settings_page, state_machine
 from docs_gen.hooks import resolve
-from docs_gen.pages import ROOT, rendered
+from docs_gen.pages import ROOT, rendered, with_regions
 from rms.cli import COMMANDS
 from rms.config import Settings
 from rms.domain.states import State
@@ -101,3 +101,14 @@ def test_links_resolve_from_the_file_they_are_written_in(
 
 def test_the_generated_pages_live_in_the_docs_folder() -> None:
     assert all(path.is_relative_to(ROOT / "docs") for path in _pages())
+
+
+def test_a_page_without_the_markers_of_its_region_stops_the_generator() -> None:
+    with pytest.raises(ValueError, match="lacks the markers of the generated region 'x'"):
+        with_regions("# A page\n", {"x": lambda: "table"}, "page.md")
+
+
+def test_a_region_is_rendered_between_its_markers_and_the_rest_is_kept() -> None:
+    text = "before\n<!-- docs_gen: x -->\nold\n<!-- /docs_gen: x -->\nafter\n"
+    assert with_regions(text, {"x": lambda: "new\n"}, "page.md") == (
+        "before\n<!-- docs_gen: x -->\nnew\n<!-- /docs_gen: x -->\nafter\n")
