@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: dev test lint typecheck imports unit install system-deps bench soak clean dist release-check docs docs-gen
+.PHONY: dev test lint typecheck imports unit integration system install system-deps bench soak clean dist release-check docs docs-gen
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,15 +50,30 @@ docs: $(STAMP)
 docs-gen: $(STAMP)
 	$(BIN)/python -m docs_gen
 
-## The pure-logic tests (no PostgreSQL, no Kafka): seconds
+# pytest-xdist workers of `make test` (each starts one PostgreSQL and one Kafka broker)
+TEST_WORKERS ?= 3
+PARALLEL := -n $(TEST_WORKERS) --dist loadscope
+
+## The pure-logic tests (no process, no socket): seconds
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit -q
 
-## Lint, type-check, build the documentation site and the release artifacts, and run the whole
-## test suite against real PostgreSQL and Kafka (tests/release installs the artifacts from dist/)
+## The tests against one PostgreSQL and one Kafka per worker (tests/README.md)
+integration: $(STAMP)
+	@$(BIN)/python -m rms.devstack.kafka_broker
+	$(BIN)/pytest tests/integration $(PARALLEL)
+
+## The tests of several processes: faults, releases (after `make dist`), other languages
+system: $(STAMP) system-deps
+	@$(BIN)/python -m rms.devstack.kafka_broker
+	$(BIN)/pytest tests/system $(PARALLEL)
+
+## Lint, type-check, build the documentation site and the release artifacts and run every tier
+## in parallel workers against real PostgreSQL and Kafka (tests/system/release installs the
+## artifacts from dist/); ends with the 25 slowest tests and each tier's time
 test: $(STAMP) system-deps lint typecheck imports docs dist
 	@$(BIN)/python -m rms.devstack.kafka_broker
-	$(BIN)/pytest
+	$(BIN)/pytest $(PARALLEL) --durations 25
 
 ## Every release artifact into dist/, each with its CycloneDX SBOM (release/dist.py)
 dist: $(STAMP) system-deps
@@ -67,7 +82,7 @@ dist: $(STAMP) system-deps
 ## Install each artifact of dist/ in a clean environment and use it against a live RMS
 release-check: dist
 	@$(BIN)/python -m rms.devstack.kafka_broker
-	$(BIN)/pytest tests/release
+	$(BIN)/pytest tests/system/release
 
 ## The fault suite's long soak: every fault mixed, for SOAK_SECONDS (default 1800); summary at the end
 ## (SOAK_ARGS="--failover sync": on a PostgreSQL that fails over, its primary killed too)
@@ -76,7 +91,7 @@ SOAK_ARGS ?=
 soak: $(STAMP)
 	@RMS_FAILOVER_DEPS=1 bash scripts/system-deps.sh dev
 	@$(BIN)/python -m rms.devstack.kafka_broker
-	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python -m tests.faults.soak $(SOAK_ARGS)
+	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python -m tests.system.faults.soak $(SOAK_ARGS)
 
 bench: $(STAMP)
 	@bash scripts/system-deps.sh dev

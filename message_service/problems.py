@@ -96,7 +96,7 @@ def _unexpected(request: Request, exc: Exception) -> Response:
 
 # SQLSTATEs that say the database is unreachable, not that the request was wrong: class 08
 # (connection exception) and 57P01-57P03 (terminated by an administrator, crash shutdown,
-# cannot connect now: PostgreSQL restarting). The fault suite (tests/faults) saw 57P03 answered
+# cannot connect now: PostgreSQL restarting). The fault suite (tests/system/faults) saw 57P03 answered
 # as 500 while PostgreSQL restarted.
 _UNAVAILABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03")
 # SQLSTATE 53100 disk_full: the statement rolled back, the request can be retried once an

@@ -10,6 +10,9 @@
     dist/sbom/*.cdx.json                                         one SBOM per artifact
 
     python -m release.dist [--skip-image]
+
+Each artifact is built only when what goes into it changed (:mod:`release.cache`); an
+unchanged one is copied from the cache.
 """
 
 from __future__ import annotations
@@ -19,10 +22,13 @@ import shutil
 import subprocess
 import sys
 import venv
+from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 from release import goproxy, image
+from release.cache import Step, produce
 from release.version import ROOT, mismatches, release
 
 DIST = ROOT / "dist"
@@ -37,18 +43,27 @@ def run(command: list[str], cwd: Path = ROOT, env: dict[str, str] | None = None)
     subprocess.run(command, cwd=cwd, env=env, check=True)
 
 
-def python_distributions(version: str, work: Path) -> None:
-    """The wheels and sdists (``python -m build``), and an SBOM of each as installed."""
-    for project in (ROOT / "clients" / "python", ROOT):
-        run([sys.executable, "-m", "build", "--outdir", str(DIST), str(project)])
-    for name, wheel in (("rms-client", "rms_client"), ("rms-server", "rms_server")):
-        environment = work / f"sbom-{name}"
-        venv.create(environment, with_pip=True)
-        python = str(environment / "bin" / "python")
-        run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-             "--find-links", str(DIST), str(DIST / f"{wheel}-{version}-py3-none-any.whl")])
-        run([sys.executable, "-m", "cyclonedx_py", "environment", "--output-format", "JSON",
-             "--output-file", str(SBOM / f"{name}-{version}.cdx.json"), python])
+# the folders each artifact is built from (besides VERSION and the recipe, release/)
+SERVER_PACKAGES = ("rms", "message_service", "confirm_service", "recovery_service", "spark",
+                   "history", "bench")
+PYTHON_CLIENT = ("clients/python",)
+SERVER = (*SERVER_PACKAGES, "pyproject.toml", "README.md", "LICENSE", "NOTICE", *PYTHON_CLIENT)
+# what the Dockerfile's build context holds (.dockerignore's allow-list)
+IMAGE = ("Dockerfile", ".dockerignore", *SERVER, "deploy/scripts")
+
+
+def python_distribution(name: str, project: Path, version: str, work: Path) -> None:
+    """The wheel and sdist of ``project`` (``python -m build``), and an SBOM of the wheel as
+    installed."""
+    run([sys.executable, "-m", "build", "--outdir", str(DIST), str(project)])
+    wheel = name.replace("-", "_")
+    environment = work / f"sbom-{name}"
+    venv.create(environment, with_pip=True)
+    python = str(environment / "bin" / "python")
+    run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "--find-links", str(DIST), str(DIST / f"{wheel}-{version}-py3-none-any.whl")])
+    run([sys.executable, "-m", "cyclonedx_py", "environment", "--output-format", "JSON",
+         "--output-file", str(SBOM / f"{name}-{version}.cdx.json"), python])
 
 
 def java_library(version: str) -> None:
@@ -81,13 +96,38 @@ def npm_package(version: str) -> None:
 def go_module(version: str) -> None:
     """The module-proxy layout, and cyclonedx-gomod's SBOM of the module."""
     module_root = ROOT / "clients" / "go"
-    released = datetime.fromtimestamp(int(subprocess.run(
-        ["git", "log", "-1", "--format=%ct"], cwd=ROOT, check=True, capture_output=True,
-        text=True).stdout.strip() or "0"), UTC)
-    goproxy.write_layout(module_root, f"v{version}", DIST / "goproxy", released)
+    goproxy.write_layout(module_root, f"v{version}", DIST / "goproxy", go_released())
     run(["go", "run", "github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0", "mod",
          "-json", "-licenses", "-output", str(SBOM / f"rms-client-go-{version}.cdx.json"),
          str(module_root)])
+
+
+def go_released() -> datetime:
+    """The module's release time in the proxy layout: the last commit that changed the Go
+    client (so the layout, and its cache key, change only with the module)."""
+    seconds = subprocess.run(["git", "log", "-1", "--format=%ct", "--", "clients/go"], cwd=ROOT,
+                             check=True, capture_output=True, text=True).stdout.strip()
+    return datetime.fromtimestamp(int(seconds or "0"), UTC)
+
+
+def steps(version: str, work: Path, with_image: bool) -> list[tuple[Step, Callable[[], object]]]:
+    """Every artifact: what it is built from, and how. The server's SBOM installs the client's
+    wheel from ``dist/``, so the client comes first."""
+    base = ("VERSION",)
+    made: list[tuple[Step, Callable[[], object]]] = [
+        (Step("rms-client-python", (*base, *PYTHON_CLIENT)),
+         partial(python_distribution, "rms-client", ROOT / "clients" / "python", version, work)),
+        (Step("rms-server-python", (*base, *SERVER)),
+         partial(python_distribution, "rms-server", ROOT, version, work)),
+        (Step("rms-client-java", (*base, "clients/java")), partial(java_library, version)),
+        (Step("rms-client-npm", (*base, "clients/typescript")), partial(npm_package, version)),
+        (Step("rms-client-go", (*base, "clients/go"), (go_released().isoformat(),)),
+         partial(go_module, version)),
+    ]
+    if with_image:
+        made.append((Step("rms-server-image", (*base, *IMAGE), image.BASE_INPUTS),
+                     partial(image.build, version, DIST, SBOM)))
+    return made
 
 
 def main(arguments: list[str]) -> int:
@@ -102,12 +142,8 @@ def main(arguments: list[str]) -> int:
     work = ROOT / "build" / "release"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    python_distributions(version, work)
-    java_library(version)
-    npm_package(version)
-    go_module(version)
-    if "--skip-image" not in arguments:
-        image.build(version, DIST, SBOM)
+    for step, build in steps(version, work, "--skip-image" not in arguments):
+        produce(step, DIST, build)
     for path in sorted(DIST.rglob("*")):
         if path.is_file() and path.suffix in {".whl", ".gz", ".tgz", ".jar", ".pom", ".zip", ".tar"}:
             print(f"{path.stat().st_size:>12,}  {path.relative_to(ROOT)}")

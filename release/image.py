@@ -20,6 +20,8 @@ BASE_TAR = CACHE / "bookworm-base.tar"
 BASE_IMAGE = "localhost/rms-debian-python:bookworm"
 DEBIAN = "http://deb.debian.org/debian"
 BASE_PACKAGES = "python3,python3-venv,python-is-python3,ca-certificates"
+# what the bootstrapped base is made of: part of the image's cache key (release/cache.py)
+BASE_INPUTS = (BASE_IMAGE, DEBIAN, BASE_PACKAGES)
 SBOM_TOOL = "cyclonedx-bom>=7"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SBOM_VENV = "/opt/sbom-tool"  # in a throwaway container only

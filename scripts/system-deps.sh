@@ -27,7 +27,7 @@ if [ "${1:-test}" != dev ]; then
   command -v buildah >/dev/null 2>&1 || need+=(buildah)
   command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 fi
-# the fault suite's failover cluster (tests/faults/ha.py): Patroni and its store, etcd
+# the fault suite's failover cluster (tests/system/faults/ha.py): Patroni and its store, etcd
 if [ "${1:-test}" != dev ] || [ -n "${RMS_FAILOVER_DEPS:-}" ]; then
   command -v patroni >/dev/null 2>&1 || need+=(patroni)
   command -v etcd >/dev/null 2>&1 || need+=(etcd-server)

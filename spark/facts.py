@@ -125,7 +125,7 @@ def detail_code(detail: Any, name: str, values: tuple[str, ...]) -> Any:
     The details RMS writes are flat objects (``{"attempt": 1, "outcome": "committed"}``): for
     those a regular expression finds the first ``name`` member, with no JSON parser; anything
     else (escapes, nested values, malformed text) goes to ``get_json_object``. Both read the
-    same value (``tests/spark/test_detail_codes.py``); the expression costs a fraction of a
+    same value (``tests/integration/spark/test_detail_codes.py``); the expression costs a fraction of a
     parse."""
     from pyspark.sql import functions as F
 

@@ -12,7 +12,7 @@ stages would sort 24 copies of the history):
    power of two (the bucket is the value's binary exponent and its ``bits`` bits after the
    leading one), so the values of a bucket are within 1/2^bits of each other. A larger value
    never falls in an earlier bucket, whatever ``bits``: that property
-   (``tests/spark/test_exact_percentiles.py``) is what makes the method exact. ``bits``
+   (``tests/integration/spark/test_exact_percentiles.py``) is what makes the method exact. ``bits``
    follows the messages per group (``bits_for``): it only moves work between steps 2 and 4.
 2. Histogram: count, least and greatest value per app, topic, hour, stage and bucket, one
    aggregation of the facts (grouped by the integer keys of ``spark.keys``), collected to the

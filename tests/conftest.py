@@ -17,6 +17,12 @@ from rms.devstack.kafka_broker import EmbeddedKafka
 from rms.store.migrate import upgrade
 from tests.support import Api
 
+pytest_plugins = [
+    "tests.tiers",
+    "tests.integration.spark.fixtures",
+    "tests.system.clients.fixtures",
+]
+
 TEMPLATE_DB = "rms_template"
 ADMIN_TOKEN = "test-admin-token"
 

@@ -1,6 +1,6 @@
 package rms
 
-// Helpers of the tests against a live RMS (tests/clients/conftest.py provides it): the
+// Helpers of the tests against a live RMS (tests/system/clients/fixtures.py provides it): the
 // RMS_* environment, apps made with the admin API, the test database, a check-back server.
 
 import (
@@ -33,7 +33,7 @@ func live(t *testing.T) liveEnv {
 		database: os.Getenv("RMS_TEST_DATABASE_URL"), prefix: os.Getenv("RMS_TEST_PREFIX")}
 	if env.url == "" || env.admin == "" || env.brokers == "" || env.database == "" || env.prefix == "" {
 		reason := "no live RMS: set RMS_URL, RMS_ADMIN_TOKEN, RMS_KAFKA_BOOTSTRAP_SERVERS, " +
-			"RMS_ACK_TOPIC, RMS_TEST_DATABASE_URL and RMS_TEST_PREFIX (tests/clients/test_go.py does)"
+			"RMS_ACK_TOPIC, RMS_TEST_DATABASE_URL and RMS_TEST_PREFIX (tests/system/clients/test_go.py does)"
 		if os.Getenv("RMS_GO_LIVE") == "required" {
 			t.Fatal(reason)
 		}

@@ -1,5 +1,5 @@
 """The database schema as SQLAlchemy Core tables. Alembic migrations own the real DDL;
-``tests/test_migrations.py`` checks the two agree."""
+``tests/integration/store/test_migrations.py`` checks the two agree."""
 
 from __future__ import annotations
 

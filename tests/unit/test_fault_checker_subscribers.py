@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from tests.faults.checker import check, summary
-from tests.faults.history import (
+from tests.system.faults.checker import check, summary
+from tests.system.faults.history import (
     COMMITTED,
     Consumed,
     Final,

@@ -2,7 +2,7 @@
 it: every row renders against the transactions table (its effects are columns of it), starts
 from ``pending``, and moves the messages of the transaction by a row of the message table that
 applies to how they are stored. Their effects on the database are walked by the transaction
-tests (tests/api/test_transactions.py, tests/checkback/test_transactions.py)."""
+tests (tests/integration/api/test_transactions.py, tests/integration/checkback/test_transactions.py)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,14 @@
-"""The walkthrough's text is read as requests and shown answers (tests/release/walkthrough.py):
+"""The walkthrough's text is read as requests and shown answers (tests/system/release/walkthrough.py):
 what it sends, and that an answer that differs from the one shown is caught."""
 
 from __future__ import annotations
 
-from tests.release.walkthrough import mismatches, shown_values, steps, walkthrough_block
+from tests.system.release.walkthrough import (
+    mismatches,
+    shown_values,
+    steps,
+    walkthrough_block,
+)
 
 BLOCK = """API=http://127.0.0.1:8000
 # 1. prepare

@@ -1,5 +1,5 @@
 // RMS ops dashboard: the number formatters, pure functions shared by the page and its tests
-// (node tests/dashboard/format_test.js).
+// (node tests/system/dashboard/format_test.js).
 "use strict";
 
 (function (root) {

@@ -1,4 +1,4 @@
-// The live RMS, PostgreSQL and Kafka of the test harness (tests/clients/conftest.py).
+// The live RMS, PostgreSQL and Kafka of the test harness (tests/system/clients/fixtures.py).
 import { createServer, type RequestListener, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -14,7 +14,7 @@ const missing = NEEDED.filter((name) => !env[name]);
 /** Why the live tests cannot run here (false when they can). Under the harness
  * (`RMS_LIVE_REQUIRED=1`) a missing variable is an error, never a skip. */
 export const skipLive: string | false = missing.length === 0 ? false
-  : `no live RMS: ${missing.join(", ")} unset (run through tests/clients/test_typescript.py)`;
+  : `no live RMS: ${missing.join(", ")} unset (run through tests/system/clients/test_typescript.py)`;
 if (skipLive && env.RMS_LIVE_REQUIRED === "1") throw new Error(skipLive);
 
 export const RMS_URL = env.RMS_URL ?? "";

@@ -51,7 +51,7 @@ public final class LiveRms {
     boolean present = System.getenv("RMS_URL") != null
         && System.getenv("RMS_TEST_PG_HOST") != null;
     String reason = "no live RMS: RMS_URL or RMS_TEST_PG_HOST unset (run through "
-        + "tests/clients/test_java.py)";
+        + "tests/system/clients/test_java.py)";
     if ("required".equals(System.getProperty("rms.live"))) {
       assertTrue(present, reason);
     }

@@ -1,0 +1,64 @@
+"""What make dist wrote: every artifact with its SBOM (CycloneDX, made by each ecosystem's own
+tool), and the metadata a registry asks for (the licence, the version, Maven Central's fields)."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+import xml.etree.ElementTree as ET
+import zipfile
+
+import pytest
+
+from tests.system.release.conftest import VERSION, artifact
+
+SBOMS = ("rms-server", "rms-client", "rms-client-java", "rms-client-npm", "rms-client-go",
+         "rms-server-image")
+POM = "{http://maven.apache.org/POM/4.0.0}"
+
+
+@pytest.mark.parametrize("name", SBOMS)
+def test_each_artifact_has_a_cyclonedx_sbom(name: str) -> None:
+    sbom = json.loads(artifact(f"sbom/{name}-{VERSION}.cdx.json").read_text())
+    assert sbom["bomFormat"] == "CycloneDX" and sbom["components"], name
+
+
+@pytest.mark.parametrize("wheel", ["rms_server", "rms_client"])
+def test_the_wheels_declare_the_licence_and_ship_it(wheel: str) -> None:
+    with zipfile.ZipFile(artifact(f"{wheel}-{VERSION}-py3-none-any.whl")) as archive:
+        metadata = archive.read(f"{wheel}-{VERSION}.dist-info/METADATA").decode()
+        names = archive.namelist()
+    assert "License-Expression: Apache-2.0" in metadata
+    assert {f"{wheel}-{VERSION}.dist-info/licenses/{name}" for name in ("LICENSE", "NOTICE")} <= set(names)
+
+
+def test_the_pom_carries_what_maven_central_requires() -> None:
+    folder = f"maven/io/github/rms-dev/rms-client/{VERSION}"
+    pom = ET.parse(artifact(f"{folder}/rms-client-{VERSION}.pom")).getroot()  # noqa: S314  (our own file)
+    assert pom.findtext(f"{POM}version") == VERSION
+    for field in ("name", "description", "url", "licenses/{P}license/{P}name", "scm/{P}url",
+                  "developers/{P}developer/{P}name"):
+        assert pom.findtext(POM + field.replace("{P}", POM)), field
+    assert pom.findtext(f"{POM}licenses/{POM}license/{POM}name") == "Apache-2.0"
+    for suffix in ("", "-sources", "-javadoc"):
+        assert artifact(f"{folder}/rms-client-{VERSION}{suffix}.jar").stat().st_size > 0
+    kafka = [d for d in pom.iter(f"{POM}dependency") if d.findtext(f"{POM}artifactId") == "kafka-clients"]
+    assert [d.findtext(f"{POM}optional") for d in kafka] == ["true"]
+
+
+def test_the_npm_package_is_public_and_licensed() -> None:
+    with tarfile.open(artifact(f"rms-client-{VERSION}.tgz")) as archive:
+        manifest = json.loads(archive.extractfile("package/package.json").read())  # type: ignore[union-attr]
+        names = archive.getnames()
+    assert (manifest["name"], manifest["version"], manifest["license"]) == (
+        "rms-client", VERSION, "Apache-2.0")
+    assert "private" not in manifest
+    assert {"package/LICENSE", "package/NOTICE", "package/dist/index.d.ts"} <= set(names)
+
+
+def test_the_go_layout_lists_the_release() -> None:
+    folder = "goproxy/github.com/rms-dev/rms/clients/go/@v"
+    assert artifact(f"{folder}/list").read_text().split() == [f"v{VERSION}"]
+    assert json.loads(artifact(f"{folder}/v{VERSION}.info").read_text())["Version"] == f"v{VERSION}"
+    with zipfile.ZipFile(artifact(f"{folder}/v{VERSION}.zip")) as archive:
+        assert f"github.com/rms-dev/rms/clients/go@v{VERSION}/LICENSE" in archive.namelist()
