@@ -40,9 +40,15 @@ def run(args: argparse.Namespace) -> int:
     settings = start("serve", Settings)
     if settings is None:
         return EXIT_CONFIG
-    from message_service.http_protocol import DeadlineProtocol, configure_deadlines
+    from message_service.http_protocol import (
+        DeadlineProtocol,
+        configure_connections,
+        configure_deadlines,
+    )
 
     configure_deadlines(settings.http_head_timeout_seconds, settings.http_body_timeout_seconds)
+    configure_connections(settings.http_limit_concurrency, settings.http_health_reserve,
+                          settings.http_unauthenticated_keep_alive_seconds)
     try:
         listening = listening_sockets(args.host, args.port, ACCEPT_DESCRIPTORS)
     except OSError as exc:
@@ -53,7 +59,9 @@ def run(args: argparse.Namespace) -> int:
         "message_service.asgi:app" if args.workers > 1 else _app(settings),
         host=args.host, port=args.port, workers=args.workers, loop="uvloop",
         http=DeadlineProtocol, access_log=False, log_level=settings.log_level.lower(),
-        lifespan="on", limit_concurrency=settings.http_limit_concurrency,
+        # the connections are counted by DeadlineProtocol (configure_connections), whose
+        # answer above the cap is a problem document with Retry-After
+        lifespan="on", limit_concurrency=None,
         log_config=None,  # uvicorn logs through RMS's logging (one format per process)
         timeout_keep_alive=int(max(1, settings.http_keep_alive_seconds)),
     )

@@ -12,11 +12,18 @@ With a concurrency limit (:mod:`message_service.admission`), the protocol also a
 before it starts a request: a refused request gets its 503 written straight to the connection,
 without an ASGI task or the framework's layers, and its body (if any) is read and dropped by the
 parser, as for any request answered before its body; the connection stays usable.
+
+The process's connections are counted by :class:`~message_service.connections.Connections`:
+a connection that never showed an app's API key is kept alive between requests for a short
+time only, the oldest idle connection makes room for a new one at the cap, and above the cap
+only health checks are served (from a reserve); any other request there gets a 503 problem
+document with ``Retry-After``, and the connection is closed after it.
 """
 
 from __future__ import annotations
 
 import asyncio
+from http import HTTPStatus
 from typing import Any
 
 import orjson
@@ -24,13 +31,16 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResp
 
 from message_service.admission import (
     REFUSALS,
+    RETRY_AFTER_SECONDS,
     UNAUTHORIZED,
     Admission,
     Answer,
     Unknown,
     authorization_of,
+    bearer_key,
     limited,
 )
+from message_service.connections import Connections
 from message_service.problems import MEDIA_TYPE, PROBLEM_TYPE_BASE
 
 
@@ -63,9 +73,13 @@ def _timeout_answer() -> RawAnswer:
 
 
 TIMEOUT = _timeout_answer()
+OVER_CAP = Answer.problem(
+    HTTPStatus.SERVICE_UNAVAILABLE, "Too many connections", "too-many-connections",
+    "the server holds as many connections as it may and every one is busy; retry after the "
+    "Retry-After seconds", (b"retry-after", str(RETRY_AFTER_SECONDS).encode()))
 GATE_ANSWERS = {answer: RawAnswer(b"HTTP/1.1 %d %s" % (answer.status, answer.reason),
                                       answer.headers, answer.body)
-                for answer in (*REFUSALS, UNAUTHORIZED)}
+                for answer in (*REFUSALS, UNAUTHORIZED, OVER_CAP)}
 
 
 class DeadlineProtocol(HttpToolsProtocol):
@@ -74,18 +88,39 @@ class DeadlineProtocol(HttpToolsProtocol):
     head_seconds: float = 10.0
     body_seconds: float = 30.0
     gate: Admission | None = None
+    open_connections: Connections | None = None
+    unauthenticated_keep_alive_seconds: float = 5.0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
+        self._full_keep_alive = self.timeout_keep_alive
+        if self.open_connections is not None:  # until it shows an app's API key
+            self.timeout_keep_alive = min(self._full_keep_alive,
+                                          max(1, round(self.unauthenticated_keep_alive_seconds)))
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._arm(self.head_seconds)
+        if self.open_connections is not None:
+            self.open_connections.opened(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self.open_connections is not None:
+            self.open_connections.closed(self)
         super().connection_lost(exc)
+
+    def close_idle(self) -> None:
+        """Make room at the cap (:class:`~message_service.connections.Connections`)."""
+        self._disarm()
+        self.transport.close()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        registry = self.open_connections
+        if registry is not None and not self.pipeline and not self.transport.is_closing():
+            registry.idle(self)
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
@@ -97,28 +132,47 @@ class DeadlineProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         waiting = self.cycle is None or self.cycle.response_complete
-        if self._deadline is None and waiting:
-            self._arm(self.head_seconds)  # the first bytes of a keep-alive connection's next head
+        if waiting:
+            if self._deadline is None:
+                self._arm(self.head_seconds)  # the first bytes of a keep-alive connection's next head
+            if self.open_connections is not None:
+                self.open_connections.busy(self)
         super().data_received(data)
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
         answer = self._gate_answer(cycle.scope)
         if answer is not None:
+            if answer is OVER_CAP:
+                cycle.keep_alive = False
             self._answer(cycle, GATE_ANSWERS[answer])
             return
         super()._start_asgi_task(cycle, app)
 
     def _gate_answer(self, scope: Any) -> Answer | None:
-        """The gate's answer to the request already (a 503 refusal, or a 401 to a caller known
-        not to authenticate), from its caller as known without a query (the admission
-        middleware decides the rest, once it knows the caller)."""
+        """What the protocol answers the request itself: a 503 above the connection cap (but
+        to a health check within the reserve), or the gate's answer (a 503 refusal, or a 401
+        to a caller known not to authenticate), from its caller as known without a query (the
+        admission middleware decides the rest, once it knows the caller)."""
+        path = scope["path"]
+        if self.open_connections is not None and not self.open_connections.admits(self, path):
+            return OVER_CAP
         gate = self.gate
-        if gate is None or not limited(scope["path"]):
+        if gate is None:  # nothing to tell a key from a guess: a bearer key is trusted here
+            if bearer_key(authorization_of(scope)) is not None:
+                self._authenticated()
             return None
         caller = gate.recall(authorization_of(scope))
-        if isinstance(caller, Unknown):
+        if isinstance(caller, str):
+            self._authenticated()
+        if isinstance(caller, Unknown) or not limited(path):
             return None
-        return gate.answer(scope["method"], scope["path"], caller)
+        return gate.answer(scope["method"], path, caller)
+
+    def _authenticated(self) -> None:
+        """The connection carried an app's API key: it keeps the full keep-alive."""
+        if self.open_connections is not None and not self.open_connections.is_authenticated(self):
+            self.open_connections.authenticated(self)
+            self.timeout_keep_alive = self._full_keep_alive
 
     def _answer(self, cycle: RequestResponseCycle, answer: RawAnswer) -> None:
         """Answer the request with one of the gate's answers without running the
@@ -154,6 +208,12 @@ class DeadlineProtocol(HttpToolsProtocol):
 def configure_deadlines(head_seconds: float, body_seconds: float) -> None:
     DeadlineProtocol.head_seconds = head_seconds
     DeadlineProtocol.body_seconds = body_seconds
+
+
+def configure_connections(cap: int, reserve: int, unauthenticated_keep_alive: float) -> None:
+    """Count the process's connections against ``cap`` (:mod:`message_service.connections`)."""
+    DeadlineProtocol.open_connections = Connections(cap, reserve)
+    DeadlineProtocol.unauthenticated_keep_alive_seconds = unauthenticated_keep_alive
 
 
 def configure_admission(gate: Admission | None) -> None:

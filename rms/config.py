@@ -279,10 +279,16 @@ class Settings(WorkerSettings, RetentionSettings):
         default=100_000, ge=0,
         description="most pending-send messages per app (0 = no cap); a prepare or batch "
                     "prepare at the cap → 429 with `Retry-After`")
-    # HTTP server (rms serve)
+    # HTTP server (rms serve): connections held at once (message_service/connections.py),
+    # idle keep-alive, and how long a request head and a request body may take to arrive
     http_limit_concurrency: int = Field(
-        default=1000, ge=1, description="connections and requests one `rms serve` process "
-                                        "serves at once (503 beyond)")
+        default=1000, ge=1,
+        description="connections one `rms serve` process holds at once: at the cap the oldest "
+                    "idle one is closed for a new one; when all are busy, 503 with "
+                    "`Retry-After` but to health checks")
+    http_health_reserve: int = Field(
+        default=16, ge=0, description="connections above `RMS_HTTP_LIMIT_CONCURRENCY` on which "
+                                      "health checks are still answered")
     # longer than the idle timeouts of the clients and proxies in front (Go 90 s, nginx and
     # AWS ALB 60 s): the client, not the server, must be the one to drop an idle connection
     http_keep_alive_seconds: float = Field(
@@ -290,6 +296,9 @@ class Settings(WorkerSettings, RetentionSettings):
         description="idle keep-alive connections are closed after this; keep it above the "
                     "idle timeout of every client and proxy in front ([slow clients and the "
                     "reverse proxy](../operations/limits.md#slow-clients-and-the-reverse-proxy))")
+    http_unauthenticated_keep_alive_seconds: float = Field(
+        default=5.0, gt=0, description="idle keep-alive of a connection that has not shown an "
+                                       "app's API key")
     http_head_timeout_seconds: float = Field(
         default=10.0, gt=0, description="a request head must arrive within this (408 and "
                                         "close beyond)")
