@@ -85,7 +85,7 @@ RUN pip install -r /tmp/requirements-spark.txt
 
 # ---------------------------------------------------------------------------------------
 # The batch image: `rms report`, `rms export` and `rms retention run`. Spark runs its
-# driver here (local[*] or client mode against a cluster; see docs/operations.md) and reads
+# driver here (local[*] or client mode against a cluster; see docs/operations/spark.md) and reads
 # PostgreSQL through Debian's JDBC driver (/usr/share/java/postgresql.jar).
 FROM base AS report
 

@@ -9,14 +9,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: dev test lint typecheck imports unit integration system install system-deps bench soak clean dist release-check
+.PHONY: dev test lint typecheck imports unit integration system install system-deps bench soak clean dist release-check docs docs-gen
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@# the server's distribution was named rms up to 0.1.0: a .venv made then still holds it
 	@$(BIN)/python -m pip uninstall --quiet --yes rms 2>/dev/null || true
-	$(BIN)/python -m pip install --quiet -e clients/python -e '.[test,dev-stack,spark,release]'
+	$(BIN)/python -m pip install --quiet -e clients/python -e '.[test,dev-stack,spark,release,docs]'
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 
@@ -42,6 +42,18 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
+## The documentation site from docs/ into site/ (mkdocs.yml), in strict mode: a broken link, a
+## missing page or an unknown anchor fails it. The generated pages must be current.
+## (NO_MKDOCS_2_WARNING: Material for MkDocs' notice of its end of life in 2027, which prints on
+## every build; its successor Zensical 0.1 cannot be installed from PyPI here yet)
+docs: $(STAMP)
+	$(BIN)/python -m docs_gen --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --clean --site-dir site
+
+## Write the generated pages again (the HTTP API, the CLI, the configuration, the state machine)
+docs-gen: $(STAMP)
+	$(BIN)/python -m docs_gen
+
 # pytest-xdist workers of `make test` (each starts one PostgreSQL and one Kafka broker)
 TEST_WORKERS ?= 3
 PARALLEL := -n $(TEST_WORKERS) --dist loadscope
@@ -60,10 +72,10 @@ system: $(STAMP) system-deps
 	@$(BIN)/python -m rms.devstack.kafka_broker
 	$(BIN)/pytest tests/system $(PARALLEL)
 
-## Lint, type-check, build the release artifacts and run every tier in parallel workers
-## against real PostgreSQL and Kafka (tests/system/release installs the artifacts from dist/);
-## ends with the 25 slowest tests and each tier's time
-test: $(STAMP) system-deps lint typecheck imports dist
+## Lint, type-check, build the documentation site and the release artifacts and run every tier
+## in parallel workers against real PostgreSQL and Kafka (tests/system/release installs the
+## artifacts from dist/); ends with the 25 slowest tests and each tier's time
+test: $(STAMP) system-deps lint typecheck imports docs dist
 	@$(BIN)/python -m rms.devstack.kafka_broker
 	$(BIN)/pytest $(PARALLEL) --durations 25
 
@@ -91,4 +103,4 @@ bench: $(STAMP)
 	$(BIN)/rms bench
 
 clean:
-	rm -rf $(VENV) dist build .rms-dev .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
+	rm -rf $(VENV) dist build site .rms-dev .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

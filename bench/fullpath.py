@@ -32,7 +32,7 @@ from bench.workerpaths import WorkerLoad, run_worker_path
 from history.pacing import Pace
 
 HAPPY_SHARE, HAPPY_P99_FACTOR, WORKER_SHARE = 0.9, 1.5, 0.8
-SIZING_MESSAGES_A_DAY = 10_000_000  # the daily volume of docs/operations.md, "Sizing"
+SIZING_MESSAGES_A_DAY = 10_000_000  # the daily volume of docs/operations/sizing.md, "Sizing"
 RETENTION = "retention"
 # the seeded ids are 'seed-<n>': a range of the primary key, counted without a table scan
 _SEEDED_LEFT = ("SELECT count(*) FROM messages "

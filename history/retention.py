@@ -5,7 +5,7 @@ What goes: messages in state ``done`` or ``deleted`` that are not dead, finished
 (``pending-send``, ``sent``) and dead ones are never touched. The cutoff is fixed once per
 run, from the database clock (``now() - older_than``) or given.
 
-How (batched deletes, see docs/operations.md for the measurement against partitions): the
+How (batched deletes, see docs/operations/retention.md for the measurement against partitions): the
 candidates are read in ``(created_at, message_id)`` order through the ``messages_created``
 index, a batch at a time, continuing after the last key of the previous batch; each batch is
 deleted in one short transaction that locks only its own rows, which nothing on the request

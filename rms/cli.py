@@ -71,9 +71,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rms: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return EXIT_USAGE
     module = _load(name)
+    return module.run(parser_for(name, module).parse_args(rest))
+
+
+def parser_for(name: str, module: CommandModule | None = None) -> argparse.ArgumentParser:
+    """The parser of ``rms NAME``, as the command configures it (the CLI reference is made
+    from these parsers)."""
     parser = argparse.ArgumentParser(prog=f"rms {name}", description=COMMANDS[name][1])
-    module.configure(parser)
-    return module.run(parser.parse_args(rest))
+    (module or _load(name)).configure(parser)
+    return parser
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
 """Deployment configuration, read once where a process starts (never deep in library code).
 
 Every field maps to an environment variable with the ``RMS_`` prefix, e.g.
-``database_url`` is ``RMS_DATABASE_URL``. The README has the full table.
+``database_url`` is ``RMS_DATABASE_URL``. Each field's ``description`` is what the
+configuration reference says about it (``python -m docs_gen`` writes
+docs/reference/configuration.md from these definitions), so a setting is described here and
+nowhere else.
 """
 
 from __future__ import annotations
@@ -31,16 +34,28 @@ class KafkaSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="RMS_", extra="ignore", frozen=True)
 
-    kafka_bootstrap_servers: str = "127.0.0.1:9092"
-    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    kafka_ssl_cafile: str | None = None
-    kafka_ssl_certfile: str | None = None
-    kafka_ssl_keyfile: str | None = None
-    kafka_ssl_check_hostname: bool = True
-    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
-    kafka_sasl_username: str | None = None
-    kafka_sasl_password: SecretStr | None = None
-    kafka_sasl_password_file: str | None = None
+    kafka_bootstrap_servers: str = Field(default="127.0.0.1:9092", description="the Kafka cluster")
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        default="PLAINTEXT",
+        description="how every Kafka client of RMS connects ([Kafka over TLS and SASL]"
+                    "(../operations/security.md#kafka-over-tls-and-sasl))")
+    kafka_ssl_cafile: str | None = Field(
+        default=None, description="PEM file of the authorities that sign the brokers' "
+                                  "certificates (none: the system's)")
+    kafka_ssl_certfile: str | None = Field(
+        default=None, description="PEM client certificate, for mutual TLS")
+    kafka_ssl_keyfile: str | None = Field(default=None, description="its PEM key")
+    kafka_ssl_check_hostname: bool = Field(
+        default=True, description="the broker's certificate must name the host RMS dialled")
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
+        default=None, description="the SASL mechanism")
+    kafka_sasl_username: str | None = Field(default=None,
+                                            description="SASL user (RMS's principal)")
+    kafka_sasl_password: SecretStr | None = Field(default=None,
+                                                  description="its password; never logged")
+    kafka_sasl_password_file: str | None = Field(
+        default=None, description="a file holding the password instead (compose secrets, "
+                                  "systemd credentials, mounted Secrets); not both")
 
     @model_validator(mode="before")
     @classmethod
@@ -73,42 +88,71 @@ class WorkerSettings(KafkaSettings):
     model_config = SettingsConfigDict(env_prefix="RMS_", extra="ignore", frozen=True)
 
     # Connections
-    database_url: str = "postgresql+asyncpg://postgres@127.0.0.1:5432/rms"
-    db_pool_size: int = Field(default=20, ge=1)
-    db_max_overflow: int = Field(default=10, ge=0)
-    db_pool_timeout_seconds: float = Field(default=5.0, gt=0)
-    db_idle_in_transaction_timeout_seconds: float = Field(default=60.0, ge=0)
-    kafka_acks: Literal["all", "1", "0"] = "all"
-    # the idempotent producer: a send retried after a lost answer or a leader change is written
-    # once (Kafka deduplicates by producer id and sequence); it requires acks=all
-    kafka_enable_idempotence: bool = True
-    kafka_linger_ms: int = Field(default=2, ge=0)
-    kafka_publish_timeout_seconds: float = Field(default=5.0, gt=0)
-    kafka_client_id: str = "rms"
+    database_url: str = Field(
+        default="postgresql+asyncpg://postgres@127.0.0.1:5432/rms",
+        description="the message store (plain `postgresql://` URLs are accepted), read one way "
+                    "by every command: TLS as `?sslmode=verify-full&sslrootcert=/path/ca.pem`, "
+                    "a Unix socket as `postgresql+asyncpg://user@/rms?host=/run/postgresql` "
+                    "([PostgreSQL over TLS](../operations/security.md#postgresql-over-tls))")
+    db_pool_size: int = Field(default=20, ge=1, description="connections per process")
+    db_max_overflow: int = Field(default=10, ge=0, description="extra connections under bursts")
+    db_pool_timeout_seconds: float = Field(
+        default=5.0, gt=0, description="wait for a connection before answering 503")
+    db_idle_in_transaction_timeout_seconds: float = Field(
+        default=60.0, ge=0,
+        description="PostgreSQL ends an RMS session idle inside a transaction this long (its "
+                    "locks are freed if the client vanished); 0 = never")
+    kafka_acks: Literal["all", "1", "0"] = Field(default="all", description="producer acks")
+    # Kafka deduplicates by producer id and sequence
+    kafka_enable_idempotence: bool = Field(
+        default=True, description="idempotent producer: a send retried after a lost answer or "
+                                  "a leader change is written once (needs `RMS_KAFKA_ACKS=all`)")
+    kafka_linger_ms: int = Field(default=2, ge=0, description="producer batching delay")
+    kafka_publish_timeout_seconds: float = Field(
+        default=5.0, gt=0, description="a publish not accepted by then counts as failed")
+    kafka_client_id: str = Field(default="rms", description="Kafka client id")
 
-    # check URLs on private addresses (the check-back calls and the prepare's validation)
-    allow_private_callbacks: bool = False
+    allow_private_callbacks: bool = Field(
+        default=False, description="allow check-back URLs on loopback and private addresses "
+                                   "(the check-back calls and the prepare's validation)")
 
-    # Policy defaults (per message overrides come in the prepare body)
-    check_after_seconds: float = Field(default=10.0, ge=0)
-    max_checks: int = Field(default=15, ge=1)
-    check_backoff_cap_seconds: float = Field(default=300.0, gt=0)
-    ack_timeout_seconds: float = Field(default=60.0, gt=0)
-    max_deliveries: int = Field(default=6, ge=1)
-    delivery_backoff_cap_seconds: float = Field(default=1800.0, gt=0)
-    publish_retry_seconds: float = Field(default=5.0, gt=0)
+    # Policy defaults
+    check_after_seconds: float = Field(
+        default=10.0, ge=0, description="first check-back after prepare (per message: the "
+                                        "prepare's `check_after_seconds`)")
+    max_checks: int = Field(
+        default=15, ge=1, description="check-backs (all attempts) before dead `check-exhausted` "
+                                      "(per message: `max_checks`)")
+    check_backoff_cap_seconds: float = Field(
+        default=300.0, gt=0, description="longest wait between check-backs")
+    ack_timeout_seconds: float = Field(
+        default=60.0, gt=0, description="wait for an ack after a publish, then doubling (per "
+                                        "message: `ack_timeout_seconds`)")
+    max_deliveries: int = Field(
+        default=6, ge=1, description="publishes (all attempts) before dead `delivery-exhausted` "
+                                     "(per message: `max_deliveries`)")
+    delivery_backoff_cap_seconds: float = Field(
+        default=1800.0, gt=0, description="longest wait for an ack")
+    publish_retry_seconds: float = Field(
+        default=5.0, gt=0, description="retry delay after the broker refused a publish (a "
+                                       "refused publish never spends `max_deliveries`)")
 
     # Workers
-    worker_interval_seconds: float = Field(default=1.0, gt=0)
-    worker_batch_size: int = Field(default=200, ge=1)
-    worker_lease_seconds: float = Field(default=30.0, gt=0)
-    worker_concurrency: int = Field(default=64, ge=1)
-    callback_timeout_seconds: float = Field(default=5.0, gt=0)
-    callback_max_response_bytes: int = Field(default=64 * 1024, ge=1)
+    worker_interval_seconds: float = Field(
+        default=1.0, gt=0, description="worker tick (fractions allowed)")
+    worker_batch_size: int = Field(default=200, ge=1, description="messages claimed per tick")
+    worker_lease_seconds: float = Field(
+        default=30.0, gt=0, description="a claim not finished by then is taken again")
+    worker_concurrency: int = Field(
+        default=64, ge=1, description="concurrent callbacks or publishes per worker")
+    callback_timeout_seconds: float = Field(
+        default=5.0, gt=0, description="check-back call timeout")
+    callback_max_response_bytes: int = Field(
+        default=64 * 1024, ge=1, description="largest check-back answer read")
 
     # Observability
-    log_level: str = "INFO"
-    log_json: bool = True
+    log_level: str = Field(default="INFO", description="log level")
+    log_json: bool = Field(default=True, description="JSON logs (else human-readable)")
 
     @model_validator(mode="after")
     def _idempotence_needs_all_acks(self) -> WorkerSettings:
@@ -138,17 +182,35 @@ class RetentionSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="RMS_", extra="ignore", frozen=True)
 
-    retention_older_than: str = Field(default="30d", pattern=r"^\s*\d+(\.\d+)?\s*[smhd]\s*$")
-    retention_batch_size: int = Field(default=5000, ge=1)
-    retention_pause_seconds: float = Field(default=0.0, ge=0)
-    # the pace that yields to the request path (history.pacing): work at most this share of
-    # the wall time, in batches of about this many seconds
-    retention_duty_cycle: float = Field(default=0.25, gt=0, le=1)
-    retention_batch_seconds: float = Field(default=0.25, gt=0)
-    retention_archive_dir: str | None = None
-    # permission bits of the archive's files (octal; folders add the search bit where the
-    # files can be read): owner-only by default, since archived messages hold full payloads
-    retention_archive_file_mode: str = Field(default="0600", pattern=r"^0?[0-7]{3}$")
+    retention_older_than: str = Field(
+        default="30d", pattern=r"^\s*\d+(\.\d+)?\s*[smhd]\s*$",
+        description="remove finished messages this long after `done_at` / `deleted_at` "
+                    "(`--older-than`; `s`, `m`, `h`, `d`)")
+    retention_batch_size: int = Field(
+        default=5000, ge=1,
+        description="at most this many messages per delete transaction (`--batch-size`)")
+    retention_pause_seconds: float = Field(
+        default=0.0, ge=0, description="a fixed pause added after every batch, for replication "
+                                       "lag and I/O (`--pause-seconds`)")
+    # the pace that yields to the request path (history.pacing)
+    retention_duty_cycle: float = Field(
+        default=0.25, gt=0, le=1,
+        description="the share of the time the run works: after a batch of *d* seconds it "
+                    "rests *d* \u00d7 (1 \u2212 duty) / duty (`--duty-cycle`; `1` and no pause: as fast "
+                    "as the database allows)")
+    retention_batch_seconds: float = Field(
+        default=0.25, gt=0,
+        description="the time each batch aims at: a slower batch shrinks the next in "
+                    "proportion (not below 100 messages), a batch under half of it lets the "
+                    "next grow by half (`--batch-seconds`)")
+    retention_archive_dir: str | None = Field(
+        default=None, description="archive each batch to day-partitioned Parquet here first "
+                                  "(`--archive`); none: delete only")
+    # owner-only by default, since archived messages hold full payloads
+    retention_archive_file_mode: str = Field(
+        default="0600", pattern=r"^0?[0-7]{3}$",
+        description="permission bits of archive files (octal); folders add the search bit "
+                    "where files can be read (`0600` → `0700`, `0640` → `0750`)")
 
 
 class Settings(WorkerSettings, RetentionSettings):
@@ -157,70 +219,135 @@ class Settings(WorkerSettings, RetentionSettings):
 
     # Security: the API refuses to start without the admin token outside dev mode (the
     # workers serve no admin endpoint and do not read it)
-    admin_token: str | None = None
-    dev_mode: bool = False
+    admin_token: str | None = Field(
+        default=None, description="operator token; **required** by `rms serve` unless "
+                                  "`RMS_DEV_MODE=true` (the workers do not read it)")
+    dev_mode: bool = Field(default=False, description="local trial mode (`rms dev` sets it)")
 
-    ack_topic: str = "rms.acks"
-    ack_consumer_enabled: bool = True
-    ack_consumer_group: str = "rms-ack-consumer"
-    ack_consumer_max_wait_ms: int = Field(default=50, ge=1)
-    # tries of an ack-topic batch that fails while PostgreSQL answers, before it is applied
-    # record by record and what still fails is set aside (an outage is retried without limit)
-    ack_batch_max_tries: int = Field(default=5, ge=1)
-    # ack records must carry the consumer app's Standard Webhooks signature; "optional" accepts
-    # unsigned ones (still refusing a wrong signature) where Kafka ACLs guard the ack topic
-    ack_signatures: Literal["required", "optional"] = "required"
+    ack_topic: str = Field(default="rms.acks",
+                           description="topic consumers may write acks to")
+    ack_consumer_enabled: bool = Field(
+        default=True, description="run the ack-topic consumer in the API process")
+    ack_consumer_group: str = Field(default="rms-ack-consumer",
+                                    description="its consumer group")
+    ack_consumer_max_wait_ms: int = Field(
+        default=50, ge=1, description="longest an ack-topic fetch waits for new records (an "
+                                      "ack that arrives meanwhile can wait that long)")
+    ack_batch_max_tries: int = Field(
+        default=5, ge=1,
+        description="tries of an ack-topic batch that fails while PostgreSQL answers, before "
+                    "it is applied record by record and what still fails is set aside (an "
+                    "outage is waited out, never skipped)")
+    ack_signatures: Literal["required", "optional"] = Field(
+        default="required",
+        description="ack records must carry the Standard Webhooks signature of the consumer "
+                    "app they name (`optional`: unsigned ones accepted, a wrong signature "
+                    "still refused, for a topic guarded by Kafka ACLs)")
 
-    # when a producer's confirm (POST /v1/messages/{id}/confirm) is answered: "published",
-    # once the broker's answer to its first publish is recorded (the answer states it);
-    # "committed", once the confirming statement is durable, the publish following on the
-    # dispatcher (the answer states the delivery reserved; design section 4)
-    confirm_answer: Literal["published", "committed"] = "published"
+    confirm_answer: Literal["published", "committed"] = Field(
+        default="published",
+        description="when a producer's confirm answers: `published`, once the broker's answer "
+                    "to its publish is recorded (the answer states it); `committed`, once the "
+                    "confirm is durable, the publish following in the background (the answer "
+                    "states the delivery reserved; [design section 4]"
+                    "(../design.md#4-http-api-v1-contract))")
 
     # Limits
-    max_payload_bytes: int = Field(default=256 * 1024, ge=1)
-    max_headers: int = Field(default=64, ge=0)
-    max_header_bytes: int = Field(default=8 * 1024, ge=1)
-    max_batch_items: int = Field(default=1000, ge=1)
-    max_batch_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
-    # the furthest a prepare or send may delay its delivery (deliver_after / delay_seconds)
-    max_delay_seconds: float = Field(default=7 * 86_400.0, ge=0)
-    # per app and per API process (message_service/limits.py); 0 turns each off
-    app_rate_limit_per_second: float = Field(default=0.0, ge=0)
-    app_rate_limit_burst: int = Field(default=100, ge=1)
-    max_pending_per_app: int = Field(default=100_000, ge=0)
-    # HTTP server (rms serve): connections held at once (the oldest idle one makes room for a
-    # new one; when all are busy, 503 beyond but to health checks, which have a reserve above
-    # it: message_service/connections.py), idle keep-alive, and how long a request head and a
-    # request body may take to arrive (408 beyond)
-    http_limit_concurrency: int = Field(default=1000, ge=1)
-    http_health_reserve: int = Field(default=16, ge=0)
+    max_payload_bytes: int = Field(
+        default=256 * 1024, ge=1, description="largest payload (JSON-encoded); larger → 413")
+    max_headers: int = Field(default=64, ge=0, description="most headers per message")
+    max_header_bytes: int = Field(default=8 * 1024, ge=1,
+                                  description="total header bytes per message")
+    max_batch_items: int = Field(
+        default=1000, ge=1, description="most items in one batch request or transaction "
+                                        "(more → 413)")
+    max_batch_bytes: int = Field(
+        default=8 * 1024 * 1024, ge=1,
+        description="largest batch or transaction request body (more → 413)")
+    max_delay_seconds: float = Field(
+        default=7 * 86_400.0, ge=0,
+        description="furthest `deliver_after` / `delay_seconds` may delay a delivery (7 days; "
+                    "more → 422)")
+    # per app and per API process (message_service/limits.py)
+    app_rate_limit_per_second: float = Field(
+        default=0.0, ge=0,
+        description="requests per second per app **per API instance** on the app-token "
+                    "endpoints (token bucket; 0 = off); more → 429 with `Retry-After`")
+    app_rate_limit_burst: int = Field(
+        default=100, ge=1, description="bucket size: requests an idle app may make at once")
+    max_pending_per_app: int = Field(
+        default=100_000, ge=0,
+        description="most pending-send messages per app (0 = no cap); a prepare or batch "
+                    "prepare at the cap → 429 with `Retry-After`")
+    # HTTP server (rms serve): connections held at once (message_service/connections.py),
+    # idle keep-alive, and how long a request head and a request body may take to arrive
+    http_limit_concurrency: int = Field(
+        default=1000, ge=1,
+        description="connections one `rms serve` process holds at once: at the cap the oldest "
+                    "idle one is closed for a new one; when all are busy, 503 with "
+                    "`Retry-After` but to health checks")
+    http_health_reserve: int = Field(
+        default=16, ge=0, description="connections above `RMS_HTTP_LIMIT_CONCURRENCY` on which "
+                                      "health checks are still answered")
     # longer than the idle timeouts of the clients and proxies in front (Go 90 s, nginx and
     # AWS ALB 60 s): the client, not the server, must be the one to drop an idle connection
-    http_keep_alive_seconds: float = Field(default=120.0, gt=0)
-    # the idle keep-alive of a connection that has not shown an app's API key
-    http_unauthenticated_keep_alive_seconds: float = Field(default=5.0, gt=0)
-    http_head_timeout_seconds: float = Field(default=10.0, gt=0)
-    http_body_timeout_seconds: float = Field(default=30.0, gt=0)
-    # adaptive concurrency limit of the producer and consumer API (message_service/
-    # admission.py), on unless switched off: requests in flight beyond the limit get 503 with
-    # Retry-After at once, an app over its fair share first; the limit follows measured
-    # latency and event-loop lag between its minimum and maximum
-    admission_enabled: bool = True
-    admission_initial_limit: int = Field(default=64, ge=1)
-    admission_min_limit: int = Field(default=8, ge=1)
-    admission_max_limit: int = Field(default=1000, ge=1)
-    admission_tolerance: float = Field(default=1.5, ge=1.0)
-    admission_latency_floor_seconds: float = Field(default=0.05, ge=0)
-    admission_latency_ceiling_seconds: float = Field(default=0.25, gt=0)
-    admission_lag_budget_seconds: float = Field(default=0.01, gt=0)
-    # requests in flight whose key the database could not look up, held apart from the limit
-    admission_unauthenticated_limit: int = Field(default=8, ge=1)
-    # how long a rotated-out signing secret still signs check-backs next to the new one
-    signing_secret_overlap_seconds: float = Field(default=86_400.0, ge=0)
+    http_keep_alive_seconds: float = Field(
+        default=120.0, gt=0,
+        description="idle keep-alive connections are closed after this; keep it above the "
+                    "idle timeout of every client and proxy in front ([slow clients and the "
+                    "reverse proxy](../operations/limits.md#slow-clients-and-the-reverse-proxy))")
+    http_unauthenticated_keep_alive_seconds: float = Field(
+        default=5.0, gt=0, description="idle keep-alive of a connection that has not shown an "
+                                       "app's API key")
+    http_head_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="a request head must arrive within this (408 and "
+                                        "close beyond)")
+    http_body_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="a request body must arrive within this of its head "
+                                        "(408 and close beyond)")
+    # adaptive concurrency limit of the producer and consumer API (message_service/admission.py)
+    admission_enabled: bool = Field(
+        default=True,
+        description="overload protection: the adaptive concurrency limit of the producer and "
+                    "consumer API. Authenticated new work (prepares, sends, batches, "
+                    "transactions) beyond a limit that follows measured latency and event-loop "
+                    "lag gets 503 with `Retry-After` at once, an app over its fair share first; "
+                    "confirms, cancels and acks pass up to the maximum ([per-app limits]"
+                    "(../operations/limits.md#per-app-limits))")
+    admission_initial_limit: int = Field(
+        default=64, ge=1, description="where the limit starts (requests in flight per API "
+                                      "process)")
+    admission_min_limit: int = Field(default=8, ge=1,
+                                     description="the least the limit falls to")
+    admission_max_limit: int = Field(default=1000, ge=1,
+                                     description="the most the limit grows to")
+    admission_tolerance: float = Field(
+        default=1.5, ge=1.0, description="how far recent latency may rise over the long-run "
+                                         "latency before the limit shrinks")
+    admission_latency_floor_seconds: float = Field(
+        default=0.05, ge=0,
+        description="a window's mean latency under which the limit never shrinks for latency "
+                    "(a calm load that follows a quiet hour is not refused)")
+    admission_latency_ceiling_seconds: float = Field(
+        default=0.25, gt=0,
+        description="a window's mean latency above which the limit always shrinks")
+    admission_lag_budget_seconds: float = Field(
+        default=0.01, gt=0,
+        description="a window's mean event-loop lag above which the limit shrinks (the time "
+                    "requests wait before the server reads them)")
+    admission_unauthenticated_limit: int = Field(
+        default=8, ge=1,
+        description="requests in flight per API process whose key the database could not look "
+                    "up (held apart from the limit; 503 beyond); a request known to carry no "
+                    "key or a key of no app is answered 401 at once")
+    signing_secret_overlap_seconds: float = Field(
+        default=86_400.0, ge=0,
+        description="after `rotate-signing-secret`, how long the previous secret still signs "
+                    "check-backs next to the new one")
 
-    # Reports: where `rms report` writes (the dashboard serves the latest summary.json from it)
-    report_dir: str | None = None
+    report_dir: str | None = Field(
+        default=None, description="the `rms report --out` folder whose `summary.json` the "
+                                  "dashboard shows")
 
     @model_validator(mode="after")
     def _admin_token_required_outside_dev(self) -> Settings:

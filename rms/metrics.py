@@ -1,4 +1,4 @@
-"""Prometheus metrics: one home for every name (docs/operations.md lists them for alerts)."""
+"""Prometheus metrics: one home for every name (docs/operations/monitoring.md lists them for alerts)."""
 
 from __future__ import annotations
 

@@ -1,33 +1,51 @@
-"""The README stays true: every setting is in its configuration table, every command listed."""
+"""The README is the short first page: at most 250 lines, every link and picture in it
+resolves (a file of the repository, and a heading of it when the link names one), and it
+names the two commands. What it says at length lives on the documentation site."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from rms.cli import COMMANDS
-from rms.config import Settings
+from pymdownx.slugs import slugify
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-
-
-def test_every_setting_is_documented_with_its_default() -> None:
-    rows = dict(re.findall(r"^\| `(RMS_[A-Z_]+)` \| ([^|]+) \|", README, flags=re.M))
-    expected = {f"RMS_{name.upper()}" for name in Settings.model_fields}
-    assert set(rows) == expected
-    for name, field in Settings.model_fields.items():
-        documented = rows[f"RMS_{name.upper()}"].strip().strip("`")
-        if field.default is None:
-            assert documented == "(none)"
-        else:
-            default = str(field.default).lower() if isinstance(field.default, bool) else field.default
-            assert documented in {str(default), f"{default:g}" if isinstance(default, float) else ""}, name
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*$", re.MULTILINE)
+FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
+# the heading ids GitHub and the site give (mkdocs.yml's toc slugify)
+SLUG = slugify(case="lower")
 
 
-def test_every_command_is_listed() -> None:
-    for name in COMMANDS:
-        if name != "bench":
-            assert f"rms {name}" in README, name
+def anchors(markdown: Path) -> set[str]:
+    """The ids of a Markdown file's headings (an explicit ``{#id}`` wins)."""
+    found = set()
+    for heading in HEADING.findall(FENCE.sub("", markdown.read_text())):
+        explicit = re.search(r"\{#([^}]+)\}$", heading)
+        found.add(explicit.group(1) if explicit else SLUG(heading, "-"))
+    return found
+
+
+def test_the_readme_is_at_most_250_lines() -> None:
+    assert len(README.splitlines()) <= 250
+
+
+def test_every_link_of_the_readme_resolves() -> None:
+    links = [link for link in LINK.findall(FENCE.sub("", README))
+             if not re.match(r"^[a-z]+:", link)]
+    assert len(links) > 20
+    for link in links:
+        path, _, anchor = link.partition("#")
+        target = ROOT / path if path else ROOT / "README.md"
+        assert target.exists(), link
+        if anchor:
+            assert anchor in anchors(target), link
+
+
+def test_the_link_check_sees_a_missing_heading() -> None:
+    assert "a-five-minute-walkthrough" in anchors(ROOT / "docs" / "getting-started.md")
+    assert "no-such-heading" not in anchors(ROOT / "docs" / "getting-started.md")
 
 
 def test_readme_names_the_two_commands() -> None:

@@ -10,7 +10,7 @@ downstream, so the consumer's spans become children of the publish span.
 
 A process gets a tracer provider in one of three ways: :func:`configure_from_environment` at
 start-up (``rms serve`` and the workers: the standard ``OTEL_*`` variables, see
-docs/operations.md), :func:`install` (tests, embedding), or an application that set the
+docs/operations/monitoring.md), :func:`install` (tests, embedding), or an application that set the
 global OpenTelemetry provider itself (a consumer using the SDK).
 """
 

@@ -30,7 +30,7 @@ from tests.conftest import ADMIN_TOKEN
 from tests.support import Api, eventually, read_topic
 from tests.tls_support import Authority, Issued
 
-OPERATIONS = Path(__file__).parents[3] / "docs" / "operations.md"
+OPERATIONS = Path(__file__).parents[3] / "docs" / "operations" / "security.md"
 ACL_HEADING = "### The ACLs RMS needs"
 ACK_TOPIC, ACK_GROUP = "rms.acks", "rms-ack-consumer"
 PASSWORDS = {"admin": "admin-secret", "rms": "rms-secret", "points-service": "points-secret"}

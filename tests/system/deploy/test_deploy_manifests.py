@@ -1,4 +1,4 @@
-"""The deployment files (Dockerfile, deploy/, docs/operations.md) agree with the code.
+"""The deployment files (Dockerfile, deploy/, docs/operations/) agree with the code.
 
 Everything here runs without a container engine: every YAML file parses, kustomize renders
 the overlays (with ``kubectl kustomize`` or ``kustomize build`` when installed), every
@@ -44,10 +44,11 @@ SYSTEMD = DEPLOY / "systemd"
 COMPOSE = DEPLOY / "compose"
 ALERT_RULES = DEPLOY / "prometheus" / "rms-alerts.yml"
 ALERT_TESTS = ALERT_RULES.parent / "tests"  # one promtool unit-test file per alert
-OPERATIONS = ROOT / "docs" / "operations.md"
+OPERATIONS = ROOT / "docs" / "operations"  # the operations guide, a page per topic
+RUNBOOKS = OPERATIONS / "alerts.md"  # the alert rules' runbook annotations point here
 DOCKERFILE = ROOT / "Dockerfile"
 
-# What the services expose and the alert rules use; docs/operations.md, "Metrics", lists
+# What the services expose and the alert rules use; docs/operations/monitoring.md, "Metrics", lists
 # the same (checked below), and a check of the code can compare against this.
 METRICS: dict[str, str] = {
     "rms_dead_letters_total": "counter",
@@ -87,7 +88,7 @@ def yaml_files() -> list[Path]:
 
 def text_files() -> list[Path]:
     files = [p for p in DEPLOY.rglob("*") if p.is_file()]
-    return sorted([*files, DOCKERFILE, ROOT / ".dockerignore", OPERATIONS])
+    return sorted([*files, DOCKERFILE, ROOT / ".dockerignore", *OPERATIONS.glob("*.md")])
 
 
 def setting_names() -> set[str]:
@@ -312,22 +313,27 @@ def test_overlays_run_the_api_with_overload_protection(rendered: dict[str, list[
         assert config["data"]["RMS_ADMISSION_ENABLED"] == "true", overlay
 
 
+def operations_guide() -> str:
+    """Every page of the operations guide, one after the other."""
+    return "\n".join(page.read_text() for page in sorted(OPERATIONS.glob("*.md")))
+
+
 def doc_patches() -> dict[str, str]:
-    """The overlay patches docs/operations.md shows, by file name."""
-    blocks = re.findall(r"```yaml\n(.*?)```", OPERATIONS.read_text(), re.DOTALL)
+    """The overlay patches the operations guide shows, by file name."""
+    blocks = re.findall(r"```yaml\n(.*?)```", operations_guide(), re.DOTALL)
     return {match.group(1): block for block in blocks
             if (match := re.match(r"# overlays/production/patches/(\S+\.yaml)", block))}
 
 
 def test_operations_guide_yaml_parses() -> None:
-    for block in re.findall(r"```yaml\n(.*?)```", OPERATIONS.read_text(), re.DOTALL):
+    for block in re.findall(r"```yaml\n(.*?)```", operations_guide(), re.DOTALL):
         assert yaml.safe_load(block), block
 
 
 def test_patches_in_the_guide_apply_to_production(k8s_tree: Path,
                                                   rendered: dict[str, list[Obj]]) -> None:
     patches = doc_patches()
-    assert patches, "docs/operations.md shows no overlay patches"
+    assert patches, "the operations guide shows no overlay patches"
     overlay = k8s_tree / "overlays" / "production-with-guide-patches"
     shutil.copytree(k8s_tree / "overlays" / "production", overlay)
     for name, text in patches.items():
@@ -717,8 +723,17 @@ def alert_rules() -> list[Obj]:
     return list(yaml.safe_load(ALERT_RULES.read_text())["groups"][0]["rules"])
 
 
+def runbook_anchor(rule: Obj) -> str:
+    """The heading an alert rule's runbook annotation names on the alerts page."""
+    runbook = str(rule["annotations"]["runbook"])
+    page = f"{RUNBOOKS.relative_to(ROOT)}#"
+    assert runbook.startswith(page), f"{rule['alert']}: runbook {runbook} is not on {page}"
+    return runbook.removeprefix(page)
+
+
 def doc_anchors() -> set[str]:
-    headings = re.findall(r"^#+\s+(.+)$", OPERATIONS.read_text(), re.MULTILINE)
+    """The heading ids of the alerts page (the runbooks)."""
+    headings = re.findall(r"^#+\s+(.+)$", RUNBOOKS.read_text(), re.MULTILINE)
     return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
 
 
@@ -733,14 +748,15 @@ def test_alerts_use_known_metrics_and_documented_runbooks() -> None:
         names = set(re.findall(r"\brms_[a-z_]+", rule["expr"]))
         assert names <= METRICS.keys(), f"{rule['alert']} uses unknown {names - METRICS.keys()}"
         used |= names
-        anchor = rule["annotations"]["runbook"].removeprefix("docs/operations.md#")
+        anchor = runbook_anchor(rule)
         assert anchor in doc_anchors(), f"{rule['alert']}: no section #{anchor}"
     assert {"rms_dead_letters_total", "rms_oldest_pending_send_age_seconds",
             "rms_checks_total"} <= used
 
 
 def documented_metrics() -> dict[str, str]:
-    section = OPERATIONS.read_text().split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
+    page = (OPERATIONS / "monitoring.md").read_text()
+    section = page.split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\|\s*`(rms_[a-z_]+)`\s*\|\s*(\w+)\s*\|", section, re.MULTILINE)
     return dict(rows)
 

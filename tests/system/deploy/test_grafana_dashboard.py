@@ -108,7 +108,7 @@ def test_every_alert_has_a_panel_linking_its_runbook() -> None:
     links = {link["url"] for panel in panels() for link in panel.get("links", [])}
     anchors = doc_anchors()
     for rule in alert_rules():
-        anchor = rule["annotations"]["runbook"].removeprefix("docs/operations.md#")
+        anchor = manifests.runbook_anchor(rule)
         assert "${runbook}#" + anchor in links, f"no panel links the runbook of {rule['alert']}"
         assert anchor in anchors
     for link in links:

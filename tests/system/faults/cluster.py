@@ -59,7 +59,7 @@ CLOSE_SECONDS = 30.0  # a proxy or the harness's connection pool closed
 
 THIS_RELEASE = (sys.executable, "-m", "rms.cli")  # how an RMS process of this tree starts
 
-# short timings so every scenario converges in seconds (README "Configuration" names them)
+# short timings so every scenario converges in seconds (docs/reference/configuration.md names them)
 SETTINGS = {
     "RMS_WORKER_INTERVAL_SECONDS": "0.1",
     "RMS_PUBLISH_RETRY_SECONDS": "0.3",

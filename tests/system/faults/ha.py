@@ -9,7 +9,7 @@ then promotes only that standby: no answered commit is lost. ``primary_start_tim
 when the primary's PostgreSQL dies, Patroni fails over at once instead of restarting it in
 place; the old primary rejoins as a standby (``pg_rewind``). RMS reaches the writable node
 with a multi-host URL (``host=`` query parameters, ``target_session_attrs=read-write``; see
-docs/operations.md, "High availability").
+docs/operations/sizing.md, "PostgreSQL that fails over").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Python artifacts as a user installs them ("Installing a release" in the README): RMS's
+"""The Python artifacts as a user installs them ("Installing a release" in docs/getting-started.md): RMS's
 own distributions from dist/ only (``--no-index``), third-party ones from the index, in a fresh
 virtual environment outside the repository; then used against a live RMS."""
 
@@ -32,7 +32,7 @@ LIVE_CLIENT = Path(__file__).resolve().parents[1] / "clients" / "python" / "live
 
 
 def install(root: Path, distribution: str, *extras: str) -> Path:
-    """The README's two steps in a new virtual environment: RMS's distributions from dist/
+    """The guide's two steps in a new virtual environment: RMS's distributions from dist/
     alone, then what they need from the index. Returns the environment's python."""
     venv.create(root / "venv", with_pip=True)
     python = root / "venv" / "bin" / "python"
