@@ -37,6 +37,7 @@ from rms.store.messages import MessageStore
 from rms.store.redelivery import RedeliveryStore
 from rms.store.transactions import TransactionStore
 from rms.usecases.acks import Acks
+from rms.usecases.apps_repair import keep_consume_regexes
 from rms.usecases.authentication import Authentication
 from rms.usecases.health import Health
 from rms.usecases.messages import MessageService
@@ -93,11 +94,13 @@ def create_app(settings: Settings) -> FastAPI:
         if settings.ack_consumer_enabled:
             acks.start()
         probe = asyncio.create_task(_report_unreachable_database(engine, settings.database_url))
+        repairs = asyncio.create_task(keep_consume_regexes(wired.acks.apps, settings.apps_repair_seconds))
         settle_heap()
         try:
             yield
         finally:
             probe.cancel()
+            repairs.cancel()
             await wired.service.dispatcher.drain(settings.kafka_publish_timeout_seconds
                                                  + HAND_OFF_GRACE_SECONDS)
             await acks.stop()

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, Query, Request
 
 from rms.config import Settings
 from rms.domain.errors import Invalid, Unauthorized
@@ -63,6 +63,7 @@ async def current_app(request: Request, wired: ServicesDep) -> App:
     return await wired.authentication.app_for_key(bearer_token(request))
 
 
+EVENTS_PAGE_MAX = 1000
 OPERATOR_HEADER = "x-rms-operator"
 _OPERATOR_NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}")
 
@@ -95,6 +96,24 @@ async def request_trace(
     return trace_context(request.headers.getlist(TRACEPARENT), request.headers.getlist(TRACESTATE))
 
 
+@dataclass(frozen=True, slots=True)
+class Page:
+    """A page of a history: at most ``limit`` entries after ``cursor``."""
+
+    limit: int
+    cursor: str | None
+
+
+async def events_page(
+    limit: Annotated[int, Query(ge=1, le=EVENTS_PAGE_MAX,
+                                description="events per page (at most 1000)")] = EVENTS_PAGE_MAX,
+    cursor: Annotated[str | None, Query(
+        description="the next_cursor of the previous page")] = None,
+) -> Page:
+    return Page(limit, cursor)
+
+
 CurrentApp = Annotated[App, Depends(current_app)]
+EventsPage = Annotated[Page, Depends(events_page)]
 AdminActor = Annotated[str, Depends(admin)]
 RequestTrace = Annotated[TraceContext | None, Depends(request_trace)]

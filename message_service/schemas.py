@@ -209,6 +209,8 @@ class EventOut(BaseModel):
 
 class EventsOut(BaseModel):
     events: list[EventOut]
+    next_cursor: str | None = Field(
+        default=None, description="the cursor of the next page of events (null: none left)")
 
 
 class MessagePage(BaseModel):

@@ -141,6 +141,11 @@ class WorkerSettings(KafkaSettings):
     worker_interval_seconds: float = Field(
         default=1.0, gt=0, description="worker tick (fractions allowed)")
     worker_batch_size: int = Field(default=200, ge=1, description="messages claimed per tick")
+    apps_repair_seconds: float = Field(
+        default=5.0, gt=0,
+        description="how often every process gives the apps an earlier release created, or "
+                    "whose consume topics it changed, the form of their topics this release "
+                    "reads (during a rolling update)")
     worker_lease_seconds: float = Field(
         default=30.0, gt=0, description="a claim not finished by then is taken again")
     worker_concurrency: int = Field(

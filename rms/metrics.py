@@ -10,6 +10,7 @@ from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from rms.domain.ack_outcomes import UNRECORDED
 from rms.domain.checkback import Outcome
 from rms.domain.states import DeadReason
 
@@ -25,6 +26,10 @@ PUBLISH_SECONDS = Histogram(
 )
 ACKS = Counter("rms_acks_total", "Acks recorded, one per consumer of a message", ["via"])
 ACKS_REJECTED = Counter("rms_acks_rejected_total", "Ack-topic records ignored", ["reason"])
+ACKS_NOT_RECORDED = Counter(
+    "rms_acks_not_recorded_total",
+    "Acks of a permitted consumer that recorded nothing, by why (a repeat, a message done "
+    "already, a consumer that is not a subscriber, a message not sent)", ["via", "reason"])
 ACK_BATCHES_SET_ASIDE = Counter(
     "rms_ack_batches_set_aside_total",
     "Ack-topic batches that kept failing while PostgreSQL answered, applied record by record "
@@ -155,6 +160,9 @@ def count_from_zero(counter: Counter, label_values: list[str]) -> None:
 count_from_zero(DEAD_LETTERS, [reason.value for reason in DeadReason])
 count_from_zero(CHECKS, [outcome.value for outcome in Outcome])
 count_from_zero(DB_CONNECTIONS_DISCARDED, ["open-transaction"])
+for _via in ("http", "ack-topic"):
+    for _reason in UNRECORDED:
+        ACKS_NOT_RECORDED.labels(_via, _reason)
 
 RETENTION = RetentionCollector()
 REGISTRY.register(RETENTION)

@@ -27,7 +27,9 @@ from rms.dispatcher import Dispatcher, dispatcher_for
 from rms.heap import settle_heap
 from rms.kafka.publisher import KafkaPublisher
 from rms.outage import OutageLog
+from rms.store.apps import AppStore
 from rms.store.database import create_engine
+from rms.usecases.apps_repair import keep_consume_regexes
 
 log = structlog.get_logger(__name__)
 
@@ -48,14 +50,17 @@ class WorkerContext:
 
 @contextlib.asynccontextmanager
 async def worker_context(settings: WorkerSettings, kind: str) -> AsyncIterator[WorkerContext]:
-    """Engine + publisher + dispatcher for one worker process, closed on exit."""
+    """Engine + publisher + dispatcher for one worker process, closed on exit; while it lives
+    the apps an earlier release wrote are repaired (:mod:`rms.usecases.apps_repair`)."""
     engine = create_engine(settings, pool_size=min(settings.db_pool_size, 10))
     publisher = KafkaPublisher(settings)
     await publisher.start(wait_seconds=5.0)
     dispatcher = dispatcher_for(publisher, engine, settings)
+    repairs = asyncio.create_task(keep_consume_regexes(AppStore(engine), settings.apps_repair_seconds))
     try:
         yield WorkerContext(settings, engine, publisher, dispatcher, worker_id(kind))
     finally:
+        repairs.cancel()
         await publisher.stop()
         await engine.dispose()
 

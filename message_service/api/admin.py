@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from message_service.api.convert import app_out, credentials_out, event_out, message_out
+from message_service.api.convert import app_out, credentials_out, events_out, message_out
 from message_service.api.messages import ERRORS, IdPath
-from message_service.deps import AdminActor, ServicesDep
+from message_service.deps import AdminActor, EventsPage, ServicesDep
 from message_service.schemas import (
     AppCreate,
     AppCredentialsOut,
@@ -142,10 +142,11 @@ async def get_message(_: AdminActor, wired: ServicesDep,
 
 
 @router.get("/messages/{message_id}/events", response_model=EventsOut, responses=ERRORS)
-async def message_events(_: AdminActor, wired: ServicesDep,
+async def message_events(_: AdminActor, wired: ServicesDep, page: EventsPage,
                          message_id: MessageId = IdPath) -> EventsOut:
-    """Any app's message history."""
-    return EventsOut(events=[event_out(e) for e in await wired.service.events(message_id)])
+    """Any app's message history, a page at a time."""
+    return events_out(await wired.service.events(message_id, limit=page.limit,
+                                                 cursor=page.cursor))
 
 
 @router.post("/messages/{message_id}/confirm", response_model=MessageOut, responses=ERRORS)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import orjson
 from fastapi.responses import Response
 
-from message_service.schemas import AppCredentialsOut, AppOut, EventOut, MessageOut
+from message_service.schemas import AppCredentialsOut, AppOut, EventOut, EventsOut, MessageOut
 from rms.domain.apps import Credentials
 from rms.domain.listings import ListedTransaction
 from rms.domain.models import App, Message, MessageEvent
@@ -45,6 +46,30 @@ def subscribers_fields(m: Message) -> list[dict[str, Any]] | None:
         return None
     return [{"app": name, "acked_at": ack.at if ack else None, "via": ack.via if ack else None}
             for name in m.subscribers for ack in (m.acks.get(name),)]
+
+
+def seen_by(m: Message, app: str) -> Message:
+    """``m`` as ``app`` may see it: whole for its producer; for a consumer, without the other
+    consumers (its own place among the subscribers, its own ack), since a consumer may not read
+    the message (``GET`` answers it 404) and learns of it only what its delivery said."""
+    if m.app == app:
+        return m
+    subscribers = None if m.subscribers is None else tuple(s for s in m.subscribers if s == app)
+    return replace(m, subscribers=subscribers,
+                   acks={name: ack for name, ack in m.acks.items() if name == app})
+
+
+def ack_response(m: Message, outcome: str, app: str) -> Response:
+    """The answer to ``app``'s ack: the message as it may see it, and in ``RMS-Ack`` what its
+    ack did (``recorded``, or why it recorded nothing: :mod:`rms.domain.ack_outcomes`)."""
+    response = message_response(seen_by(m, app))
+    response.headers["rms-ack"] = outcome
+    return response
+
+
+def events_out(page: tuple[list[MessageEvent], str | None]) -> EventsOut:
+    events, next_cursor = page
+    return EventsOut(events=[event_out(e) for e in events], next_cursor=next_cursor)
 
 
 def transaction_fields(view: TransactionView) -> dict[str, Any]:

@@ -6,8 +6,13 @@ from contextlib import AbstractAsyncContextManager
 
 from fastapi import APIRouter, Path, Request, Response
 
-from message_service.api.convert import batch_response, event_out, message_response
-from message_service.deps import CurrentApp, RequestTrace, Services, ServicesDep
+from message_service.api.convert import (
+    ack_response,
+    batch_response,
+    events_out,
+    message_response,
+)
+from message_service.deps import CurrentApp, EventsPage, RequestTrace, Services, ServicesDep
 from message_service.limits import LIMIT_RESPONSES, RATE_LIMIT, PendingSlots, pending_places
 from message_service.schemas import (
     BatchIdsRequest,
@@ -33,6 +38,13 @@ ERRORS: dict[int | str, dict[str, object]] = {
                        404: "unknown or not yours", 409: "conflict",
                        413: "too large", 422: "invalid input"}.items()
 }
+
+ACK_ANSWERS: dict[int | str, dict[str, object]] = ERRORS | {200: {
+    "description": "the message as the consumer may see it (its own subscriber entry and ack "
+                   "only, unless it is the producer); RMS-Ack says what the ack did",
+    "headers": {"RMS-Ack": {"description": "recorded | repeated | already-done | "
+                                           "not-a-subscriber | not-recorded",
+                            "schema": {"type": "string"}}}}}
 
 
 @router.post("", status_code=201, response_model=MessageOut, responses=ERRORS)
@@ -104,10 +116,11 @@ async def cancel_one(wired: Services, app: App, message_id: str) -> Response:
     return message_response(await wired.service.cancel(app, message_id))
 
 
-@router.post("/{message_id}/ack", response_model=MessageOut, responses=ERRORS)
+@router.post("/{message_id}/ack", response_model=MessageOut, responses=ACK_ANSWERS)
 async def ack(app: CurrentApp, wired: ServicesDep, message_id: MessageId = IdPath) -> Response:
     """Acknowledge processing by a consumer: sent -> done (idempotent)."""
-    return message_response(await wired.acks.ack(app, message_id))
+    message, outcome = await wired.acks.ack(app, message_id)
+    return ack_response(message, outcome, app.name)
 
 
 @router.get("/{message_id}", response_model=MessageOut, responses=ERRORS)
@@ -117,8 +130,9 @@ async def get(app: CurrentApp, wired: ServicesDep, message_id: MessageId = IdPat
 
 
 @router.get("/{message_id}/events", response_model=EventsOut, responses=ERRORS)
-async def events(app: CurrentApp, wired: ServicesDep,
+async def events(app: CurrentApp, wired: ServicesDep, page: EventsPage,
                  message_id: MessageId = IdPath) -> EventsOut:
-    """The message's append-only history of transitions, publishes and checks."""
-    return EventsOut(events=[event_out(e) for e in await wired.service.events(message_id,
-                                                                              app=app)])
+    """The message's append-only history of transitions, publishes and checks, in order, a
+    page at a time."""
+    return events_out(await wired.service.events(message_id, app=app, limit=page.limit,
+                                                 cursor=page.cursor))

@@ -6,7 +6,8 @@ The statement is the permission check too: an item counts only where its consume
 ``consume_regex`` matches the message's topic, the consumer owes the message (or the message
 has no subscribers: the single-ack rule) and, when given, the row is the instance named. An
 item by an app that may consume the topic but is not a subscriber appends ``ack-ignored``
-and changes nothing. The ACK transition's effects and its conditions are rendered from the
+(once per consumer and message: its repeats append nothing, so they cannot grow another
+producer's history) and changes nothing. The ACK transition's effects and its conditions are rendered from the
 transition table, as every other transition's.
 """
 
@@ -26,13 +27,13 @@ from rms.domain import transitions as table
 from rms.domain.states import Event, State
 from rms.store.batch import unnest_sql
 from rms.store.phase import sql_text
-from rms.store.transitions import set_sql
+from rms.store.transitions import consumes_sql, set_sql
 
 _ITEMS = (("message_id", "text"), ("consumer", "text"), ("via", "text"),
           ("created_at", "timestamptz"))
 _GIVEN = {"consumer": "u.consumer", "via": "u.via"}
 # the item's consumer may consume the message's topic and the row is the instance it names
-_PERMITTED = ("a.name = u.consumer AND m.message_id = u.message_id AND m.topic ~ a.consume_regex "
+_PERMITTED = (f"a.name = u.consumer AND m.message_id = u.message_id AND {consumes_sql('m.topic')} "
               "AND (u.created_at IS NULL OR m.created_at = u.created_at)")
 _SENT = f"m.state = '{table.ACK.source.value}'"
 
@@ -54,6 +55,8 @@ WITH input AS (
     SELECT m.message_id, u.consumer, u.via
     FROM input u JOIN apps a ON a.name = u.consumer JOIN messages m ON m.message_id = u.message_id
     WHERE {_PERMITTED} AND {_SENT} AND {sql_text(phase.NOT_A_SUBSCRIBER, "m.", _GIVEN)}
+      AND NOT EXISTS (SELECT 1 FROM message_events e WHERE e.message_id = m.message_id
+                      AND e.event = '{Event.ACK_IGNORED.value}' AND e.actor = 'app:' || u.consumer)
 ), history AS (
     INSERT INTO message_events (message_id, event, actor, detail)
     SELECT message_id, '{Event.ACKED.value}', 'app:' || ack_consumer,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Collection
 from typing import Any
 
@@ -40,6 +41,10 @@ _APPS_NAMED = RawStatement(
     asyncpg_dialect())  # type: ignore[no-untyped-call]
 
 
+_STALE_REGEXES = select(apps.c.name, apps.c.consume_topics).where(
+    apps.c.consume_regex_of.is_distinct_from(apps.c.consume_topics))
+
+
 class AppStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
@@ -60,6 +65,7 @@ class AppStore:
                 produce_topics=list(spec.produce_topics),
                 consume_topics=list(spec.consume_topics),
                 consume_regex=consume_regex(spec.consume_topics),
+                consume_regex_of=list(spec.consume_topics),
                 check_url_prefixes=list(spec.check_url_prefixes),
                 default_check_url=spec.default_check_url,
                 ordered_topics=list(spec.ordered_topics),
@@ -98,6 +104,23 @@ class AppStore:
         async with self._engine.connect() as conn:
             row = (await conn.execute(statement)).first()
         return to_app(row) if row is not None else None
+
+    async def repair_consume_regexes(self) -> builtins.list[str]:
+        """Give every app whose ``consume_regex`` is not the one of its ``consume_topics`` (an
+        app created, or its topics changed, by a process of an earlier release) the regex of
+        its topics; returns their names. Each is written only while its topics are still the
+        ones the regex was computed from, so a change made meanwhile is never overwritten."""
+        async with self._engine.connect() as conn:
+            stale = (await conn.execute(_STALE_REGEXES)).all()
+        repaired = []
+        for name, topics in stale:
+            async with self._engine.begin() as conn:
+                done = await conn.execute(
+                    update(apps).where(apps.c.name == name, apps.c.consume_topics == topics)
+                    .values(consume_regex=consume_regex(topics), consume_regex_of=topics))
+            if done.rowcount:
+                repaired.append(name)
+        return repaired
 
     async def rotate_key(self, name: str, *, rotate_signing_secret: bool = False,
                          overlap_seconds: float = 86_400.0) -> Credentials:

@@ -35,6 +35,24 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         raise Invalid("cursor is not one this service issued") from exc
 
 
+def encode_event_cursor(event_id: int) -> str:
+    """The cursor of a page of a message's events: the id of its last event."""
+    return base64.urlsafe_b64encode(orjson.dumps(["event", event_id])).decode().rstrip("=")
+
+
+def decode_event_cursor(cursor: str) -> int:
+    """The event id of a cursor :func:`encode_event_cursor` issued; anything else is
+    refused as invalid input."""
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        kind, event_id = orjson.loads(base64.urlsafe_b64decode(padded))
+        if kind != "event" or not isinstance(event_id, int) or isinstance(event_id, bool):
+            raise ValueError(cursor)
+        return event_id
+    except (ValueError, TypeError) as exc:
+        raise Invalid("cursor is not one this service issued") from exc
+
+
 def message_clauses(where: MessageFilter) -> list[Any]:
     """The WHERE clauses of a message listing's filters."""
     found: list[Any] = []

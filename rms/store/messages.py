@@ -31,6 +31,7 @@ from rms.store.coalesced import (
 from rms.store.coalesced import (
     AckTarget as AckTarget,  # the ack use case judges records against it
 )
+from rms.store.listings import decode_event_cursor, encode_event_cursor
 from rms.store.raw import RawStatement, driver_connection
 from rms.store.rows import message_from, to_event, to_message
 from rms.store.schema import message_events, messages
@@ -258,14 +259,22 @@ class MessageStore:
         [row] = await self._pending_count.fetch(self._engine, app=app)
         return int(row[0])
 
-    async def events(self, message_id: str) -> list[MessageEvent]:
-        statement = (
-            select(message_events)
-            .where(message_events.c.message_id == message_id)
-            .order_by(message_events.c.id)
-        )
+    async def events(self, message_id: str, limit: int | None = None,
+                     cursor: str | None = None) -> tuple[list[MessageEvent], str | None]:
+        """A message's events in their order, a page of at most ``limit`` after ``cursor``
+        (None: all of them); the cursor of the next page, None after the last."""
+        statement = select(message_events).where(message_events.c.message_id == message_id)
+        if cursor is not None:
+            statement = statement.where(message_events.c.id > decode_event_cursor(cursor))
+        statement = statement.order_by(message_events.c.id)
+        if limit is not None:
+            statement = statement.limit(limit + 1)
         async with self._engine.connect() as conn:
-            return [to_event(row) for row in await conn.execute(statement)]
+            rows = (await conn.execute(statement)).all()
+        more = limit is not None and len(rows) > limit
+        page = rows[:limit] if more else rows
+        return [to_event(row) for row in page], (
+            encode_event_cursor(page[-1].id) if more else None)
 
     async def _fetch(self, conn: AsyncConnection, ids: Sequence[str]) -> dict[str, Message]:
         if not ids:

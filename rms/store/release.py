@@ -42,7 +42,8 @@ def _released(still_matching: str, reason: str) -> str:
 # regex does not match release it
 SET_CONSUME_TOPICS = f"""
 WITH {_released("coalesce(m.topic ~ $3::text, false)", "unsubscribed")}, changed AS (
-    UPDATE apps SET consume_topics = $2::text[], consume_regex = $3::text WHERE name = $1::text
+    UPDATE apps SET consume_topics = $2::text[], consume_regex = $3::text,
+                    consume_regex_of = $2::text[] WHERE name = $1::text
     RETURNING name
 )
 SELECT changed.name, (SELECT count(*) FROM released) AS released FROM changed

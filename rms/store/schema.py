@@ -42,8 +42,11 @@ apps = Table(
     # topics (glob patterns) whose keyed messages are published in confirm order per key
     Column("ordered_topics", ARRAY(Text), nullable=False, server_default="{}"),
     # consume_topics as one anchored POSIX regex (rms.domain.topics.consume_regex; NULL: none):
-    # the confirming statement reads a message's subscribers with it
+    # the confirming statement reads a message's subscribers with it; consume_regex_of, the
+    # consume_topics it was computed from: the regex holds only while the two are equal (an
+    # earlier release writes the topics alone; AppStore.repair_consume_regexes mends the rest)
     Column("consume_regex", Text, nullable=True),
+    Column("consume_regex_of", ARRAY(Text), nullable=True),
 )
 
 messages = Table(

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 import orjson
-from sqlalchemy import CTE, ColumnElement, Select, Table, case, cast, func, literal, select
+from sqlalchemy import CTE, ColumnElement, Select, Table, and_, case, cast, func, literal, select
 from sqlalchemy.dialects.postgresql import JSONB, aggregate_order_by
 
 from rms.domain import phase
@@ -74,7 +74,7 @@ def _core(effect: Effect, given: Mapping[str, Any], target: Table) -> Any:
                     else_=_core(effect.otherwise, given, target))
     if isinstance(effect, Subscribers):
         return (select(func.array_agg(aggregate_order_by(apps.c.name, apps.c.name)))
-                .where(target.c.topic.op("~")(apps.c.consume_regex)).scalar_subquery())
+                .where(consumes(target.c.topic)).scalar_subquery())
     if isinstance(effect, AckAdded):
         entry = func.jsonb_build_object(given[effect.consumer], func.jsonb_build_object(
             "at", func.to_char(func.timezone("UTC", func.now()), literal(_RFC3339)),
@@ -87,10 +87,22 @@ def _core(effect: Effect, given: Mapping[str, Any], target: Table) -> Any:
 _RFC3339 = 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'
 
 
+def consumes(topic: ColumnElement[Any]) -> ColumnElement[bool]:
+    """An app (a row of ``apps``) consumes ``topic``: its ``consume_topics`` match it, read from
+    its regex while the regex is the one of its current topics."""
+    return and_(topic.op("~")(apps.c.consume_regex),
+                apps.c.consume_regex_of == apps.c.consume_topics)
+
+
+def consumes_sql(topic: str, app: str = "a") -> str:
+    """:func:`consumes` as SQL text, for the app row ``app``."""
+    return (f"{topic} ~ {app}.consume_regex AND {app}.consume_regex_of = {app}.consume_topics")
+
+
 def subscribers_sql(topic: str) -> str:
     """The apps whose ``consume_topics`` match ``topic`` (SQL text), sorted; NULL when none."""
     return (f"(SELECT array_agg(a.name ORDER BY a.name) FROM apps a "
-            f"WHERE {topic} ~ a.consume_regex)")
+            f"WHERE {consumes_sql(topic)})")
 
 
 def set_sql(change: Row, row: str = "m.", given: Mapping[str, str] | None = None) -> str:

@@ -20,12 +20,14 @@ import structlog
 from rms import metrics
 from rms.config import Settings
 from rms.domain import transitions as table
+from rms.domain.ack_outcomes import NOT_RECORDED, RECORDED, Outcome, unrecorded
 from rms.domain.errors import Forbidden, IllegalTransition, NotFound
 from rms.domain.models import App, Message
 from rms.domain.topics import topic_allowed
 from rms.store.acks import AckItem
 from rms.store.apps import AppStore
 from rms.store.messages import AckTarget, MessageStore
+from rms.usecases.apps_repair import repair_consume_regexes
 from rms_client.ack_records import (
     AckClaim,
     AckRecord,
@@ -51,15 +53,22 @@ class Acks:
     messages: MessageStore
     apps: AppStore
 
-    async def ack(self, app: App, message_id: str) -> Message:
+    async def ack(self, app: App, message_id: str) -> tuple[Message, Outcome]:
         """An ack over HTTP, written by one statement that also checks the app's permission:
         404 for a message the app can neither see nor consume, 403 for its own message on a
-        topic it does not consume, 409 before the confirm or after a cancel; a repeat, an ack
-        of a ``done`` message and an app that is not a subscriber answer 200."""
+        topic it does not consume, 409 before the confirm or after a cancel. An ack that
+        records nothing (a repeat, a ``done`` message, an app that is not a subscriber)
+        answers 200 with why (:mod:`rms.domain.ack_outcomes`), and is counted."""
         current, changed = await self.messages.ack(message_id, app.name, via="http")
+        if not changed and current is not None and may_ack(app, current.topic) \
+                and unrecorded(current, app.name) is None:
+            # the row says the ack counts and the statement did not: the app's topics were
+            # written by an earlier release; repaired, the ack is tried once more
+            await repair_consume_regexes(self.apps)
+            current, changed = await self.messages.ack(message_id, app.name, via="http")
         if changed and current is not None:
             metrics.ACKS.labels("http").inc()
-            return current
+            return current, RECORDED
         if current is None or not may_ack(app, current.topic):
             if current is None or current.app != app.name:
                 raise NotFound(f"no message {message_id!r}")
@@ -67,7 +76,7 @@ class Acks:
                             "consume_topics")
         if current.state not in (table.ACK.source, *table.ACK.already):
             raise IllegalTransition(message_id, table.ACK.action, current.state.value)
-        return current
+        return current, _not_recorded("http", current, app.name)
 
     async def apply_records(self, records: Iterable[AckRecord]) -> int:
         """Apply a batch of ack-topic records; returns how many acks were recorded.
@@ -104,8 +113,29 @@ class Acks:
                     rejected.add(problem, 1, consumer)
         recorded = await self.messages.ack_many(allowed)
         metrics.ACKS.labels("ack-topic").inc(len(recorded))
+        missed = [item for item in allowed if item.message_id not in set(recorded)]
+        if missed:
+            recorded += await self._unrecorded_records(missed)
         rejected.report()
         return len(recorded)
+
+    async def _unrecorded_records(self, items: list[AckItem]) -> list[str]:
+        """Count the allowed ack records that recorded nothing, by why; those the rows say
+        should have counted (apps an earlier release wrote) are applied once more after a
+        repair. Returns the ids recorded on that second try."""
+        rows = await self.messages.get_many([item.message_id for item in items])
+        again = [item for item in items if item.message_id in rows
+                 and unrecorded(rows[item.message_id], item.consumer) is None]
+        retried: list[str] = []
+        if again and await repair_consume_regexes(self.apps):
+            retried = await self.messages.ack_many(again)
+            metrics.ACKS.labels("ack-topic").inc(len(retried))
+            rows |= await self.messages.get_many([item.message_id for item in again])
+        for item in items:
+            row = rows.get(item.message_id)
+            if item.message_id not in retried and row is not None:
+                _not_recorded("ack-topic", row, item.consumer)
+        return retried
 
     def _signed(self, app: App, acks: list[tuple[AckClaim, AckRecord]],
                 rejected: _Rejections) -> list[tuple[AckClaim, AckRecord]]:
@@ -119,6 +149,17 @@ class Acks:
             else:
                 rejected.add(problem, 1, app.name)
         return kept
+
+
+def _not_recorded(via: str, message: Message, consumer: str) -> Outcome:
+    """Why ``consumer``'s ack of ``message`` recorded nothing, counted."""
+    reason = unrecorded(message, consumer)
+    if reason is None:
+        reason = NOT_RECORDED
+        log.warning("acks.not_recorded", message_id=message.message_id, consumer=consumer,
+                    via=via)
+    metrics.ACKS_NOT_RECORDED.labels(via, reason).inc()
+    return reason
 
 
 def _target_problem(app: App, claim: AckClaim, target: AckTarget | None) -> Rejection | None:

@@ -108,10 +108,12 @@ class MessageService:
         """A message (of ``app``, when given: another app's is not found)."""
         return await self.store.get(message_id, app=None if app is None else app.name)
 
-    async def events(self, message_id: str, *, app: App | None = None) -> list[MessageEvent]:
-        """A message's history (of ``app``, when given)."""
+    async def events(self, message_id: str, *, app: App | None = None, limit: int | None = None,
+                     cursor: str | None = None) -> tuple[list[MessageEvent], str | None]:
+        """A message's history (of ``app``, when given), a page of at most ``limit`` events
+        after ``cursor``, and the next page's cursor."""
         await self.message(message_id, app=app)
-        return await self.store.events(message_id)
+        return await self.store.events(message_id, limit, cursor)
 
     async def pending_count(self, app: str) -> int:
         """The app's pending-send messages, for the per-app cap."""

@@ -9,7 +9,8 @@ WITH released AS (
            jsonb_build_object('consumer', $1::text, 'reason', 'unsubscribed', 'done', finished)
     FROM released
 ), changed AS (
-    UPDATE apps SET consume_topics = $2::text[], consume_regex = $3::text WHERE name = $1::text
+    UPDATE apps SET consume_topics = $2::text[], consume_regex = $3::text,
+                    consume_regex_of = $2::text[] WHERE name = $1::text
     RETURNING name
 )
 SELECT changed.name, (SELECT count(*) FROM released) AS released FROM changed

@@ -12,7 +12,7 @@ WITH input AS (
     WHERE m.state = 'pending-send'
     ORDER BY m.transaction_id, m.transaction_position
 ), moved_confirm AS (
-    UPDATE messages m SET state = 'sent', dead = false, dead_reason = NULL, claim_token = 'confirm:' || c.transaction_id, confirmed_at = now(), next_check_at = NULL, delivery_count = CASE WHEN m.ordered THEN m.delivery_count ELSE CASE WHEN coalesce(m.deliver_after > now(), false) THEN m.delivery_count ELSE m.delivery_count + 1 END END, next_delivery_at = CASE WHEN coalesce(m.deliver_after > now(), false) THEN m.deliver_after ELSE CASE WHEN m.ordered THEN now() ELSE now() + make_interval(secs => m.ack_timeout_seconds) END END, subscribers = (SELECT array_agg(a.name ORDER BY a.name) FROM apps a WHERE m.topic ~ a.consume_regex), confirm_seq = n.seq
+    UPDATE messages m SET state = 'sent', dead = false, dead_reason = NULL, claim_token = 'confirm:' || c.transaction_id, confirmed_at = now(), next_check_at = NULL, delivery_count = CASE WHEN m.ordered THEN m.delivery_count ELSE CASE WHEN coalesce(m.deliver_after > now(), false) THEN m.delivery_count ELSE m.delivery_count + 1 END END, next_delivery_at = CASE WHEN coalesce(m.deliver_after > now(), false) THEN m.deliver_after ELSE CASE WHEN m.ordered THEN now() ELSE now() + make_interval(secs => m.ack_timeout_seconds) END END, subscribers = (SELECT array_agg(a.name ORDER BY a.name) FROM apps a WHERE m.topic ~ a.consume_regex AND a.consume_regex_of = a.consume_topics), confirm_seq = n.seq
     FROM numbered_confirm n, changed_confirm c
     WHERE m.message_id = n.message_id AND m.transaction_id = c.transaction_id
       AND m.state = 'pending-send'
