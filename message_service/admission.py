@@ -210,8 +210,15 @@ class NoApp:
     invite it to come back with the same key."""
 
 
+class Busy:
+    """The caller of a request whose key only a query could tell, while as many such queries
+    as the unauthenticated bound allows are already under way: refused with 503 at once, so
+    that keys nobody has seen cost no query beyond the bound."""
+
+
 UNKNOWN = Unknown()
 NO_APP = NoApp()
+BUSY = Busy()
 UNDETERMINED = None  # the caller of a request whose key the database could not look up
 
 
@@ -270,6 +277,7 @@ class Admission:
         self.inflight = 0  # authenticated requests in flight (the limit's measure)
         self.per_app: dict[str, int] = {}  # of those, per app (apps with none are absent)
         self.unauthenticated = 0  # requests in flight of an undetermined caller
+        self.lookups = 0  # queries under way for keys the caches do not know
         self._probing = False
         self._second = -1  # the second of the refusals counted in _refused
         self._refused: dict[str | None, int] = {}  # refusals per caller in that second
@@ -293,8 +301,9 @@ class Admission:
             return UNKNOWN
         return self.callers.recall(key)
 
-    async def caller(self, authorization: bytes | None) -> str | NoApp | None:
-        """The caller of a request from its Authorization header (a query when not cached);
+    async def caller(self, authorization: bytes | None) -> str | NoApp | Busy | None:
+        """The caller of a request from its Authorization header (a query when not cached,
+        at most ``unauthenticated`` of them at once: :data:`BUSY` beyond);
         :data:`UNDETERMINED` when the database cannot tell."""
         known = self.recall(authorization)
         if not isinstance(known, Unknown):
@@ -302,17 +311,26 @@ class Admission:
         key = bearer_key(authorization)
         if self.callers is None or key is None:
             return UNDETERMINED
+        if self.lookups >= self.limit.policy.unauthenticated:
+            return BUSY
+        self.lookups += 1
         try:
             return await self.callers.identify(key)
         except Exception:  # the database cannot tell: the framework answers the request
             return UNDETERMINED
+        finally:
+            self.lookups -= 1
 
-    def answer(self, method: str, path: str, caller: str | NoApp | None) -> Answer | None:
+    def answer(self, method: str, path: str, caller: str | NoApp | Busy | None
+               ) -> Answer | None:
         """What the gate answers a request instead of the application (None: admit it)."""
         if not limited(path):
             return None
         if isinstance(caller, NoApp):
             return UNAUTHORIZED
+        if isinstance(caller, Busy):
+            metrics.ADMISSION_REFUSED.inc()
+            return self._refusal(None)
         return self._refusal(caller) if self.refuses(method, path, caller) else None
 
     def _refusal(self, app: str | None) -> Answer:
@@ -395,7 +413,7 @@ class AdmissionMiddleware:
             return
         caller = await self.gate.caller(authorization_of(scope))
         answer = self.gate.answer(scope["method"], scope["path"], caller)
-        if answer is None and not isinstance(caller, NoApp):
+        if answer is None and not isinstance(caller, NoApp | Busy):
             ticket = self.gate.admitted(caller)
             try:
                 await self.app(scope, receive, send)

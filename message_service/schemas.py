@@ -52,6 +52,10 @@ MessageId = Annotated[str, StringConstraints(pattern=MESSAGE_ID_PATTERN),
                       AfterValidator(_not_reserved)]
 Topic = Annotated[str, StringConstraints(pattern=TOPIC_PATTERN), AfterValidator(_kafka_topic)]
 TopicGlob = Annotated[str, StringConstraints(min_length=1, max_length=249)]
+# globs (or check-URL prefixes) one list of an app holds at most: every permission check and the
+# confirming statement's regex read them all, so their number is bounded like their length
+MAX_APP_PATTERNS = 100
+TopicGlobs = Annotated[list[TopicGlob], Field(max_length=MAX_APP_PATTERNS)]
 
 
 class Strict(BaseModel):
@@ -220,23 +224,23 @@ class MessagePage(BaseModel):
 
 class AppCreate(Strict):
     name: Annotated[str, StringConstraints(pattern=APP_NAME_PATTERN)]
-    produce_topics: list[TopicGlob] = Field(default_factory=list)
-    consume_topics: list[TopicGlob] = Field(default_factory=list)
+    produce_topics: TopicGlobs = Field(default_factory=list)
+    consume_topics: TopicGlobs = Field(default_factory=list)
     check_url_prefixes: list[Annotated[str, StringConstraints(max_length=2048)]] = Field(
-        default_factory=list)
+        default_factory=list, max_length=MAX_APP_PATTERNS)
     default_check_url: Annotated[str, StringConstraints(max_length=2048)] | None = None
-    ordered_topics: list[TopicGlob] = Field(
+    ordered_topics: TopicGlobs = Field(
         default_factory=list, description="topics (glob patterns) whose keyed messages are "
         "published in confirm order per key")
 
 
 class OrderedTopicsRequest(Strict):
-    ordered_topics: list[TopicGlob] = Field(
+    ordered_topics: TopicGlobs = Field(
         description="replaces the app's ordered topics; applies to messages prepared from now on")
 
 
 class ConsumeTopicsRequest(Strict):
-    consume_topics: list[TopicGlob] = Field(
+    consume_topics: TopicGlobs = Field(
         description="replaces the app's consume topics: messages confirmed from now on take "
         "them; the app is released from the sent messages it owes whose topic they no longer "
         "match")

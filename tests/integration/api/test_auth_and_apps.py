@@ -118,12 +118,31 @@ async def test_duplicate_app_name_conflicts(api: Api) -> None:
     {"name": "ok", "check_url_prefixes": ["http://user:pw@example.com/"]},
     {"name": "ok", "default_check_url": "ftp://x/check"},
     {"name": "ok", "unknown_field": 1},
+    # at most 100 patterns a list, each at most 249 characters
+    {"name": "ok", "consume_topics": [f"t{i}.*" for i in range(101)]},
+    {"name": "ok", "produce_topics": [f"t{i}" for i in range(101)]},
+    {"name": "ok", "ordered_topics": [f"t{i}" for i in range(101)]},
+    {"name": "ok", "check_url_prefixes": [f"http://h{i}.example/" for i in range(101)]},
+    {"name": "ok", "consume_topics": ["*a" * 125]},
 ])
 async def test_invalid_app_definitions_are_422(api: Api, body: dict[str, object]) -> None:
     response = await api.client.post("/v1/admin/apps", json=body, headers=api.admin)
     assert_problem(response, 422)
     listed = await api.client.get("/v1/admin/apps", headers=api.admin)
     assert listed.json()["apps"] == []
+
+
+async def test_an_app_may_hold_a_hundred_patterns_and_no_more(api: Api) -> None:
+    many = [f"t{i}.*" for i in range(100)]
+    created = await api.client.post("/v1/admin/apps", headers=api.admin, json={
+        "name": "wide", "consume_topics": many})
+    assert created.status_code == 201, created.text
+    for path, field in (("consume-topics", "consume_topics"), ("ordered-topics", "ordered_topics")):
+        too_many = await api.client.put(f"/v1/admin/apps/wide/{path}", headers=api.admin,
+                                        json={field: [*many, "one.more"]})
+        assert_problem(too_many, 422, contains="100")
+    stored = await api.client.get("/v1/admin/apps/wide", headers=api.admin)
+    assert stored.json()["consume_topics"] == many
 
 
 async def test_unknown_app_is_404(api: Api) -> None:
