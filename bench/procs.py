@@ -80,7 +80,7 @@ class MachineLoad:
 @dataclass
 class Window:
     opened: float
-    machine_busy: float = field(default_factory=_machine_busy_seconds)
+    machine_busy: float = field(default_factory=lambda: _machine_busy_seconds())
     load_open: float = field(default_factory=lambda: os.getloadavg()[0])
     load_max: float = 0.0
     first: dict[int, float] = field(default_factory=dict)

