@@ -56,7 +56,9 @@ docs-gen: $(STAMP)
 
 # pytest-xdist workers of `make test` (each starts one PostgreSQL and one Kafka broker)
 TEST_WORKERS ?= 3
-PARALLEL := -n $(TEST_WORKERS) --dist loadscope
+# a temporary folder of its own: pytest's default one is shared by every run on the machine and
+# pruned by each, which would delete a running suite's servers under it
+PARALLEL := -n $(TEST_WORKERS) --dist loadscope --basetemp=$(CURDIR)/build/pytest
 
 ## The pure-logic tests (no process, no socket): seconds
 unit: $(STAMP)
