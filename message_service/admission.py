@@ -277,7 +277,9 @@ class Admission:
         self.inflight = 0  # authenticated requests in flight (the limit's measure)
         self.per_app: dict[str, int] = {}  # of those, per app (apps with none are absent)
         self.unauthenticated = 0  # requests in flight of an undetermined caller
-        self.lookups = 0  # queries under way for keys the caches do not know
+        # the query under way per key the caches do not know: requests that carry the same key
+        # meanwhile wait for its answer, so a new app's first burst costs one query
+        self._lookups: dict[str, asyncio.Future[str | NoApp | None]] = {}
         self._probing = False
         self._second = -1  # the second of the refusals counted in _refused
         self._refused: dict[str | None, int] = {}  # refusals per caller in that second
@@ -303,7 +305,8 @@ class Admission:
 
     async def caller(self, authorization: bytes | None) -> str | NoApp | Busy | None:
         """The caller of a request from its Authorization header (a query when not cached,
-        at most ``unauthenticated`` of them at once: :data:`BUSY` beyond);
+        shared by the requests that carry the same key meanwhile, for at most
+        ``unauthenticated`` keys at once: :data:`BUSY` beyond);
         :data:`UNDETERMINED` when the database cannot tell."""
         known = self.recall(authorization)
         if not isinstance(known, Unknown):
@@ -311,15 +314,27 @@ class Admission:
         key = bearer_key(authorization)
         if self.callers is None or key is None:
             return UNDETERMINED
-        if self.lookups >= self.limit.policy.unauthenticated:
-            return BUSY
-        self.lookups += 1
+        pending = self._lookups.get(key)
+        if pending is None:
+            if len(self._lookups) >= self.limit.policy.unauthenticated:
+                return BUSY
+            pending = asyncio.ensure_future(self._identify(self.callers, key))
+            self._lookups[key] = pending
+            pending.add_done_callback(lambda _: self._lookups.pop(key, None))
+        return await asyncio.shield(pending)
+
+    @staticmethod
+    async def _identify(callers: Callers, key: str) -> str | NoApp | None:
         try:
-            return await self.callers.identify(key)
+            return await callers.identify(key)
         except Exception:  # the database cannot tell: the framework answers the request
             return UNDETERMINED
-        finally:
-            self.lookups -= 1
+
+    @property
+    def lookups(self) -> int:
+        """Queries under way for keys the caches do not know (one per key, however many
+        requests carry it)."""
+        return len(self._lookups)
 
     def answer(self, method: str, path: str, caller: str | NoApp | Busy | None
                ) -> Answer | None:

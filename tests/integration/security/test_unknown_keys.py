@@ -78,3 +78,13 @@ async def test_unknown_keys_are_looked_up_within_the_bound(gated: tuple[Api, Cou
     assert refused and all(int(r.headers["retry-after"]) >= 1 for r in refused)
     assert all(r.headers["content-type"] == "application/problem+json" for r in refused)
     assert [r.status_code for r in served] == [201] * 5
+
+
+async def test_a_new_apps_first_burst_costs_one_lookup_and_is_served_whole(
+        gated: tuple[Api, CountedLookups], topic: str) -> None:
+    api, counted = gated
+    tenant = await api.create_app("tenant")
+    before = counted.calls
+    answers = await asyncio.gather(*(api.prepare(tenant, topic) for _ in range(50)))
+    assert [r.status_code for r in answers] == [201] * 50
+    assert counted.calls - before == 1  # its requests shared the one query of its key
