@@ -86,7 +86,10 @@ async def test_a_flood_of_unknown_consumers_costs_one_lookup_and_one_line_per_ba
         await eventually(lambda: _is_done(api, producer, message_id), timeout=30)
     assert _rejected("unknown-consumer") >= before + 5000
     lines = [e for e in logs if e.get("event") == "ack_consumer.rejected"]
-    assert 1 <= len(lines) <= 20, len(lines)  # one per batch of up to 1,000 records
+    # one line per batch read (up to 1,000 records each, fewer when the consumer reads while
+    # the records arrive), never one per record
+    assert sum(e["count"] for e in lines) >= 5000
+    assert 1 <= len(lines) <= 100, len(lines)
     assert all(len(e["consumers"]) <= 10 for e in lines)
     assert time.monotonic() - started < 10
 

@@ -68,7 +68,7 @@ def test_a_database_outage_is_logged_once_and_counted(
              if line.startswith(b"{")]
     failing = [line for line in lines if line["event"] == "loop.failing"]
     recovered = [line for line in lines if line["event"] == "loop.recovered"]
-    assert len(failing) == 1, failing
+    assert len(failing) == 1, [(line["event"], line.get("error")) for line in lines]
     assert failing[0]["cause"] == "database" and failing[0]["level"] == "warning"
     assert "exception" not in failing[0]
     assert len(recovered) == 1 and recovered[0]["failures"] >= 5
