@@ -30,6 +30,12 @@ class Event(StrEnum):
     SENT = "sent"  # (new) -> sent, one-shot send
     CONFIRMED = "confirmed"  # pending-send -> sent (actor tells producer / check-back / admin)
     CANCELLED = "cancelled"  # pending-send -> deleted (actor tells producer / check-back / admin)
+    # a delivery reserved and handed to the broker; detail {"delivery": n}. Appended by the
+    # statement that reserves the delivery (before the publish, so before any ack of it) and
+    # completed in place by the broker's answer into ``published`` or ``publish-failed``; it
+    # stays ``publishing`` only when that answer was lost with its process (a delivery given
+    # back unattempted, by the sequencer, takes its event with it)
+    PUBLISHING = "publishing"
     PUBLISHED = "published"  # broker accepted a record; detail {"delivery": n}
     PUBLISH_FAILED = "publish-failed"  # broker refused or timed out; detail {"delivery", "error"}
     ACKED = "acked"  # a consumer's ack; detail {"via", "done"} (done: it finished the message)

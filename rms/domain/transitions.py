@@ -105,7 +105,9 @@ class Transition:
     appends (None: the caller's own event, as a check-back's ``checked``); ``already``: states
     in which a repeat is answered with the message as it is; ``alone``: applies to a message
     only outside a transaction (a transaction's messages change together, see
-    :mod:`rms.domain.transactions`)."""
+    :mod:`rms.domain.transactions`); ``reserves``: it may reserve a delivery (a row it leaves
+    :data:`rms.domain.phase.RESERVED` got one), and its statement then appends that delivery's
+    ``publishing`` event, which the broker's answer completes."""
 
     action: str
     sources: frozenset[State]
@@ -115,6 +117,7 @@ class Transition:
     already: frozenset[State] = frozenset()
     dead: bool | None = None
     alone: bool = False
+    reserves: bool = False
 
     @property
     def source(self) -> State:
@@ -168,12 +171,12 @@ SEND = Transition(
     _frozen({"state": State.SENT.value, "confirmed_at": Now(), "subscribers": Subscribers(),
              "delivery_count": When(_ORDERED, 0, When(phase.SCHEDULED, 0, 1)),
              "next_delivery_at": _FIRST_DUE,
-             **_CONFIRM_ORDER}))
+             **_CONFIRM_ORDER}), reserves=True)
 CONFIRM = Transition(
     "confirm", frozenset({State.PENDING_SEND}), State.SENT, Event.CONFIRMED,
     _frozen(_into(State.SENT, confirmed_at=Now(), next_check_at=None, **_FIRST_DELIVERY,
                   **_CONFIRM_ORDER, subscribers=Subscribers())),
-    already=frozenset({State.SENT, State.DONE}), alone=True)
+    already=frozenset({State.SENT, State.DONE}), alone=True, reserves=True)
 # a transaction's confirm of its messages: the confirm, and the first publishes it reserves
 # claimed (``claim_token``, the confirm's own token) until the broker's answers are recorded, so
 # no other first publish of the transaction overtakes them, also after a crash of the
@@ -181,7 +184,7 @@ CONFIRM = Transition(
 CONFIRM_CLAIMED = Transition(
     "confirm-claimed", frozenset({State.PENDING_SEND}), State.SENT, Event.CONFIRMED,
     _frozen({**CONFIRM.effects, "claim_token": Given("token")}),
-    already=frozenset({State.SENT, State.DONE}))
+    already=frozenset({State.SENT, State.DONE}), reserves=True)
 CANCEL = Transition(
     "cancel", frozenset({State.PENDING_SEND}), State.DELETED, Event.CANCELLED,
     _frozen(_into(State.DELETED, deleted_at=Now(), next_check_at=None)),
@@ -213,7 +216,7 @@ RELEASE = Transition(
 RESEND = Transition(
     "resend", frozenset({State.SENT}), State.SENT, Event.RESENT,
     _frozen({**_ALIVE, "delivery_base": Column("delivery_count"),
-             **_NEXT_DELIVERY_UNLESS_ORDERED}))
+             **_NEXT_DELIVERY_UNLESS_ORDERED}), reserves=True)
 RETRY_CHECK = Transition(
     "retry-check", frozenset({State.PENDING_SEND}), State.PENDING_SEND, None,
     _frozen({"claim_token": None, "next_check_at": Later(Given("delay"))}))
@@ -237,7 +240,7 @@ CLAIM_DELIVERY = Transition(
     "claim-delivery", frozenset({State.SENT}), State.SENT, None,
     _frozen({"delivery_count": Plus("delivery_count", 1), "claim_token": Given("token"),
              "next_delivery_at": Later(Given("lease"))}),
-    dead=False)
+    dead=False, reserves=True)
 PUBLISH_ACCEPTED = Transition(
     "publish-accepted", frozenset({State.SENT}), State.SENT, None,
     _frozen({"next_delivery_at": Later(Given("due")), "claim_token": None,

@@ -35,6 +35,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from rms.domain import phase
 from rms.domain import transitions as table
 from rms.domain.checkback import Action
 from rms.domain.models import Actor, App, Message
@@ -46,6 +47,7 @@ from rms.store.claims import (
     TRANSACTIONS_CHECK_DUE,
     check_claim,
 )
+from rms.store.phase import condition
 from rms.store.raw import RawStatement
 from rms.store.rows import message_from, to_app
 from rms.store.schema import apps, message_events, messages, transactions
@@ -179,9 +181,10 @@ def _checked_detail(batch: CTE) -> ColumnElement[Any]:
                               else_=func.jsonb_build_object("error", batch.c.error)))
 
 
-def _answers_history(batch: CTE, changed: CTE) -> CTE:
+def _answers_history(batch: CTE, changed: CTE, sent: CTE) -> CTE:
     """Every answer's ``checked`` event (marked stale when its claim was lost), then for every
-    applied one the event of its change, in this order per message."""
+    applied one the event of its change, and for a confirm that reserved a delivery its
+    ``publishing`` event, in this order per message."""
     joined = batch.outerjoin(changed, and_(changed.c.message_id == batch.c.message_id,
                                            changed.c.resolved_token == batch.c.token))
     stale = case((changed.c.message_id.is_(None), jsonb({"stale": True})),
@@ -195,7 +198,13 @@ def _answers_history(batch: CTE, changed: CTE) -> CTE:
         .where(changed.c.action == action.value)
         for action, detail in _SECOND_DETAIL.items()
     ]
-    rows = union_all(checked, *seconds_events).subquery("new_events")
+    publishing = (
+        select(sent.c.message_id, literal(2), literal(Event.PUBLISHING.value), batch.c.actor,
+               func.jsonb_build_object("delivery", sent.c.delivery_count))
+        .join_from(sent, batch, and_(batch.c.message_id == sent.c.message_id,
+                                     batch.c.token == sent.c.resolved_token))
+        .where(condition(phase.RESERVED, sent)))
+    rows = union_all(checked, *seconds_events, publishing).subquery("new_events")
     return message_events.insert().from_select(
         ["message_id", "event", "actor", "detail"],
         select(rows.c.message_id, rows.c.event, rows.c.actor, rows.c.detail)
@@ -216,8 +225,8 @@ def _answers_statement() -> Select[Any]:
     with_actor = select(changed, batch.c.actor).join_from(
         changed, batch, and_(batch.c.message_id == changed.c.message_id,
                              batch.c.token == changed.c.resolved_token)).cte("changed_by")
-    history = _answers_history(batch, with_actor)
     sent = resolved[Action.CONFIRM]
+    history = _answers_history(batch, with_actor, sent)
     return (
         select(changed.c.message_id.label("resolved_id"), changed.c.action,
                *(c for c in sent.c if c.name != "resolved_token"))

@@ -39,7 +39,7 @@ from rms.store.acks import owing
 from rms.store.phase import condition
 from rms.store.rows import message_from
 from rms.store.schema import messages, transactions
-from rms.store.transitions import Row, core_values, event_of, with_event
+from rms.store.transitions import Row, append_publishing, core_values, event_of, with_event
 
 # a message whose check-back is due
 MESSAGES_CHECK_DUE = and_(messages.c.state == table.CLAIM_CHECK.source.value,
@@ -133,4 +133,6 @@ def delivery_claim(chosen: Select[Any], token: str, lease_seconds: float, actor:
 
     flagged = with_event(dead, event_of(table.DELIVERY_EXHAUSTED), actor, detail).add_columns(
         literal(True).label("flagged_dead"))
-    return union_all(flagged, select(claimed, literal(False).label("flagged_dead")))
+    reserved = (select(claimed, literal(False).label("flagged_dead"))
+                .add_cte(append_publishing(claimed, literal(actor))))
+    return union_all(flagged, reserved)

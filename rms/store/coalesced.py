@@ -30,7 +30,7 @@ from rms.store.batch import unnest_sql
 from rms.store.raw import RawStatement, driver_connection, item_specific
 from rms.store.rows import message_from
 from rms.store.schema import messages
-from rms.store.transitions import event_of, set_sql, sql_of
+from rms.store.transitions import event_of, publishing_sql, set_sql, sql_of
 
 _INPUT: tuple[tuple[str, str], ...] = (
     ("message_id", "text"), ("app", "text"), ("topic", "text"), ("key", "text"),
@@ -86,10 +86,11 @@ def insert_rows_sql(change: Transition, source: str, *, skip_taken: bool = True)
 
 
 def first_events_sql(change: Transition, source: str) -> str:
-    """The first event of each message inserted (``source``: their rows)."""
+    """The first event of each message inserted (``source``: their rows), and the
+    ``publishing`` event of each that a one-shot send gave its first delivery."""
     return (f"INSERT INTO message_events (message_id, event, actor, detail) "
             f"SELECT message_id, '{event_of(change).value}', 'app:' || app, {_FIRST_DETAIL} "
-            f"FROM {source}")
+            f"FROM {source}{_publishing(change, source, chr(39) + 'app:' + chr(39) + ' || app')}")
 
 
 # the rows of many ids (binds: ids), Core compiled once for the driver connection
@@ -132,10 +133,17 @@ WITH input AS (
     RETURNING {returning}, u.actor AS event_actor, u.detail AS event_detail
 ), history AS (
     INSERT INTO message_events (message_id, event, actor, detail)
-    SELECT message_id, '{event_of(change).value}', event_actor, event_detail::jsonb FROM changed
+    SELECT message_id, '{event_of(change).value}', event_actor, event_detail::jsonb FROM changed{
+        _publishing(change, "changed", "event_actor")}
 )
 SELECT * FROM changed
 """
+
+
+def _publishing(change: Transition, source: str, actor: str) -> str:
+    """The ``publishing`` events of the rows of ``source`` that ``change`` gave a delivery
+    (a ``UNION ALL`` to a history insert's ``SELECT``), or nothing when it reserves none."""
+    return f"\n    UNION ALL {publishing_sql(source, actor)}" if change.reserves else ""
 
 
 def insert_statement(one_shot: bool) -> str:

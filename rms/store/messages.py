@@ -178,7 +178,8 @@ class MessageStore:
             .returning(*messages.c).cte("changed")
         )
         async with self._engine.begin() as conn:
-            row = (await conn.execute(with_event(changed, event_of(change.rule), actor, event_detail))
+            row = (await conn.execute(with_event(changed, event_of(change.rule), actor,
+                                                 event_detail, reserves=change.rule.reserves))
                    ).first()
             if row is not None:
                 return to_message(row), True

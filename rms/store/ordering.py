@@ -37,13 +37,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from rms.domain import phase
 from rms.domain.models import Message
 from rms.domain.ordering import Queued
-from rms.domain.states import State
+from rms.domain.states import Event, State
 from rms.domain.transitions import HOLD_IN_LINE, RELEASE_DELIVERY
 from rms.store.claims import Round, delivery_claim, locked, spent_budget
 from rms.store.phase import condition
 from rms.store.raw import RawStatement
 from rms.store.rows import to_message
-from rms.store.schema import messages, ordering_keys
+from rms.store.schema import message_events, messages, ordering_keys
 from rms.store.transitions import core_values, seconds
 
 _KEY = (messages.c.app, messages.c.topic, messages.c.key)
@@ -183,17 +183,26 @@ class OrderingStore:
 
     async def give_back(self, claimed: Sequence[Message]) -> None:
         """Give back the reserved deliveries of claimed messages that were not published
-        (guarded by each claim's token and number)."""
+        (guarded by each claim's token and number). The ``publishing`` event each claim
+        appended goes with its delivery: no publish of it was attempted, so the history shows
+        none (and no ack can have followed it)."""
         for message in claimed:
-            statement = (
+            released = (
                 update(messages)
                 .where(messages.c.message_id == message.message_id,
                        messages.c.state == RELEASE_DELIVERY.source.value,
                        messages.c.claim_token == message.claim_token,
                        messages.c.delivery_count == message.delivery_count)
-                .values(**core_values(RELEASE_DELIVERY)))
+                .values(**core_values(RELEASE_DELIVERY))
+                .returning(messages.c.message_id).cte("released"))
+            held = (
+                delete(message_events)
+                .where(message_events.c.message_id.in_(select(released.c.message_id)),
+                       message_events.c.event == Event.PUBLISHING.value,
+                       message_events.c.detail["delivery"].astext
+                       == str(message.delivery_count)))
             async with self._engine.connect() as conn:
-                await conn.execute(statement)
+                await conn.execute(held.add_cte(released))
 
     async def hold_behind(self, key: Key, confirm_seq: int, delay_seconds: float) -> int:
         """Look at the due messages queued behind ``confirm_seq`` again in ``delay_seconds``."""

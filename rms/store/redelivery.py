@@ -115,6 +115,7 @@ class RedeliveryStore:
             .cte("changed")
         )
         async with self._engine.begin() as conn:
-            rows = await conn.execute(with_event(changed, event_of(RESEND), actor, delivery_detail))
+            rows = await conn.execute(with_event(changed, event_of(RESEND), actor, delivery_detail,
+                                                 reserves=RESEND.reserves))
             found = [to_message(row) for row in rows]
         return sorted(found, key=lambda m: (m.created_at, m.message_id))

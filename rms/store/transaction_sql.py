@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rms.domain import phase
 from rms.domain import transaction_transitions as ledger
 from rms.domain.states import Event
 from rms.domain.transaction_transitions import TransactionTransition
 from rms.store.batch import unnest_sql
 from rms.store.coalesced import INPUT_ARRAYS, INPUT_SQL, first_events_sql, insert_rows_sql
+from rms.store.phase import sql_text
 from rms.store.schema import transactions
 from rms.store.transitions import event_of, set_sql, sql_of
 
@@ -87,12 +89,19 @@ def _moved(change: TransactionTransition) -> str:
 
 
 def _member_events(change: TransactionTransition) -> str:
-    """The event of each moved message, with its item's actor and detail."""
+    """The event of each moved message, with its item's actor and detail, and when the move
+    reserves a delivery, the ``publishing`` event of each member that got one."""
     name = _name(change)
-    return (f"SELECT mv.message_id, 1 AS ord, mv.transaction_id, mv.transaction_position, "
-            f"'{event_of(change.member).value}' AS event, c.event_actor AS actor, "
-            f"c.event_detail::jsonb AS detail "
-            f"FROM moved_{name} mv JOIN changed_{name} c ON mv.transaction_id = c.transaction_id")
+    joined = f"FROM moved_{name} mv JOIN changed_{name} c ON mv.transaction_id = c.transaction_id"
+    own = (f"SELECT mv.message_id, 1 AS ord, mv.transaction_id, mv.transaction_position, "
+           f"'{event_of(change.member).value}' AS event, c.event_actor AS actor, "
+           f"c.event_detail::jsonb AS detail {joined}")
+    if change.member is None or not change.member.reserves:
+        return own
+    return (f"{own} UNION ALL SELECT mv.message_id, 2 AS ord, mv.transaction_id, "
+            f"mv.transaction_position, '{Event.PUBLISHING.value}' AS event, c.event_actor AS actor, "
+            f"jsonb_build_object('delivery', mv.delivery_count) AS detail {joined} "
+            f"WHERE {sql_text(phase.RESERVED, 'mv.')}")
 
 
 # every answer's ``checked`` event on each message of its transaction (the call was about all

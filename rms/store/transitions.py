@@ -11,7 +11,19 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 import orjson
-from sqlalchemy import CTE, ColumnElement, Select, Table, and_, case, cast, func, literal, select
+from sqlalchemy import (
+    CTE,
+    ColumnElement,
+    Select,
+    Table,
+    and_,
+    case,
+    cast,
+    func,
+    literal,
+    select,
+    union_all,
+)
 from sqlalchemy.dialects.postgresql import JSONB, aggregate_order_by
 
 from rms.domain import phase
@@ -180,14 +192,55 @@ def jsonb(value: Mapping[str, Any]) -> ColumnElement[Any]:
     return cast(literal(orjson.dumps(dict(value)).decode()), JSONB)
 
 
-def with_event(changed: CTE, event: Event, actor: str, detail: Detail) -> Select[Any]:
-    """``SELECT * FROM changed`` that also appends one event per changed row."""
+def with_event(changed: CTE, event: Event, actor: str, detail: Detail, *,
+               reserves: bool = False) -> Select[Any]:
+    """``SELECT * FROM changed`` that also appends one event per changed row, and when the
+    transition ``reserves`` a delivery, after it the ``publishing`` event of each row that got
+    one (:func:`publishing_events`): one insert, its rows numbered in that order."""
     detail_sql = detail(changed) if callable(detail) else jsonb(detail)
+    rows = select(changed.c.message_id, literal(event.value).label("event"),
+                  literal(actor).label("actor"), detail_sql.label("detail"),
+                  literal(0).label("ord"))
+    if reserves:
+        rows = union_all(rows, publishing_events(changed, literal(actor)))  # type: ignore[assignment]
+    ordered = rows.subquery("appended")
     history = message_events.insert().from_select(
         ["message_id", "event", "actor", "detail"],
-        select(changed.c.message_id, literal(event.value), literal(actor), detail_sql),
+        select(ordered.c.message_id, ordered.c.event, ordered.c.actor, ordered.c.detail)
+        .order_by(ordered.c.message_id, ordered.c.ord),
     ).cte(f"history_{event.name.lower()}")
     return select(changed).add_cte(history)
+
+
+def publishing_events(changed: CTE, actor: ColumnElement[Any]) -> Select[Any]:
+    """The ``publishing`` event (columns ``message_id, event, actor, detail, ord``) of each row
+    of ``changed`` that has a delivery reserved (:data:`rms.domain.phase.RESERVED`): appended by
+    the statement that reserved it, after its own event, before the publish and so before any
+    ack of it; the broker's answer completes it in place (:mod:`rms.store.dispatch`)."""
+    return (select(changed.c.message_id, literal(Event.PUBLISHING.value).label("event"),
+                   actor.label("actor"),
+                   func.jsonb_build_object("delivery", changed.c.delivery_count).label("detail"),
+                   literal(1).label("ord"))
+            .where(condition(phase.RESERVED, changed)))
+
+
+def append_publishing(changed: CTE, actor: ColumnElement[Any]) -> CTE:
+    """The insert of :func:`publishing_events` alone, for a statement whose rows get no other
+    event (the redelivery claim)."""
+    rows = publishing_events(changed, actor).subquery("reserved")
+    return message_events.insert().from_select(
+        ["message_id", "event", "actor", "detail"],
+        select(rows.c.message_id, rows.c.event, rows.c.actor, rows.c.detail),
+    ).cte("history_publishing")
+
+
+def publishing_sql(source: str, actor: str) -> str:
+    """:func:`publishing_events` as the ``SELECT`` of a text statement's history insert: over
+    ``source``, the rows a reserving statement returned, with ``actor`` the SQL of each row's
+    actor."""
+    return (f"SELECT message_id, '{Event.PUBLISHING.value}', {actor}, "
+            f"jsonb_build_object('delivery', delivery_count) FROM {source} "
+            f"WHERE {sql_text(phase.RESERVED, '')}")
 
 
 def delivery_detail(changed: CTE) -> ColumnElement[Any]:

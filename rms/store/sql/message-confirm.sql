@@ -9,5 +9,6 @@ WITH input AS (
 ), history AS (
     INSERT INTO message_events (message_id, event, actor, detail)
     SELECT message_id, 'confirmed', event_actor, event_detail::jsonb FROM changed
+    UNION ALL SELECT message_id, 'publishing', event_actor, jsonb_build_object('delivery', delivery_count) FROM changed WHERE delivery_count > delivery_base
 )
 SELECT * FROM changed

@@ -24,7 +24,7 @@ WITH input AS (
 ), history AS (
     INSERT INTO message_events (message_id, event, actor, detail)
     SELECT e.message_id, e.event, e.actor, e.detail FROM (
-        SELECT mv.message_id, 1 AS ord, mv.transaction_id, mv.transaction_position, 'confirmed' AS event, c.event_actor AS actor, c.event_detail::jsonb AS detail FROM moved_confirm mv JOIN changed_confirm c ON mv.transaction_id = c.transaction_id
+        SELECT mv.message_id, 1 AS ord, mv.transaction_id, mv.transaction_position, 'confirmed' AS event, c.event_actor AS actor, c.event_detail::jsonb AS detail FROM moved_confirm mv JOIN changed_confirm c ON mv.transaction_id = c.transaction_id UNION ALL SELECT mv.message_id, 2 AS ord, mv.transaction_id, mv.transaction_position, 'publishing' AS event, c.event_actor AS actor, jsonb_build_object('delivery', mv.delivery_count) AS detail FROM moved_confirm mv JOIN changed_confirm c ON mv.transaction_id = c.transaction_id WHERE mv.delivery_count > mv.delivery_base
     ) e ORDER BY e.ord, e.transaction_id, e.transaction_position
 )
 SELECT c.transaction_id AS t_transaction_id, c.app AS t_app, c.check_url AS t_check_url, c.message_ids AS t_message_ids, c.state AS t_state, c.dead AS t_dead, c.dead_reason AS t_dead_reason, c.check_count AS t_check_count, c.check_after_seconds AS t_check_after_seconds, c.max_checks AS t_max_checks, c.created_at AS t_created_at, c.confirmed_at AS t_confirmed_at, c.cancelled_at AS t_cancelled_at, c.next_check_at AS t_next_check_at, c.claim_token AS t_claim_token, mm.*
