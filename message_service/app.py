@@ -35,6 +35,7 @@ from rms.store.apps import AppStore
 from rms.store.database import connect_failure, create_engine
 from rms.store.messages import MessageStore
 from rms.store.redelivery import RedeliveryStore
+from rms.store.subscriptions.store import SubscriptionStore
 from rms.store.transactions import TransactionStore
 from rms.usecases.acks import Acks
 from rms.usecases.apps_repair import keep_consume_regexes
@@ -65,15 +66,16 @@ async def _report_unreachable_database(engine: AsyncEngine, url: str) -> None:
 def _services(settings: Settings, engine: AsyncEngine, publisher: KafkaPublisher) -> Services:
     """The use cases over one engine and one publisher."""
     store, apps, admin = MessageStore(engine), AppStore(engine), AdminStore(engine)
+    subscriptions = SubscriptionStore(engine)
     dispatcher = dispatcher_for(publisher, engine, settings)
     service = MessageService(settings, store, dispatcher)
     return Services(
         settings=settings,
         service=service,
-        acks=Acks(settings, store, apps),
-        operators=Operators(settings, apps, admin),
+        acks=Acks(settings, store, apps, subscriptions),
+        operators=Operators(settings, apps, admin, subscriptions),
         resends=Resends(dispatcher, store, admin, RedeliveryStore(engine)),
-        health=Health(admin, publisher),
+        health=Health(admin, publisher, subscriptions),
         authentication=Authentication(apps, AUTH_CACHE_SECONDS),
         transactions=Transactions(service.drafts, TransactionStore(engine), dispatcher),
     )

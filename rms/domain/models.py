@@ -110,14 +110,6 @@ class Message:
     acks: dict[str, ConsumerAck] = field(default_factory=dict)
 
     @property
-    def awaiting(self) -> tuple[str, ...] | None:
-        """The subscribers that have not acked (None: the single-ack rule): the
-        ``rms-awaiting`` header of the message's next record."""
-        if self.subscribers is None:
-            return None
-        return tuple(name for name in self.subscribers if name not in self.acks)
-
-    @property
     def deliveries_in_budget(self) -> int:
         """Deliveries made since the budget last (re)started (an admin resend restarts it)."""
         return self.delivery_count - self.delivery_base

@@ -239,6 +239,16 @@ def holds_on(term: Term, row: Mapping[str, Any], now: datetime | None = None) ->
     return _holds(term, row, now)
 
 
+def awaiting(message: Message) -> tuple[str, ...] | None:
+    """The subscribers that owe ``message`` an ack (the term ``OWES`` for each), in order;
+    None under the single-ack rule: the ``rms-awaiting`` header of its next record."""
+    if message.subscribers is None:
+        return None
+    row = _columns(message)
+    return tuple(name for name in message.subscribers
+                 if holds_on(OWES, {**row, "consumer": name}))
+
+
 def _columns(message: Message) -> Mapping[str, Any]:
     return {"dead": message.dead, "ordered": message.ordered,
             "delivery_count": message.delivery_count, "delivery_base": message.delivery_base,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import orjson
 
 from rms.domain.models import Message
+from rms.domain.phase import awaiting
 from rms_client.timestamps import format_rfc3339
 from rms_client.trace import TRACEPARENT, TRACESTATE, TraceContext
 
@@ -45,8 +46,9 @@ def build_record(message: Message, delivery: int,
         (HEADER_DELIVERY, str(delivery).encode()),
         (HEADER_CREATED_AT, rfc3339(message).encode()),
     ]
-    if message.awaiting is not None:
-        headers.append((HEADER_AWAITING, ",".join(message.awaiting).encode()))
+    owed = awaiting(message)
+    if owed is not None:
+        headers.append((HEADER_AWAITING, ",".join(owed).encode()))
     return OutgoingRecord(
         topic=message.topic,
         key=(message.key if message.key is not None else message.message_id).encode(),

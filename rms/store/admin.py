@@ -22,7 +22,7 @@ from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from rms.domain import phase
-from rms.domain.listings import ConsumerBacklog, MessageFilter
+from rms.domain.listings import MessageFilter
 from rms.domain.models import Message
 from rms.domain.ordering import BLOCKED_BY, Blocked
 from rms.domain.states import Event, State
@@ -167,15 +167,6 @@ class AdminStore:
             rows = (await conn.execute(statement)).all()
         return [BlockedPublishes(row.app, row.topic, row.reason, row.n, row.age) for row in rows]
 
-    async def consumer_backlogs(self) -> list[ConsumerBacklog]:
-        """Per consumer app, the ``sent`` messages it owes and the age of the oldest (one
-        query over ``unnest(subscribers)``; a message under the single-ack rule owes no one
-        app)."""
-        async with self._engine.connect() as conn:
-            rows = (await conn.execute(_CONSUMER_BACKLOGS)).all()
-        return [ConsumerBacklog(row.consumer, row.n, None if row.age is None else float(row.age))
-                for row in rows]
-
     async def blocked_keys(self, limit: int = 100) -> list[BlockedKey]:
         """Ordered keys held back by one of their messages, by topic and key."""
         async with self._engine.connect() as conn:
@@ -278,18 +269,3 @@ def _group(rows: list[Any]) -> list[GroupCounts]:
 def _max(a: Any, b: Any) -> float | None:
     values = [float(v) for v in (a, b) if v is not None]
     return max(values) if values else None
-
-
-def _consumer_backlogs() -> Select[Any]:
-    consumer = func.unnest(messages.c.subscribers).table_valued("consumer").render_derived()
-    return (select(consumer.c.consumer, func.count().label("n"),
-                   _age(func.min(messages.c.confirmed_at)).label("age"))
-            .select_from(messages.join(consumer, true()))
-            .where(messages.c.state == State.SENT.value,
-                   condition(phase.Not(phase.Acked("consumer")), messages,
-                             {"consumer": consumer.c.consumer}))
-            .group_by(consumer.c.consumer)
-            .order_by(consumer.c.consumer))
-
-
-_CONSUMER_BACKLOGS = _consumer_backlogs()

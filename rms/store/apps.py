@@ -49,10 +49,6 @@ class AppStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
 
-    @property
-    def engine(self) -> AsyncEngine:
-        return self._engine
-
     async def create(self, spec: AppSpec, api_key: str | None = None) -> Credentials:
         """Register an app. ``api_key`` is for ``rms dev``'s well-known demo keys only."""
         key, secret = api_key or new_api_key(), new_signing_secret()

@@ -35,10 +35,10 @@ from rms.domain import transaction_transitions as ledger
 from rms.domain import transitions as table
 from rms.domain.models import Message
 from rms.domain.states import DeadReason
-from rms.store.acks import owing
 from rms.store.phase import condition
 from rms.store.rows import message_from
 from rms.store.schema import messages, transactions
+from rms.store.subscriptions.terms import owing
 from rms.store.transitions import Row, append_publishing, core_values, event_of, with_event
 
 # a message whose check-back is due

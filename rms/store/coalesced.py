@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import orjson
@@ -25,7 +24,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from rms.batching import Coalescer
 from rms.domain.models import Message, NewMessage
 from rms.domain.transitions import Transition, new_message
-from rms.store.acks import ACK_SQL, AckItem, apply_acks
 from rms.store.batch import unnest_sql
 from rms.store.raw import RawStatement, driver_connection, item_specific
 from rms.store.rows import message_from
@@ -97,17 +95,7 @@ def first_events_sql(change: Transition, source: str) -> str:
 _DRIVER: Dialect = asyncpg_dialect()  # type: ignore[no-untyped-call]
 _IDS = messages.c.message_id == any_(bindparam("ids", type_=ARRAY(Text)))
 SELECT_MESSAGES = RawStatement(select(messages).where(_IDS), _DRIVER)
-ACK_TARGETS = RawStatement(
-    select(messages.c.message_id, messages.c.topic, messages.c.created_at).where(_IDS), _DRIVER)
 
-
-@dataclass(frozen=True, slots=True)
-class AckTarget:
-    """What an ack record is judged against: the message's topic (who may acknowledge it) and
-    its creation time (which instance of the id it is)."""
-
-    topic: str
-    created_at: datetime
 _ITEMS = (("message_id", "text"), ("app", "text"), ("actor", "text"), ("detail", "text"))
 # an item that names one instance of its message id: the row changes only while it is that one
 _INSTANCE_ITEMS = (*_ITEMS, ("created_at", "timestamptz"))
@@ -197,10 +185,6 @@ class CoalescedWrites:
     async def transition(self, item: TransitionItem, sql: str) -> Written:
         return await self._coalescer(sql, self._updater(sql)).submit(item)
 
-    async def ack(self, item: AckItem) -> Written:
-        """A consumer's ack (:mod:`rms.store.acks`); concurrent acks share one statement."""
-        return await self._coalescer(ACK_SQL, self._acker).submit(item)
-
     def _coalescer(self, kind: str, flush: Any) -> Coalescer[Any, Written]:
         coalescer = self._coalescers.get(kind)
         if coalescer is None:
@@ -214,14 +198,6 @@ class CoalescedWrites:
             async with driver_connection(self._engine) as driver:
                 return await insert_messages(driver, items, sql)
         return flush
-
-    async def _acker(self, items: Sequence[AckItem]) -> list[Written]:
-        async with driver_connection(self._engine) as driver:
-            rows = await apply_acks(driver, ACK_SQL, items)
-            rest = await _select(driver, list(dict.fromkeys(
-                item.message_id for item, row in zip(items, rows, strict=True) if row is None)))
-        return [(message_from(row), True) if row is not None else (rest.get(item.message_id), False)
-                for item, row in zip(items, rows, strict=True)]
 
     def _updater(self, sql: str) -> Any:
         async def flush(items: Sequence[TransitionItem]) -> list[Written]:

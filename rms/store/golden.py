@@ -21,18 +21,19 @@ from sqlalchemy.sql import ClauseElement
 
 from rms.domain import transitions as table
 from rms.store import (
-    acks,
     admin,
     apps,
     checkback,
     coalesced,
     dispatch,
     ordering,
-    release,
     retention_sql,
     transaction_sql,
     transactions,
 )
+from rms.store.sql_layout import layout
+from rms.store.subscriptions import acks, release, views
+from rms.store.subscriptions import store as subscriptions
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
 
@@ -57,7 +58,7 @@ STATEMENTS: Mapping[str, Callable[[], str]] = {
     "message-ack": _text(acks.ACK_SQL),
     "message-ack-ids": _text(acks.ACK_MANY_SQL),
     "messages-by-id": _text(coalesced.SELECT_MESSAGES.sql),
-    "ack-targets": _text(coalesced.ACK_TARGETS.sql),
+    "ack-targets": _core(subscriptions.ACK_TARGETS),
     "transaction-create": _text(transaction_sql.CREATE),
     "transaction-confirm": _text(transaction_sql.CHANGES["confirm"]),
     "transaction-cancel": _text(transaction_sql.CHANGES["cancel"]),
@@ -76,7 +77,7 @@ STATEMENTS: Mapping[str, Callable[[], str]] = {
     "apps-named": _text(apps._APPS_NAMED.sql),
     "apps-set-consume-topics": _text(release.SET_CONSUME_TOPICS),
     "apps-delete": _text(release.DELETE_APP),
-    "admin-consumer-backlogs": _core(admin._CONSUMER_BACKLOGS),
+    "admin-consumer-backlogs": _core(views.CONSUMER_BACKLOGS),
     "retention-finished": _text(retention_sql.FINISHED),
     "retention-delete-messages": _text(retention_sql.DELETE_MESSAGES),
     "retention-delete-events": _text(retention_sql.DELETE_EVENTS),
@@ -86,8 +87,9 @@ STATEMENTS: Mapping[str, Callable[[], str]] = {
 
 
 def rendered() -> dict[str, str]:
-    """Every golden file's name and text (one statement, ending in a newline)."""
-    return {f"{name}.sql": STATEMENTS[name]().strip() + "\n" for name in STATEMENTS}
+    """Every golden file's name and text (one statement laid out for a reader,
+    :mod:`rms.store.sql_layout`)."""
+    return {f"{name}.sql": layout(STATEMENTS[name]()) for name in STATEMENTS}
 
 
 def write(directory: Path = SQL_DIR) -> list[str]:

@@ -5,20 +5,16 @@ its history commit together and concurrent actors cannot both win.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
 
-from sqlalchemy import CTE, ColumnElement, and_, bindparam, func, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from rms.domain import transitions as table
 from rms.domain.errors import Conflict, IllegalTransition, NotFound, PartOfTransaction
 from rms.domain.models import Actor, Message, MessageEvent, NewMessage
 from rms.domain.states import State
-from rms.store.acks import ACK_MANY_SQL, AckItem, apply_acks
 from rms.store.coalesced import (
-    ACK_TARGETS,
     SELECT_MESSAGES,
     CoalescedWrites,
     PrepareItem,
@@ -28,56 +24,19 @@ from rms.store.coalesced import (
     transition_sql,
     update_messages,
 )
-from rms.store.coalesced import (
-    AckTarget as AckTarget,  # the ack use case judges records against it
-)
 from rms.store.listings import decode_event_cursor, encode_event_cursor
 from rms.store.raw import RawStatement, driver_connection
 from rms.store.rows import message_from, to_event, to_message
 from rms.store.schema import message_events, messages
 from rms.store.transitions import core_values, delivery_detail, event_of, with_event
-from rms.store.transitions import set_sql as set_clause
 
-Detail = Mapping[str, Any] | Callable[[CTE], ColumnElement[Any]]
-
-
-@dataclass(frozen=True, slots=True)
-class _Rendered:
-    """A row of the transition table with its two SQL renderings: ``values`` for the
-    single-row Core statement and ``set_sql``, the SET clause of the coalesced request path's
-    statement ``coalesced_sql`` (:mod:`rms.store.coalesced`; None: always written alone)."""
-
-    rule: table.Transition
-    values: Mapping[str, Any]
-    set_sql: str | None = None
-    coalesced_sql: str | None = field(init=False, default=None)
-
-    def __post_init__(self) -> None:
-        statement = None if self.set_sql is None else transition_sql(self.rule)
-        object.__setattr__(self, "coalesced_sql", statement)
-
-    @property
-    def action(self) -> str:
-        return self.rule.action
-
-
-def _rendered(rule: table.Transition, *, coalesced: bool) -> _Rendered:
-    return _Rendered(rule, core_values(rule), set_clause(rule) if coalesced else None)
-
-
-# the request path's transitions, each in both forms (concurrent requests share one statement);
-# an ack has its own statement (:mod:`rms.store.acks`)
-_COALESCED = (table.CONFIRM, table.CANCEL)
-_FORMS: dict[tuple[str, bool], _Rendered] = {
-    (rule.action, coalesced): _rendered(rule, coalesced=coalesced)
-    for rule in _COALESCED for coalesced in (True, False)} | {
-    (table.RESEND.action, False): _rendered(table.RESEND, coalesced=False)}
-
-
-def _form(change: table.Transition, coalesced: bool) -> _Rendered:
-    """``change`` rendered: with its coalesced form when it has one and ``coalesced``."""
-    found = _FORMS.get((change.action, coalesced)) or _FORMS.get((change.action, False))
-    return found if found is not None else _rendered(change, coalesced=False)
+# the request path's transitions, in the one form production runs: concurrent requests share
+# one statement (:mod:`rms.store.coalesced`); an ack has its own statement
+# (:mod:`rms.store.subscriptions.acks`)
+_STATEMENTS: dict[str, str] = {rule.action: transition_sql(rule)
+                               for rule in (table.CONFIRM, table.CANCEL)}
+# an admin's resend, written alone (its event names the delivery it reserved)
+_RESEND = core_values(table.RESEND)
 
 
 class MessageStore:
@@ -121,70 +80,35 @@ class MessageStore:
         app: str | None,
         actor: str,
         by: Actor | None = None,
-        claim_token: str | None = None,
-        detail: Mapping[str, Any] | None = None,
-        coalesced: bool = True,
     ) -> tuple[Message, bool]:
-        """Apply ``change`` (a row of :mod:`rms.domain.transitions`) to one message. Returns
-        ``(message, changed)``: ``changed`` is False for an idempotent repeat. Raises NotFound
-        (unknown, or another app's) or IllegalTransition naming the current state. Without a
-        claim token, concurrent calls of a request-path transition share one statement
-        (:mod:`rms.store.coalesced`) unless ``coalesced`` is False, which writes it with the
-        single-row statement. An ack is a consumer's: :meth:`ack`."""
-        if change is table.ACK:
-            raise ValueError("an ack names its consumer: MessageStore.ack")
-        return await self._write(message_id, _form(change, coalesced), app=app, actor=actor,
-                                 by=by, claim_token=claim_token, detail=detail)
+        """Apply ``change`` (the confirm or the cancel) to one message. Returns ``(message,
+        changed)``: ``changed`` is False for an idempotent repeat. Raises NotFound (unknown, or
+        another app's) or IllegalTransition naming the current state. Concurrent calls share
+        one statement (:mod:`rms.store.coalesced`). An ack is a consumer's:
+        :class:`rms.store.subscriptions.store.SubscriptionStore`."""
+        sql = _statement(change)
+        item = TransitionItem(message_id, app, actor, {"by": by.value} if by else {})
+        current, did = await self._coalesced.transition(item, sql)
+        if did and current is not None:
+            return current, True
+        return _explain_miss(message_id, change, current, app), False
 
     async def resend(self, message_id: str, *, actor: str) -> Message:
         """The RESEND transition of a ``sent`` message (dead or not), its event detail the
         delivery it reserved (or, for an ordered message, the one the sequencer will
         publish)."""
-        message, _ = await self._write(message_id, _form(table.RESEND, False), app=None,
-                                       actor=actor, detail=delivery_detail)
-        return message
-
-    async def _write(
-        self,
-        message_id: str,
-        change: _Rendered,
-        *,
-        app: str | None,
-        actor: str,
-        by: Actor | None = None,
-        claim_token: str | None = None,
-        detail: Detail | None = None,
-    ) -> tuple[Message, bool]:
-        sql = change.coalesced_sql
-        if sql is not None and claim_token is None and not callable(detail):
-            item = TransitionItem(message_id, app, actor,
-                                  dict(detail or {}) | ({"by": by.value} if by else {}))
-            current, did = await self._coalesced.transition(item, sql)
-            if did and current is not None:
-                return current, True
-            return _explain_miss(message_id, change, current, app), False
-        guard = [messages.c.message_id == message_id,
-                 messages.c.state == change.rule.source.value]
-        if app is not None:
-            guard.append(messages.c.app == app)
-        if claim_token is not None:
-            guard.append(messages.c.claim_token == claim_token)
-        if change.rule.alone:
-            guard.append(messages.c.transaction_id.is_(None))
-        event_detail: Detail = (
-            detail if callable(detail) else dict(detail or {}) | ({"by": by.value} if by else {}))
         changed = (
-            update(messages).where(and_(*guard)).values(**change.values)
-            .returning(*messages.c).cte("changed")
-        )
+            update(messages)
+            .where(messages.c.message_id == message_id,
+                   messages.c.state == table.RESEND.source.value)
+            .values(**_RESEND).returning(*messages.c).cte("changed"))
         async with self._engine.begin() as conn:
-            row = (await conn.execute(with_event(changed, event_of(change.rule), actor,
-                                                 event_detail, reserves=change.rule.reserves))
-                   ).first()
+            row = (await conn.execute(with_event(changed, event_of(table.RESEND), actor,
+                                                 delivery_detail, reserves=True))).first()
             if row is not None:
-                return to_message(row), True
+                return to_message(row)
             current = (await self._fetch(conn, [message_id])).get(message_id)
-        return _explain_miss(message_id, change, current, app), False
+        return _explain_miss(message_id, table.RESEND, current, None)
 
     async def transition_many(
         self,
@@ -197,37 +121,14 @@ class MessageStore:
     ) -> list[tuple[Message, bool]]:
         """``transition`` for many messages of one app in one transaction, all or nothing:
         an unknown id or an illegal state rolls everything back, naming the item."""
-        rendered = _form(change, True)
-        sql = rendered.coalesced_sql
-        if sql is None:
-            raise ValueError(f"{change.action} has no batch form")
+        sql = _statement(change)
         items = [TransitionItem(message_id, app, actor, {"by": by.value})
                  for message_id in message_ids]
         async with driver_connection(self._engine) as driver, driver.transaction():
             written = await update_messages(driver, sql, items)
-            return [_batch_answer(index, message_id, rendered, app, current, did)
+            return [_batch_answer(index, message_id, change, app, current, did)
                     for index, (message_id, (current, did))
                     in enumerate(zip(message_ids, written, strict=True))]
-
-    async def ack(self, message_id: str, consumer: str, via: str) -> tuple[Message | None, bool]:
-        """``consumer``'s ack of a message (:mod:`rms.store.acks`): ``(the row it changed,
-        True)``, or ``(the row as it stands or None, False)`` when it changed nothing (a
-        repeat, a ``done`` message, an app not permitted or not a subscriber, another state).
-        Concurrent acks share one statement."""
-        return await self._coalesced.ack(AckItem(message_id, consumer, via))
-
-    async def ack_many(self, items: Sequence[AckItem]) -> list[str]:
-        """Record many acks (the ack-topic consumer's path), each only while the stored row is
-        the instance its ``created_at`` names; a statement per round of distinct ids
-        (:func:`rms.store.acks.rounds`: one, unless two consumers ack one message in the
-        batch). Returns the ids of the items whose ack was recorded; the others were recorded
-        already, unknown, not yet sent, not the consumer's to ack or another instance."""
-        unique = list(dict.fromkeys(items))
-        if not unique:
-            return []
-        async with driver_connection(self._engine) as driver:
-            rows = await apply_acks(driver, ACK_MANY_SQL, unique)
-        return [row["message_id"] for row in rows if row is not None]
 
     # ---- reads ---------------------------------------------------------------------------
 
@@ -244,15 +145,6 @@ class MessageStore:
             return {}
         rows = await SELECT_MESSAGES.fetch(self._engine, ids=list(message_ids))
         return {row["message_id"]: message_from(row) for row in rows}
-
-    async def ack_targets(self, message_ids: Sequence[str]) -> dict[str, AckTarget]:
-        """The topic and creation time of each known id: what an ack's permission and
-        instance checks need, without payloads."""
-        if not message_ids:
-            return {}
-        async with driver_connection(self._engine) as driver:
-            rows = await driver.fetch(ACK_TARGETS.sql, *ACK_TARGETS.args(ids=list(message_ids)))
-        return {row["message_id"]: AckTarget(row["topic"], row["created_at"]) for row in rows}
 
     async def pending_count(self, app: str) -> int:
         """The app's pending-send messages (an index-only count on ``messages_app_state``),
@@ -300,7 +192,14 @@ def _check_retry(app: str, draft: NewMessage, stored: Message | None) -> Message
     return stored
 
 
-def _batch_answer(index: int, message_id: str, change: _Rendered, app: str,
+def _statement(change: table.Transition) -> str:
+    found = _STATEMENTS.get(change.action)
+    if found is None:
+        raise ValueError(f"{change.action} is not a request-path transition of one message")
+    return found
+
+
+def _batch_answer(index: int, message_id: str, change: table.Transition, app: str,
                   current: Message | None, did: bool) -> tuple[Message, bool]:
     if did and current is not None:
         return current, True
@@ -320,13 +219,13 @@ def _itemised(error: NotFound | IllegalTransition, index: int) -> Conflict | Not
 
 
 def _explain_miss(
-    message_id: str, change: _Rendered, current: Message | None, app: str | None
+    message_id: str, change: table.Transition, current: Message | None, app: str | None
 ) -> Message:
     if current is None or (app is not None and current.app != app):
         raise NotFound(f"no message {message_id!r}")
-    if current.state in change.rule.already:
+    if current.state in change.already:
         return current
-    if change.rule.alone and current.transaction_id is not None:
+    if change.alone and current.transaction_id is not None:
         raise PartOfTransaction(message_id, change.action, current.state.value,
                                 current.transaction_id)
     raise IllegalTransition(message_id, change.action, current.state.value)

@@ -16,7 +16,6 @@ from sqlalchemy import (
     ColumnElement,
     Select,
     Table,
-    and_,
     case,
     cast,
     func,
@@ -24,7 +23,7 @@ from sqlalchemy import (
     select,
     union_all,
 )
-from sqlalchemy.dialects.postgresql import JSONB, aggregate_order_by
+from sqlalchemy.dialects.postgresql import JSONB
 
 from rms.domain import phase
 from rms.domain.states import Event
@@ -42,7 +41,8 @@ from rms.domain.transitions import (
     When,
 )
 from rms.store.phase import condition, sql_text
-from rms.store.schema import apps, message_events, messages
+from rms.store.schema import message_events, messages
+from rms.store.subscriptions.terms import subscribers, subscribers_sql
 
 Detail = Mapping[str, Any] | Any  # a fixed detail, or a callable from the changed CTE
 
@@ -85,8 +85,7 @@ def _core(effect: Effect, given: Mapping[str, Any], target: Table) -> Any:
         return case((condition(effect.term, target, given), _core(effect.then, given, target)),
                     else_=_core(effect.otherwise, given, target))
     if isinstance(effect, Subscribers):
-        return (select(func.array_agg(aggregate_order_by(apps.c.name, apps.c.name)))
-                .where(consumes(target.c.topic)).scalar_subquery())
+        return subscribers(target.c.topic)
     if isinstance(effect, AckAdded):
         entry = func.jsonb_build_object(given[effect.consumer], func.jsonb_build_object(
             "at", func.to_char(func.timezone("UTC", func.now()), literal(_RFC3339)),
@@ -99,29 +98,43 @@ def _core(effect: Effect, given: Mapping[str, Any], target: Table) -> Any:
 _RFC3339 = 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'
 
 
-def consumes(topic: ColumnElement[Any]) -> ColumnElement[bool]:
-    """An app (a row of ``apps``) consumes ``topic``: its ``consume_topics`` match it, read from
-    its regex while the regex is the one of its current topics."""
-    return and_(topic.op("~")(apps.c.consume_regex),
-                apps.c.consume_regex_of == apps.c.consume_topics)
-
-
-def consumes_sql(topic: str, app: str = "a") -> str:
-    """:func:`consumes` as SQL text, for the app row ``app``."""
-    return (f"{topic} ~ {app}.consume_regex AND {app}.consume_regex_of = {app}.consume_topics")
-
-
-def subscribers_sql(topic: str) -> str:
-    """The apps whose ``consume_topics`` match ``topic`` (SQL text), sorted; NULL when none."""
-    return (f"(SELECT array_agg(a.name ORDER BY a.name) FROM apps a "
-            f"WHERE {consumes_sql(topic)})")
-
-
 def set_sql(change: Row, row: str = "m.", given: Mapping[str, str] | None = None) -> str:
     """The effects as the SET clause of ``UPDATE messages m`` (``row`` prefixes the row's own
-    columns; ``given`` supplies each :class:`Given` value as SQL text)."""
-    return ", ".join(f"{name} = {sql_of(effect, row, given)}"
-                     for name, effect in change.effects.items())
+    columns; ``given`` supplies each :class:`Given` value as SQL text). The conditional effects
+    of several columns on one term are set together, the term computed once per row, on the
+    row before the change like every other effect::
+
+        (state, done_at) = (SELECT CASE WHEN last_ack.holds THEN ... END, ...
+                            FROM (SELECT <the term>) AS last_ack(holds))
+    """
+    shared = _shared_terms(change.effects)
+    assignments = [f"{name} = {sql_of(effect, row, given)}"
+                   for name, effect in change.effects.items()
+                   if not (isinstance(effect, When) and effect.term in shared)]
+    for term in shared:
+        conditional = {name: effect for name, effect in change.effects.items()
+                       if isinstance(effect, When) and effect.term == term}
+        alias = term_name(term).lower()
+        values = ", ".join(
+            f"CASE WHEN {alias}.holds THEN {sql_of(effect.then, row, given)} "
+            f"ELSE {sql_of(effect.otherwise, row, given)} END"
+            for effect in conditional.values())
+        assignments.append(f"({', '.join(conditional)}) = (SELECT {values} FROM "
+                           f"(SELECT {sql_text(term, row, given)}) AS {alias}(holds))")
+    return ", ".join(assignments)
+
+
+def _shared_terms(effects: Mapping[str, Effect]) -> list[phase.Term]:
+    """The terms that two or more conditional effects read, in the order they first appear."""
+    terms = [effect.term for effect in effects.values() if isinstance(effect, When)]
+    return list(dict.fromkeys(term for term in terms if terms.count(term) > 1))
+
+
+def term_name(term: phase.Term) -> str:
+    """The name :mod:`rms.domain.phase` gives ``term`` (``LAST_ACK``), or ``TERM`` for one it
+    does not name."""
+    return next((name for name, value in vars(phase).items()
+                 if name.isupper() and value == term), "TERM")
 
 
 def sql_of(effect: Effect, row: str = "m.", given: Mapping[str, str] | None = None) -> str:

@@ -24,9 +24,10 @@ from rms.domain.ack_outcomes import NOT_RECORDED, RECORDED, Outcome, unrecorded
 from rms.domain.errors import Forbidden, IllegalTransition, NotFound
 from rms.domain.models import App, Message
 from rms.domain.topics import topic_allowed
-from rms.store.acks import AckItem
 from rms.store.apps import AppStore
-from rms.store.messages import AckTarget, MessageStore
+from rms.store.messages import MessageStore
+from rms.store.subscriptions.acks import AckItem, AckTarget
+from rms.store.subscriptions.store import SubscriptionStore
 from rms.usecases.apps_repair import repair_consume_regexes
 from rms_client.ack_records import (
     AckClaim,
@@ -52,6 +53,7 @@ class Acks:
     settings: Settings
     messages: MessageStore
     apps: AppStore
+    subscriptions: SubscriptionStore
 
     async def ack(self, app: App, message_id: str) -> tuple[Message, Outcome]:
         """An ack over HTTP, written by one statement that also checks the app's permission:
@@ -59,13 +61,13 @@ class Acks:
         topic it does not consume, 409 before the confirm or after a cancel. An ack that
         records nothing (a repeat, a ``done`` message, an app that is not a subscriber)
         answers 200 with why (:mod:`rms.domain.ack_outcomes`), and is counted."""
-        current, changed = await self.messages.ack(message_id, app.name, via="http")
+        current, changed = await self.subscriptions.ack(message_id, app.name, via="http")
         if not changed and current is not None and may_ack(app, current.topic) \
                 and unrecorded(current, app.name) is None:
             # the row says the ack counts and the statement did not: the app's topics were
             # written by an earlier release; repaired, the ack is tried once more
             await repair_consume_regexes(self.apps)
-            current, changed = await self.messages.ack(message_id, app.name, via="http")
+            current, changed = await self.subscriptions.ack(message_id, app.name, via="http")
         if changed and current is not None:
             metrics.ACKS.labels("http").inc()
             return current, RECORDED
@@ -99,7 +101,7 @@ class Acks:
                 rejected.add("unknown-consumer", len(acks), consumer)
             else:
                 signed[consumer] = self._signed(app, acks, rejected)
-        targets = await self.messages.ack_targets(
+        targets = await self.subscriptions.ack_targets(
             [claim.message_id for acks in signed.values() for claim, _ in acks])
         allowed: list[AckItem] = []
         for consumer, acks in signed.items():
@@ -111,7 +113,7 @@ class Acks:
                                            claim.created_at))
                 else:
                     rejected.add(problem, 1, consumer)
-        recorded = await self.messages.ack_many(allowed)
+        recorded = await self.subscriptions.ack_many(allowed)
         metrics.ACKS.labels("ack-topic").inc(len(recorded))
         missed = [item for item in allowed if item.message_id not in set(recorded)]
         if missed:
@@ -128,7 +130,7 @@ class Acks:
                  and unrecorded(rows[item.message_id], item.consumer) is None]
         retried: list[str] = []
         if again and await repair_consume_regexes(self.apps):
-            retried = await self.messages.ack_many(again)
+            retried = await self.subscriptions.ack_many(again)
             metrics.ACKS.labels("ack-topic").inc(len(retried))
             rows |= await self.messages.get_many([item.message_id for item in again])
         for item in items:

@@ -7,12 +7,14 @@ from dataclasses import dataclass
 from rms import metrics
 from rms.kafka.publisher import KafkaPublisher, broker_reachable
 from rms.store.admin import AdminStore
+from rms.store.subscriptions.store import SubscriptionStore
 
 
 @dataclass
 class Health:
     admin: AdminStore
     publisher: KafkaPublisher
+    subscriptions: SubscriptionStore
 
     async def unreachable(self) -> list[str]:
         """The dependencies that do not answer: ``database``, ``broker`` (empty: ready)."""
@@ -26,7 +28,7 @@ class Health:
         pending, unacked = await self.admin.oldest_ages()
         metrics.OLDEST_PENDING_SEND.set(pending or 0)
         metrics.OLDEST_UNACKED.set(unacked or 0)
-        backlogs = await self.admin.consumer_backlogs()
+        backlogs = await self.subscriptions.consumer_backlogs()
         metrics.CONSUMER_UNACKED.clear()
         metrics.CONSUMER_OLDEST_UNACKED.clear()
         for backlog in backlogs:

@@ -14,7 +14,6 @@ from rms.domain.listings import ConsumerBacklog, MessageFilter
 from rms.domain.models import App, Message
 from rms.domain.states import State
 from rms.domain.topics import names_reserved_topic
-from rms.store import release
 from rms.store.admin import (
     AdminStore,
     BlockedKey,
@@ -22,6 +21,7 @@ from rms.store.admin import (
     GroupCounts,
 )
 from rms.store.apps import AppStore
+from rms.store.subscriptions.store import SubscriptionStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +43,7 @@ class Operators:
     settings: Settings
     apps: AppStore
     admin: AdminStore
+    subscriptions: SubscriptionStore
 
     async def create_app(self, spec: AppSpec) -> Credentials:
         """Register an app; its check-URL prefixes and default check URL are validated, and
@@ -77,13 +78,13 @@ class Operators:
         """Replace the app's consume topics (glob patterns): messages confirmed from now on
         take them as their subscribers; the app is released from the ``sent`` messages it owes
         whose topic they no longer match (design section 3)."""
-        await release.set_consume_topics(self.apps.engine, name, patterns)
+        await self.subscriptions.set_consume_topics(name, patterns)
         return await self.apps.get(name)
 
     async def delete_app(self, name: str) -> int:
         """Delete an app, releasing it from every message it owes; returns how many. Refused
         (409) while messages or transactions of its own are stored."""
-        return await release.delete_app(self.apps.engine, name)
+        return await self.subscriptions.delete_app(name)
 
     async def search(self, where: MessageFilter, limit: int, cursor: str | None
                      ) -> tuple[list[Message], str | None]:
@@ -116,7 +117,7 @@ class Operators:
             groups=groups,
             publish_blocked=await self.admin.blocked_publishes(),
             blocked_keys=await self.admin.blocked_keys(),
-            consumers=await self.admin.consumer_backlogs(),
+            consumers=await self.subscriptions.consumer_backlogs(),
         )
 
 

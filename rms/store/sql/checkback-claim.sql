@@ -1,15 +1,180 @@
-WITH due AS MATERIALIZED 
-(SELECT messages.message_id AS message_id, messages.check_count >= messages.max_checks AS spent 
-FROM messages 
-WHERE messages.state = $8::VARCHAR AND NOT messages.dead AND messages.next_check_at <= now() ORDER BY messages.next_check_at 
- LIMIT $9 FOR UPDATE SKIP LOCKED), 
-exhausted AS 
-(UPDATE messages SET dead=$4::BOOLEAN, dead_reason=$5::VARCHAR, next_check_at=$6::TIMESTAMP WITH TIME ZONE, claim_token=$7::VARCHAR FROM due WHERE messages.message_id = due.message_id AND due.spent RETURNING messages.message_id, messages.app, messages.topic, messages.key, messages.payload, messages.headers, messages.check_url, messages.state, messages.dead, messages.dead_reason, messages.check_count, messages.delivery_count, messages.delivery_base, messages.check_after_seconds, messages.max_checks, messages.ack_timeout_seconds, messages.max_deliveries, messages.created_at, messages.confirmed_at, messages.done_at, messages.deleted_at, messages.next_check_at, messages.next_delivery_at, messages.deliver_after, messages.claim_token, messages.traceparent, messages.tracestate, messages.ordered, messages.confirm_seq, messages.transaction_id, messages.transaction_position, messages.publish_failure, messages.published_delivery, messages.subscribers, messages.acks), 
-dead_history AS 
-(INSERT INTO message_events (message_id, event, actor, detail) SELECT exhausted.message_id AS message_id, $1::VARCHAR AS anon_1, $2 AS anon_2, CAST($3::VARCHAR AS JSONB) AS anon_3 
-FROM exhausted), 
-claimed AS 
-(UPDATE messages SET check_count=(messages.check_count + $11::INTEGER), next_check_at=(now() + make_interval($12::INTEGER, $13::INTEGER, $14::INTEGER, $15::INTEGER, $16::INTEGER, $17::INTEGER, $18)), claim_token=$19::VARCHAR FROM due WHERE messages.message_id = due.message_id AND NOT due.spent RETURNING messages.message_id, messages.app, messages.topic, messages.key, messages.payload, messages.headers, messages.check_url, messages.state, messages.dead, messages.dead_reason, messages.check_count, messages.delivery_count, messages.delivery_base, messages.check_after_seconds, messages.max_checks, messages.ack_timeout_seconds, messages.max_deliveries, messages.created_at, messages.confirmed_at, messages.done_at, messages.deleted_at, messages.next_check_at, messages.next_delivery_at, messages.deliver_after, messages.claim_token, messages.traceparent, messages.tracestate, messages.ordered, messages.confirm_seq, messages.transaction_id, messages.transaction_position, messages.publish_failure, messages.published_delivery, messages.subscribers, messages.acks)
- SELECT claimed.message_id, claimed.app, claimed.topic, claimed.key, claimed.payload, claimed.headers, claimed.check_url, claimed.state, claimed.dead, claimed.dead_reason, claimed.check_count, claimed.delivery_count, claimed.delivery_base, claimed.check_after_seconds, claimed.max_checks, claimed.ack_timeout_seconds, claimed.max_deliveries, claimed.created_at, claimed.confirmed_at, claimed.done_at, claimed.deleted_at, claimed.next_check_at, claimed.next_delivery_at, claimed.deliver_after, claimed.claim_token, claimed.traceparent, claimed.tracestate, claimed.ordered, claimed.confirm_seq, claimed.transaction_id, claimed.transaction_position, claimed.publish_failure, claimed.published_delivery, claimed.subscribers, claimed.acks, $10::BOOLEAN AS was_exhausted 
-FROM claimed UNION ALL SELECT exhausted.message_id, exhausted.app, exhausted.topic, exhausted.key, exhausted.payload, exhausted.headers, exhausted.check_url, exhausted.state, exhausted.dead, exhausted.dead_reason, exhausted.check_count, exhausted.delivery_count, exhausted.delivery_base, exhausted.check_after_seconds, exhausted.max_checks, exhausted.ack_timeout_seconds, exhausted.max_deliveries, exhausted.created_at, exhausted.confirmed_at, exhausted.done_at, exhausted.deleted_at, exhausted.next_check_at, exhausted.next_delivery_at, exhausted.deliver_after, exhausted.claim_token, exhausted.traceparent, exhausted.tracestate, exhausted.ordered, exhausted.confirm_seq, exhausted.transaction_id, exhausted.transaction_position, exhausted.publish_failure, exhausted.published_delivery, exhausted.subscribers, exhausted.acks, $20::BOOLEAN AS was_exhausted 
+WITH due AS MATERIALIZED (
+    SELECT messages.message_id AS message_id,
+        messages.check_count >= messages.max_checks AS spent
+    FROM messages
+    WHERE messages.state = $8::VARCHAR
+        AND NOT messages.dead
+        AND messages.next_check_at <= now()
+    ORDER BY messages.next_check_at
+    LIMIT $9
+    FOR UPDATE SKIP LOCKED),
+    exhausted AS (
+    UPDATE messages
+    SET dead=$4::BOOLEAN,
+        dead_reason=$5::VARCHAR,
+        next_check_at=$6::TIMESTAMP
+    WITH TIME ZONE,
+        claim_token=$7::VARCHAR
+    FROM due
+    WHERE messages.message_id = due.message_id
+        AND due.spent
+    RETURNING messages.message_id,
+        messages.app,
+        messages.topic,
+        messages.key,
+        messages.payload,
+        messages.headers,
+        messages.check_url,
+        messages.state,
+        messages.dead,
+        messages.dead_reason,
+        messages.check_count,
+        messages.delivery_count,
+        messages.delivery_base,
+        messages.check_after_seconds,
+        messages.max_checks,
+        messages.ack_timeout_seconds,
+        messages.max_deliveries,
+        messages.created_at,
+        messages.confirmed_at,
+        messages.done_at,
+        messages.deleted_at,
+        messages.next_check_at,
+        messages.next_delivery_at,
+        messages.deliver_after,
+        messages.claim_token,
+        messages.traceparent,
+        messages.tracestate,
+        messages.ordered,
+        messages.confirm_seq,
+        messages.transaction_id,
+        messages.transaction_position,
+        messages.publish_failure,
+        messages.published_delivery,
+        messages.subscribers,
+        messages.acks),
+    dead_history AS (
+    INSERT INTO message_events (message_id, event, actor, detail)
+    SELECT exhausted.message_id AS message_id,
+        $1::VARCHAR AS anon_1,
+        $2 AS anon_2,
+        CAST($3::VARCHAR AS JSONB) AS anon_3
+    FROM exhausted),
+    claimed AS (
+    UPDATE messages
+    SET check_count=(messages.check_count + $11::INTEGER),
+        next_check_at=(now() + make_interval($12::INTEGER, $13::INTEGER, $14::INTEGER, $15::INTEGER, $16::INTEGER, $17::INTEGER, $18)),
+        claim_token=$19::VARCHAR
+    FROM due
+    WHERE messages.message_id = due.message_id
+        AND NOT due.spent
+    RETURNING messages.message_id,
+        messages.app,
+        messages.topic,
+        messages.key,
+        messages.payload,
+        messages.headers,
+        messages.check_url,
+        messages.state,
+        messages.dead,
+        messages.dead_reason,
+        messages.check_count,
+        messages.delivery_count,
+        messages.delivery_base,
+        messages.check_after_seconds,
+        messages.max_checks,
+        messages.ack_timeout_seconds,
+        messages.max_deliveries,
+        messages.created_at,
+        messages.confirmed_at,
+        messages.done_at,
+        messages.deleted_at,
+        messages.next_check_at,
+        messages.next_delivery_at,
+        messages.deliver_after,
+        messages.claim_token,
+        messages.traceparent,
+        messages.tracestate,
+        messages.ordered,
+        messages.confirm_seq,
+        messages.transaction_id,
+        messages.transaction_position,
+        messages.publish_failure,
+        messages.published_delivery,
+        messages.subscribers,
+        messages.acks)
+SELECT claimed.message_id,
+    claimed.app,
+    claimed.topic,
+    claimed.key,
+    claimed.payload,
+    claimed.headers,
+    claimed.check_url,
+    claimed.state,
+    claimed.dead,
+    claimed.dead_reason,
+    claimed.check_count,
+    claimed.delivery_count,
+    claimed.delivery_base,
+    claimed.check_after_seconds,
+    claimed.max_checks,
+    claimed.ack_timeout_seconds,
+    claimed.max_deliveries,
+    claimed.created_at,
+    claimed.confirmed_at,
+    claimed.done_at,
+    claimed.deleted_at,
+    claimed.next_check_at,
+    claimed.next_delivery_at,
+    claimed.deliver_after,
+    claimed.claim_token,
+    claimed.traceparent,
+    claimed.tracestate,
+    claimed.ordered,
+    claimed.confirm_seq,
+    claimed.transaction_id,
+    claimed.transaction_position,
+    claimed.publish_failure,
+    claimed.published_delivery,
+    claimed.subscribers,
+    claimed.acks,
+    $10::BOOLEAN AS was_exhausted
+FROM claimed
+UNION ALL
+SELECT exhausted.message_id,
+    exhausted.app,
+    exhausted.topic,
+    exhausted.key,
+    exhausted.payload,
+    exhausted.headers,
+    exhausted.check_url,
+    exhausted.state,
+    exhausted.dead,
+    exhausted.dead_reason,
+    exhausted.check_count,
+    exhausted.delivery_count,
+    exhausted.delivery_base,
+    exhausted.check_after_seconds,
+    exhausted.max_checks,
+    exhausted.ack_timeout_seconds,
+    exhausted.max_deliveries,
+    exhausted.created_at,
+    exhausted.confirmed_at,
+    exhausted.done_at,
+    exhausted.deleted_at,
+    exhausted.next_check_at,
+    exhausted.next_delivery_at,
+    exhausted.deliver_after,
+    exhausted.claim_token,
+    exhausted.traceparent,
+    exhausted.tracestate,
+    exhausted.ordered,
+    exhausted.confirm_seq,
+    exhausted.transaction_id,
+    exhausted.transaction_position,
+    exhausted.publish_failure,
+    exhausted.published_delivery,
+    exhausted.subscribers,
+    exhausted.acks,
+    $20::BOOLEAN AS was_exhausted
 FROM exhausted

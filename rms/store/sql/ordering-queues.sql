@@ -1,5 +1,87 @@
-SELECT queued.message_id, queued.app, queued.topic, queued.key, queued.payload, queued.headers, queued.check_url, queued.state, queued.dead, queued.dead_reason, queued.check_count, queued.delivery_count, queued.delivery_base, queued.check_after_seconds, queued.max_checks, queued.ack_timeout_seconds, queued.max_deliveries, queued.created_at, queued.confirmed_at, queued.done_at, queued.deleted_at, queued.next_check_at, queued.next_delivery_at, queued.deliver_after, queued.claim_token, queued.traceparent, queued.tracestate, queued.ordered, queued.confirm_seq, queued.transaction_id, queued.transaction_position, queued.publish_failure, queued.published_delivery, queued.subscribers, queued.acks, queued.read_at, queued.place 
-FROM (SELECT messages.message_id AS message_id, messages.app AS app, messages.topic AS topic, messages.key AS key, messages.payload AS payload, messages.headers AS headers, messages.check_url AS check_url, messages.state AS state, messages.dead AS dead, messages.dead_reason AS dead_reason, messages.check_count AS check_count, messages.delivery_count AS delivery_count, messages.delivery_base AS delivery_base, messages.check_after_seconds AS check_after_seconds, messages.max_checks AS max_checks, messages.ack_timeout_seconds AS ack_timeout_seconds, messages.max_deliveries AS max_deliveries, messages.created_at AS created_at, messages.confirmed_at AS confirmed_at, messages.done_at AS done_at, messages.deleted_at AS deleted_at, messages.next_check_at AS next_check_at, messages.next_delivery_at AS next_delivery_at, messages.deliver_after AS deliver_after, messages.claim_token AS claim_token, messages.traceparent AS traceparent, messages.tracestate AS tracestate, messages.ordered AS ordered, messages.confirm_seq AS confirm_seq, messages.transaction_id AS transaction_id, messages.transaction_position AS transaction_position, messages.publish_failure AS publish_failure, messages.published_delivery AS published_delivery, messages.subscribers AS subscribers, messages.acks AS acks, now() AS read_at, row_number() OVER (PARTITION BY messages.app, messages.topic, messages.key ORDER BY messages.confirm_seq) AS place 
-FROM messages JOIN ordering_keys ON messages.app = ordering_keys.app AND messages.topic = ordering_keys.topic AND messages.key = ordering_keys.key 
-WHERE ordering_keys.lease_token = $1::VARCHAR AND messages.ordered AND messages.state = $2::VARCHAR) AS queued 
-WHERE queued.place <= $3 ORDER BY queued.app, queued.topic, queued.key, queued.confirm_seq
+SELECT queued.message_id,
+    queued.app,
+    queued.topic,
+    queued.key,
+    queued.payload,
+    queued.headers,
+    queued.check_url,
+    queued.state,
+    queued.dead,
+    queued.dead_reason,
+    queued.check_count,
+    queued.delivery_count,
+    queued.delivery_base,
+    queued.check_after_seconds,
+    queued.max_checks,
+    queued.ack_timeout_seconds,
+    queued.max_deliveries,
+    queued.created_at,
+    queued.confirmed_at,
+    queued.done_at,
+    queued.deleted_at,
+    queued.next_check_at,
+    queued.next_delivery_at,
+    queued.deliver_after,
+    queued.claim_token,
+    queued.traceparent,
+    queued.tracestate,
+    queued.ordered,
+    queued.confirm_seq,
+    queued.transaction_id,
+    queued.transaction_position,
+    queued.publish_failure,
+    queued.published_delivery,
+    queued.subscribers,
+    queued.acks,
+    queued.read_at,
+    queued.place
+FROM (
+    SELECT messages.message_id AS message_id,
+        messages.app AS app,
+        messages.topic AS topic,
+        messages.key AS key,
+        messages.payload AS payload,
+        messages.headers AS headers,
+        messages.check_url AS check_url,
+        messages.state AS state,
+        messages.dead AS dead,
+        messages.dead_reason AS dead_reason,
+        messages.check_count AS check_count,
+        messages.delivery_count AS delivery_count,
+        messages.delivery_base AS delivery_base,
+        messages.check_after_seconds AS check_after_seconds,
+        messages.max_checks AS max_checks,
+        messages.ack_timeout_seconds AS ack_timeout_seconds,
+        messages.max_deliveries AS max_deliveries,
+        messages.created_at AS created_at,
+        messages.confirmed_at AS confirmed_at,
+        messages.done_at AS done_at,
+        messages.deleted_at AS deleted_at,
+        messages.next_check_at AS next_check_at,
+        messages.next_delivery_at AS next_delivery_at,
+        messages.deliver_after AS deliver_after,
+        messages.claim_token AS claim_token,
+        messages.traceparent AS traceparent,
+        messages.tracestate AS tracestate,
+        messages.ordered AS ordered,
+        messages.confirm_seq AS confirm_seq,
+        messages.transaction_id AS transaction_id,
+        messages.transaction_position AS transaction_position,
+        messages.publish_failure AS publish_failure,
+        messages.published_delivery AS published_delivery,
+        messages.subscribers AS subscribers,
+        messages.acks AS acks,
+        now() AS read_at,
+        row_number() OVER (PARTITION BY messages.app, messages.topic, messages.key ORDER BY messages.confirm_seq) AS place
+    FROM messages
+    JOIN ordering_keys ON messages.app = ordering_keys.app
+        AND messages.topic = ordering_keys.topic
+        AND messages.key = ordering_keys.key
+    WHERE ordering_keys.lease_token = $1::VARCHAR
+        AND messages.ordered
+        AND messages.state = $2::VARCHAR) AS queued
+WHERE queued.place <= $3
+ORDER BY queued.app,
+    queued.topic,
+    queued.key,
+    queued.confirm_seq

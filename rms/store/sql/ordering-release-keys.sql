@@ -1,1 +1,2 @@
-DELETE FROM ordering_keys WHERE ordering_keys.lease_token = $1::VARCHAR
+DELETE FROM ordering_keys
+WHERE ordering_keys.lease_token = $1::VARCHAR

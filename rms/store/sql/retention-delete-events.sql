@@ -1,4 +1,5 @@
 DELETE FROM message_events AS e
-WHERE e.message_id = ANY($1::text[])
-   OR (e.id = ANY($2::bigint[])
-       AND NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.message_id = e.message_id))
+WHERE e.message_id = ANY($1::text[]) OR (e.id = ANY($2::bigint[]) AND NOT EXISTS (
+        SELECT 1
+        FROM messages AS m
+        WHERE m.message_id = e.message_id))

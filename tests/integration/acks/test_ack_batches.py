@@ -19,6 +19,7 @@ from rms.store.admin import AdminStore
 from rms.store.apps import AppStore
 from rms.store.database import create_engine
 from rms.store.messages import MessageStore
+from rms.store.subscriptions.store import SubscriptionStore
 from rms.usecases.acks import Acks
 from rms_client.ack_records import AckRecord
 from tests.support import Api, AppKeys, eventually, produce
@@ -53,7 +54,7 @@ async def test_a_batch_that_keeps_failing_is_applied_record_by_record(api: Api,
     good, poisoned = await _sent(api, producer, topic), await _sent(api, producer, topic)
     local = _own_topic(api.settings, "poison")
     engine = create_engine(local)
-    acks = Acks(local, MessageStore(engine), AppStore(engine))
+    acks = Acks(local, MessageStore(engine), AppStore(engine), SubscriptionStore(engine))
 
     async def apply(records: Sequence[AckRecord]) -> int:
         """The use case, failing on every batch that holds ``poisoned`` (a fault in RMS, not
@@ -99,7 +100,8 @@ async def test_an_unreachable_database_loses_no_ack_however_long(api: Api, topic
     async def apply(records: Sequence[AckRecord]) -> int:
         tried.set()
         engine = engines[-1]
-        return await Acks(local, MessageStore(engine), AppStore(engine)).apply_records(records)
+        acks = Acks(local, MessageStore(engine), AppStore(engine), SubscriptionStore(engine))
+        return await acks.apply_records(records)
 
     async def reachable() -> bool:
         return await AdminStore(engines[-1]).reachable()

@@ -15,11 +15,11 @@ from aiokafka import AIOKafkaProducer
 from prometheus_client import REGISTRY
 from sqlalchemy import text
 
-from rms.store.acks import AckItem
 from rms.store.apps import AppStore
-from rms.store.coalesced import AckTarget
 from rms.store.database import create_engine
 from rms.store.messages import MessageStore
+from rms.store.subscriptions.acks import AckItem, AckTarget
+from rms.store.subscriptions.store import SubscriptionStore
 from rms.usecases.acks import Acks
 from rms_client.ack_records import AckRecord, signed_ack_headers
 from rms_client.signing import signed_headers
@@ -136,7 +136,7 @@ async def test_thousands_of_generated_records_then_a_valid_ack(api: Api, topic: 
     assert _loop_failures() == failures
 
 
-class _ReusedBetween(MessageStore):
+class _ReusedBetween(SubscriptionStore):
     """A store whose ids are freed and used again right after the ack lookup read them: the
     stored rows then hold other instances (another creation time) of the same ids."""
 
@@ -158,12 +158,12 @@ async def test_an_instance_replaced_between_lookup_and_write_is_not_acknowledged
     record = AckRecord.of(value, list(signed_ack_headers([points.signing_secret], value)))
     engine = create_engine(api.settings)
     try:
-        racing = Acks(api.settings, _ReusedBetween(engine), AppStore(engine))
+        racing = Acks(api.settings, MessageStore(engine), AppStore(engine), _ReusedBetween(engine))
         assert await racing.apply_records([record]) == 0
         assert await _state(api, producer, message_id) == "sent"
-        current = await MessageStore(engine).ack_targets([message_id])
+        current = await SubscriptionStore(engine).ack_targets([message_id])
         stored: datetime = current[message_id].created_at
-        done = await MessageStore(engine).ack_many(
+        done = await SubscriptionStore(engine).ack_many(
             [AckItem(message_id, "points", "ack-topic", stored)])
         assert done == [message_id]  # the statement applies to the instance it names
     finally:

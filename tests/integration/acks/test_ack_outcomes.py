@@ -19,6 +19,7 @@ from rms.config import Settings
 from rms.store.apps import AppStore
 from rms.store.database import create_engine
 from rms.store.messages import MessageStore
+from rms.store.subscriptions.store import SubscriptionStore
 from rms.usecases.acks import Acks
 from rms_client.ack_records import AckRecord, ack_value, signed_ack_headers
 from tests.conftest import ADMIN_TOKEN
@@ -171,7 +172,7 @@ async def _widened_then_acked(api: Api, topic: str) -> None:
     record = AckRecord.of(value, list(signed_ack_headers([invoices.signing_secret], value)))
     engine = create_engine(api.settings)
     try:  # the ack consumer's use case, given the record as a poll would hand it over
-        acks = Acks(api.settings, MessageStore(engine), AppStore(engine))
+        acks = Acks(api.settings, MessageStore(engine), AppStore(engine), SubscriptionStore(engine))
         await _old_release_changes_topics(api.settings, "invoices", [topic, "again.*"])
         assert await acks.apply_records([record]) == 1
     finally:

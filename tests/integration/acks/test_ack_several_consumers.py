@@ -12,6 +12,7 @@ import orjson
 from rms.store.apps import AppStore
 from rms.store.database import create_engine
 from rms.store.messages import MessageStore
+from rms.store.subscriptions.store import SubscriptionStore
 from rms.usecases.acks import Acks
 from rms_client.ack_records import AckRecord, ack_value, signed_ack_headers
 from tests.support import Api, AppKeys, eventually, write_records
@@ -79,7 +80,7 @@ async def test_two_consumers_records_of_one_message_in_one_batch_both_count(
     batch = [_record(m, c, created[m]) for m in (first, second) for c in (points, invoices)]
     engine = create_engine(api.settings)
     try:  # the ack consumer's use case, given the batch as one poll would hand it over
-        acks = Acks(api.settings, MessageStore(engine), AppStore(engine))
+        acks = Acks(api.settings, MessageStore(engine), AppStore(engine), SubscriptionStore(engine))
         assert await acks.apply_records(batch) == 4
         assert await acks.apply_records(batch) == 0  # each consumer's ack is recorded once
     finally:

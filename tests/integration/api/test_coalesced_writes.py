@@ -1,27 +1,21 @@
-"""Coalesced request writes (rms.store.coalesced) against the real database: the batched SQL
-writes exactly what the single-row Core statements write, concurrent requests each get their
-own answer, and a refused item or a killed connection never takes other requests with it."""
+"""Coalesced request writes (rms.store.coalesced) against the real database: concurrent
+requests each get their own answer, and a refused item or a killed connection never takes
+other requests with it. (That the batched SQL writes what the Core form of each row writes:
+tests/integration/api/test_transition_table.py.)"""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections import Counter
 from typing import Any
 
-import pytest
 from sqlalchemy import text
 
 from rms.domain.models import NewMessage
-from rms.domain.transitions import CANCEL, CONFIRM, Transition
 from rms.store.database import create_engine
 from rms.store.messages import MessageStore
 from tests.integration.api.helpers import assert_problem, events
 from tests.support import CHECK_PREFIX, Api
-
-COMPARED = ("state", "dead", "dead_reason", "check_count", "delivery_count", "delivery_base",
-            "claim_token")
-STAMPS = ("confirmed_at", "done_at", "deleted_at", "next_check_at", "next_delivery_at")
 
 
 def _draft(message_id: str, topic: str, **fields: Any) -> NewMessage:
@@ -30,29 +24,6 @@ def _draft(message_id: str, topic: str, **fields: Any) -> NewMessage:
         "headers": {}, "check_url": CHECK_PREFIX + "check", "check_after_seconds": 10.0,
         "max_checks": 3, "ack_timeout_seconds": 60.0, "max_deliveries": 3} | fields
     return NewMessage(**values)
-
-
-# (an ack has one statement, rms.store.acks: its text and Core forms are compared in
-# tests/integration/api/test_transition_table.py)
-@pytest.mark.parametrize("path", [[CONFIRM], [CANCEL]], ids=["confirm", "cancel"])
-async def test_batched_and_single_row_transitions_write_the_same_row(
-        api: Api, topic: str, path: list[Transition]) -> None:
-    app = await api.create_app("producer")
-    store = MessageStore(api.client._transport.app.state.engine)  # type: ignore[attr-defined]
-    for message_id in ("batched", "alone"):
-        await store.prepare(app.name, _draft(message_id, topic), one_shot=False)
-    for change in path:
-        _, did = await store.transition("batched", change, app=app.name, actor="t")
-        assert did
-        _, did = await store.transition("alone", change, app=app.name, actor="t",
-                                        coalesced=False)
-        assert did
-    batched = dataclasses.asdict(await store.get("batched"))
-    alone = dataclasses.asdict(await store.get("alone"))
-    assert {k: batched[k] for k in COMPARED} == {k: alone[k] for k in COMPARED}
-    assert [batched[k] is None for k in STAMPS] == [alone[k] is None for k in STAMPS]
-    assert [e["event"] for e in await events(api, "batched")] == [
-        e["event"] for e in await events(api, "alone")]
 
 
 async def test_concurrent_prepares_each_get_their_own_answer(api: Api, topic: str) -> None:

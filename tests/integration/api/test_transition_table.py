@@ -18,6 +18,7 @@ from rms.domain.models import NewMessage
 from rms.domain.states import State
 from rms.store.messages import MessageStore
 from rms.store.schema import message_events, messages
+from rms.store.subscriptions.store import SubscriptionStore
 from rms.store.transitions import core_values, event_of, with_event
 from tests.support import CHECK_PREFIX, Api
 
@@ -185,12 +186,12 @@ async def test_coalesced_text_and_core_write_the_same_row(
     store = MessageStore(engine)
     for message_id in ("batched", "alone"):
         await _prepared_in(api, topic, message_id, change.source)
-    if change is table.ACK:  # its own statement (rms.store.acks), the Core form as _apply has it
-        assert (await store.ack("batched", CONSUMER, GIVEN["via"]))[1]
-        assert await _apply(engine, "alone", change)
+    # the statement production runs against the Core form of the same row (as _apply has it)
+    if change is table.ACK:  # its own statement (rms.store.subscriptions.acks)
+        assert (await SubscriptionStore(engine).ack("batched", CONSUMER, GIVEN["via"]))[1]
     else:
         assert (await store.transition("batched", change, app=None, actor="t"))[1]
-        assert (await store.transition("alone", change, app=None, actor="t", coalesced=False))[1]
+    assert await _apply(engine, "alone", change)
     rows = [await _row(engine, message_id) for message_id in ("batched", "alone")]
     plain = [{k: v for k, v in row.items()
               if not isinstance(v, datetime) and k not in {"message_id", "acks"}}
@@ -211,7 +212,8 @@ async def test_a_repeat_in_an_already_state_answers_unchanged(
         message_id = f"m-{state.value}"
         await _prepared_in(api, topic, message_id, state)
         before = await _row(engine, message_id)
-        message, changed = (await store.ack(message_id, CONSUMER, "http") if change is table.ACK
+        message, changed = (await SubscriptionStore(engine).ack(message_id, CONSUMER, "http")
+                            if change is table.ACK
                             else await store.transition(message_id, change, app=None, actor="t"))
         assert message is not None
         assert (changed, message.state) == (False, state)

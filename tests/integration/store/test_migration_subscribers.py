@@ -12,8 +12,8 @@ from fnmatch import fnmatchcase
 import asyncpg
 
 from rms.devstack.embedded import EmbeddedPostgres
-from rms.store.acks import ACK_SQL
 from rms.store.migrate import upgrade
+from rms.store.subscriptions.acks import ACK_SQL
 
 _OLD_ROWS = (
     "INSERT INTO apps (name, api_key_hash, signing_secret, consume_topics) VALUES "

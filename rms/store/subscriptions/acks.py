@@ -18,16 +18,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, false, func, not_, select
-from sqlalchemy.dialects.postgresql import aggregate_order_by
-from sqlalchemy.sql.expression import FromClause
-
 from rms.domain import phase
 from rms.domain import transitions as table
 from rms.domain.states import Event, State
 from rms.store.batch import unnest_sql
 from rms.store.phase import sql_text
-from rms.store.transitions import consumes_sql, set_sql
+from rms.store.subscriptions.terms import consumes_sql
+from rms.store.transitions import set_sql
 
 _ITEMS = (("message_id", "text"), ("consumer", "text"), ("via", "text"),
           ("created_at", "timestamptz"))
@@ -116,10 +113,10 @@ async def apply_acks(driver: Any, sql: str, items: Sequence[AckItem]) -> list[An
     return changed
 
 
-def owing(row: FromClause) -> ColumnElement[Any]:
-    """The subscribers of ``row`` that have not acked, sorted (NULL under the single-ack rule,
-    and when none owes)."""
-    name = func.unnest(row.c.subscribers).column_valued("consumer")
-    return (select(func.array_agg(aggregate_order_by(name, name)))
-            .where(not_(func.coalesce(row.c.acks.bool_op("?")(name), false())))
-            .scalar_subquery())
+@dataclass(frozen=True, slots=True)
+class AckTarget:
+    """What an ack record is judged against: the message's topic (who may acknowledge it) and
+    its creation time (which instance of the id it is)."""
+
+    topic: str
+    created_at: datetime

@@ -1,0 +1,52 @@
+"""Who a message's consumers are and who still owes an ack, in SQL: every statement that fixes
+subscribers, checks an ack's permission or names the consumers owed reads these, and each is
+the store's rendering of a term of the vocabulary (:mod:`rms.domain.phase`: ``OWES``), so that
+the Python reading of a row (:func:`rms.domain.phase.awaiting`) cannot disagree with
+them. Two forms stay outside the store: migration 0011's trigger and the Spark report
+(:mod:`spark.consumers`); agreement tests tie them to these."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, func, select
+from sqlalchemy.dialects.postgresql import aggregate_order_by
+from sqlalchemy.sql.expression import FromClause
+
+from rms.domain import phase
+from rms.store.phase import condition
+from rms.store.schema import apps
+
+
+def consumes(topic: ColumnElement[Any]) -> ColumnElement[bool]:
+    """An app (a row of ``apps``) consumes ``topic``: its ``consume_topics`` match it, read from
+    its regex while the regex is the one of its current topics."""
+    return and_(topic.op("~")(apps.c.consume_regex),
+                apps.c.consume_regex_of == apps.c.consume_topics)
+
+
+def consumes_sql(topic: str, app: str = "a") -> str:
+    """:func:`consumes` as SQL text, for the app row ``app``."""
+    return f"{topic} ~ {app}.consume_regex AND {app}.consume_regex_of = {app}.consume_topics"
+
+
+def subscribers(topic: ColumnElement[Any]) -> ColumnElement[Any]:
+    """The apps that consume ``topic``, sorted; NULL when none (the subscribers a confirm
+    fixes)."""
+    return (select(func.array_agg(aggregate_order_by(apps.c.name, apps.c.name)))
+            .where(consumes(topic)).scalar_subquery())
+
+
+def subscribers_sql(topic: str) -> str:
+    """:func:`subscribers` as SQL text."""
+    return (f"(SELECT array_agg(a.name ORDER BY a.name) FROM apps a "
+            f"WHERE {consumes_sql(topic)})")
+
+
+def owing(row: FromClause) -> ColumnElement[Any]:
+    """The subscribers of ``row`` that owe it an ack (the term ``OWES`` for each), sorted;
+    NULL under the single-ack rule, and when none owes."""
+    name = func.unnest(row.c.subscribers).column_valued("consumer")
+    return (select(func.array_agg(aggregate_order_by(name, name)))
+            .where(condition(phase.OWES, row, {"consumer": name}))
+            .scalar_subquery())
