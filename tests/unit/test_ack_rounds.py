@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rms.store.acks import AckItem, rounds
+from rms.store.subscriptions.acks import AckItem, rounds
 
 
 @given(st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from(["p", "q"])), max_size=12))
