@@ -29,6 +29,11 @@ the others: this app acked the message already, so the record is skipped (no han
 database, no ack), logged and reported as :attr:`Outcome.NOT_AWAITED`, and committed past with
 its batch. A record without the header, or with one that cannot be read, is handled.
 
+At start the consumer checks ``app`` against the app of the acker's API key
+(:meth:`RmsConsumer.check_app`) and refuses to run under another name. Its Kafka consumer group
+is the app's name unless ``group_id`` names another (a warning: each consumer app needs a group
+of its own), and ``instance_id`` makes the process a static member of it.
+
 Usage::
 
     engine = create_async_engine("postgresql+asyncpg://.../points")
@@ -39,8 +44,8 @@ Usage::
 
     acker = HttpAcker("http://rms:8000", api_key="...")   # or TopicAcker(...)
     async with RmsConsumer(app="points", engine=engine, handler=add_points, acker=acker,
-                           bootstrap_servers="kafka:9092", group_id="points",
-                           topics=["orders.paid"]) as consumer:
+                           bootstrap_servers="kafka:9092", topics=["orders.paid"],
+                           instance_id=os.environ["HOSTNAME"]) as consumer:
         await consumer.run()
 
 One inbox table serves one handler: two consumers of the same message with different effects
