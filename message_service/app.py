@@ -18,7 +18,7 @@ from message_service.admission import (
     GradientLimit,
     LimitPolicy,
 )
-from message_service.api import admin, dead_letters, health, messages, transactions
+from message_service.api import admin, apps, dead_letters, health, messages, transactions
 from message_service.body_limit import BodyLimitMiddleware
 from message_service.dashboard import router as dashboard
 from message_service.deps import Services
@@ -131,6 +131,7 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.admission = gate = Admission(GradientLimit(_limit_policy(settings)))
         app.add_middleware(AdmissionMiddleware, gate=gate)
     app.include_router(messages.router)
+    app.include_router(apps.router)
     app.include_router(transactions.router)
     app.include_router(admin.router)
     app.include_router(transactions.admin_router)

@@ -30,8 +30,9 @@ EXIT_OK, EXIT_API, EXIT_USAGE = 0, 1, 2
 DEFAULT_URL = "http://127.0.0.1:8000"
 MAX_BULK = 1000
 PAGE = 1000
-COLUMNS = ("message_id", "app", "topic", "state", "dead_reason", "delivery_count",
+COLUMNS = ("message_id", "app", "topic", "consumers", "state", "dead_reason", "delivery_count",
            "check_count", "created_at")
+FILTERS = ("app", "topic", "consumer")
 
 
 class ApiError(Exception):
@@ -77,7 +78,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     which = resend.add_mutually_exclusive_group(required=True)
     which.add_argument("--id", nargs="+", dest="ids", metavar="ID", help="these messages")
     which.add_argument("--all", action="store_true",
-                       help="every dead sent message matching --app/--topic, up to --limit")
+                       help="every dead sent message matching --app/--topic/--consumer, up to "
+                            "--limit")
     _filters(resend)
     resend.add_argument("--limit", type=_bulk_limit, default=100,
                         help=f"with --all: at most this many (1-{MAX_BULK}, default %(default)s)")
@@ -94,6 +96,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def _filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--app", help="only this producer app")
     parser.add_argument("--topic", help="only this topic")
+    parser.add_argument("--consumer", metavar="NAME",
+                        help="only the dead letters this consumer app still owes an ack")
 
 
 def _login() -> str | None:
@@ -199,7 +203,7 @@ class Session:
     async def _dead_letters(self) -> list[dict[str, Any]]:
         """Page through ``GET /v1/admin/messages?dead=true`` until ``--limit`` matches."""
         params = {"dead": "true", "limit": str(PAGE)} | {
-            name: value for name in ("app", "topic")
+            name: value for name in FILTERS
             if (value := getattr(self.args, name)) is not None}
         found: list[dict[str, Any]] = []
         while len(found) < self.args.limit:
@@ -223,7 +227,7 @@ class Session:
 
     async def _resend_bulk(self) -> int:
         body = {"limit": self.args.limit, "dry_run": self.args.dry_run} | {
-            name: value for name in ("app", "topic")
+            name: value for name in FILTERS
             if (value := getattr(self.args, name)) is not None}
         result = await self.call("POST", "/v1/admin/dead-letters/resend", json=body)
         verb = "would resend" if result["dry_run"] else "resent"
@@ -241,11 +245,21 @@ class Session:
         return EXIT_OK
 
     def _table(self, rows: list[dict[str, Any]]) -> None:
-        cells = [[str(row[c] if row[c] is not None else "-") for c in COLUMNS] for row in rows]
+        cells = [[_cell(row, c) for c in COLUMNS] for row in rows]
         widths = [max([len(c)] + [len(line[i]) for line in cells]) for i, c in enumerate(COLUMNS)]
         for line in [list(COLUMNS), *cells]:
             self.emit("  ".join(cell.ljust(width) for cell, width in zip(line, widths,
                                                                           strict=True)).rstrip())
+
+
+def _cell(row: dict[str, Any], column: str) -> str:
+    """A table cell; ``consumers`` is the consumer apps that still owe the message an ack
+    (``-`` under the single-ack rule, where any permitted consumer's ack finishes it)."""
+    if column == "consumers":
+        owing = [s["app"] for s in row.get("subscribers") or () if s["acked_at"] is None]
+        return ",".join(owing) or "-"
+    value = row[column]
+    return "-" if value is None else str(value)
 
 
 def _problem(response: httpx.Response) -> str:

@@ -22,11 +22,19 @@ type ConsumerConfig struct {
 	// it signs for.
 	App     string
 	Brokers []string
-	Group   string
-	Topics  []string
-	Inbox   *Inbox
-	Handler Handler
-	Acker   Acker
+	// Group is the Kafka consumer group; empty: App. Each consumer app needs a group of its
+	// own: Kafka gives each partition to one member of a group, so an app sharing a group
+	// with another misses the records Kafka gives the other's members (NewConsumer logs a
+	// warning when Group is not App).
+	Group string
+	// InstanceID makes the process a static member of its group (group.instance.id): one
+	// stable id per process of the app; restarted with the same id it gets its partitions
+	// back at once instead of after the session timeout.
+	InstanceID string
+	Topics     []string
+	Inbox      *Inbox
+	Handler    Handler
+	Acker      Acker
 	// MaxRecords bounds one poll (default 200).
 	MaxRecords int
 	// AckConcurrency bounds the acks in flight (default 16).
@@ -79,13 +87,14 @@ type BatchReport struct {
 	Skipped int
 }
 
-// NewConsumer joins the consumer group on the topics.
+// NewConsumer checks App against the app of the acker's API key (an error wrapping
+// [ErrWrongApp] when they differ), then joins the consumer group on the topics.
 func NewConsumer(config ConsumerConfig) (*Consumer, error) {
 	if config.Inbox == nil || config.Handler == nil || config.Acker == nil {
 		return nil, errors.New("rms: a consumer needs an Inbox, a Handler and an Acker")
 	}
-	if config.Group == "" || len(config.Topics) == 0 || len(config.Brokers) == 0 {
-		return nil, errors.New("rms: a consumer needs Brokers, a Group and Topics")
+	if len(config.Topics) == 0 || len(config.Brokers) == 0 {
+		return nil, errors.New("rms: a consumer needs Brokers and Topics")
 	}
 	app, err := consumerApp(config.App, config.Acker)
 	if err != nil {
@@ -101,11 +110,25 @@ func NewConsumer(config ConsumerConfig) (*Consumer, error) {
 	if config.Logger == nil {
 		config.Logger = slog.Default()
 	}
-	options := append([]kgo.Opt{
+	if err := checkApp(config.App, config.Acker, config.Logger); err != nil {
+		return nil, err
+	}
+	if config.Group == "" {
+		config.Group = config.App
+	} else if config.Group != config.App {
+		config.Logger.Warn("rms: the consumer group is not the app's name: each consumer app "+
+			"needs a group of its own, or it misses the records Kafka gives the other apps' "+
+			"members", "app", config.App, "group", config.Group)
+	}
+	options := []kgo.Opt{
 		kgo.SeedBrokers(config.Brokers...), kgo.ConsumerGroup(config.Group),
 		kgo.ConsumeTopics(config.Topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-	}, config.KafkaOptions...)
+	}
+	if config.InstanceID != "" {
+		options = append(options, kgo.InstanceID(config.InstanceID))
+	}
+	options = append(options, config.KafkaOptions...)
 	options = append(options, kgo.DisableAutoCommit())
 	client, err := kgo.NewClient(options...)
 	if err != nil {

@@ -7,7 +7,8 @@ PostgreSQL barrier that tells "still running" from "rolled back"; the ``sqlalche
 and :mod:`rms_client.signing` (Standard Webhooks signatures).
 
 Consumer side: :mod:`rms_client.consumer` (inbox + handler + ack, exactly-once effect; the
-inbox needs the ``sqlalchemy`` extra).
+inbox needs the ``sqlalchemy`` extra) and :mod:`rms_client.ackers` (its acks, over HTTP or
+the ack topic).
 
 The wire format both RMS and its clients speak has its one home here: signatures
 (:mod:`rms_client.signing`), ack records (:mod:`rms_client.ack_records`), the W3C trace
@@ -28,8 +29,9 @@ _EXPORTS = {
     "rms_client.checkback": ("CheckRequest", "MemoryReplayGuard", "ReplayGuard",
                              "TransactionCheckRequest", "checkback_app"),
     "rms_client.checkback_fastapi": ("checkback_router",),
-    "rms_client.consumer": ("Ack", "AckResult", "HttpAcker", "RmsConsumer", "RmsRecord",
-                            "TopicAcker", "ensure_inbox", "make_acker"),
+    "rms_client.ackers": ("Ack", "AckResult", "HttpAcker", "TopicAcker", "WrongApp",
+                          "make_acker"),
+    "rms_client.consumer": ("RmsConsumer", "RmsRecord", "ensure_inbox"),
     "rms_client.kafka_security": ("KafkaSecurity",),
     "rms_client.producer": ("Draft", "MessageInfo", "RetryPolicy", "RmsConflict", "RmsError",
                             "RmsNotFound", "RmsProducer", "RmsUnavailable", "TransactionInfo"),
@@ -61,6 +63,7 @@ __all__ = [
     "TransactionCheckRequest",
     "TransactionInfo",
     "Verifier",
+    "WrongApp",
     "barrier_table",
     "checkback_app",
     "checkback_router",
@@ -70,6 +73,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from rms_client.ackers import Ack, AckResult, HttpAcker, TopicAcker, WrongApp, make_acker
     from rms_client.barrier import Barrier, BarrierClosed, barrier_table
     from rms_client.checkback import (
         CheckRequest,
@@ -79,16 +83,7 @@ if TYPE_CHECKING:
         checkback_app,
     )
     from rms_client.checkback_fastapi import checkback_router
-    from rms_client.consumer import (
-        Ack,
-        AckResult,
-        HttpAcker,
-        RmsConsumer,
-        RmsRecord,
-        TopicAcker,
-        ensure_inbox,
-        make_acker,
-    )
+    from rms_client.consumer import RmsConsumer, RmsRecord, ensure_inbox
     from rms_client.kafka_security import KafkaSecurity
     from rms_client.producer import (
         Draft,

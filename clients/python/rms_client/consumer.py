@@ -29,6 +29,11 @@ the others: this app acked the message already, so the record is skipped (no han
 database, no ack), logged and reported as :attr:`Outcome.NOT_AWAITED`, and committed past with
 its batch. A record without the header, or with one that cannot be read, is handled.
 
+At start the consumer checks ``app`` against the app of the acker's API key
+(:meth:`RmsConsumer.check_app`) and refuses to run under another name. Its Kafka consumer group
+is the app's name unless ``group_id`` names another (a warning: each consumer app needs a group
+of its own), and ``instance_id`` makes the process a static member of it.
+
 Usage::
 
     engine = create_async_engine("postgresql+asyncpg://.../points")
@@ -39,8 +44,8 @@ Usage::
 
     acker = HttpAcker("http://rms:8000", api_key="...")   # or TopicAcker(...)
     async with RmsConsumer(app="points", engine=engine, handler=add_points, acker=acker,
-                           bootstrap_servers="kafka:9092", group_id="points",
-                           topics=["orders.paid"]) as consumer:
+                           bootstrap_servers="kafka:9092", topics=["orders.paid"],
+                           instance_id=os.environ["HOSTNAME"]) as consumer:
         await consumer.run()
 
 One inbox table serves one handler: two consumers of the same message with different effects
@@ -56,24 +61,33 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
-import httpx
 import orjson
 import structlog
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
+from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka.errors import KafkaError
 from sqlalchemy import Column, DateTime, MetaData, Table, Text, func
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from rms_client import http, tracing
-from rms_client.ack_records import ack_value, signed_ack_headers
+from rms_client import tracing
+from rms_client.ackers import (
+    Ack,
+    Acker,
+    AckResult,
+    HttpAcker,
+    TopicAcker,
+    WrongApp,
+    make_acker,
+)
 from rms_client.awaiting import awaiting_of, awaits
 from rms_client.ids import is_valid_app_name, is_valid_message_id
-from rms_client.kafka_security import KafkaSecurity
-from rms_client.signing import secret_key
 from rms_client.trace import TraceContext
+
+__all__ = ["Ack", "AckResult", "Acker", "BatchReport", "HttpAcker", "InboxProcessor", "Outcome",
+           "RmsConsumer", "RmsRecord", "TopicAcker", "WrongApp", "consumer_app", "ensure_inbox",
+           "inbox_table", "make_acker"]
 
 log = structlog.get_logger(__name__)
 
@@ -208,154 +222,6 @@ class InboxProcessor:
         return Outcome.PROCESSED
 
 
-# ---- acknowledgements --------------------------------------------------------------------------
-
-class AckResult(StrEnum):
-    ACKED = "acked"  # RMS has (or the ack topic holds) the ack
-    REFUSED = "refused"  # RMS said no for good (unknown id, topic not consumable, ...)
-    FAILED = "failed"  # could not reach RMS / the broker; RMS will re-deliver, then we ack again
-
-
-@dataclass(frozen=True, slots=True)
-class Ack:
-    message_id: str
-    result: AckResult
-    status: int | None = None
-    detail: str | None = None
-
-
-class Acker(Protocol):
-    async def ack(self, message_id: str, created_at: str | None = None) -> Ack:
-        """Acknowledge ``message_id``; ``created_at`` is the acknowledged record's
-        ``rms-created-at`` header, which binds the ack to that instance of the id."""
-        ...
-
-    async def close(self) -> None: ...
-
-
-class HttpAcker:
-    """``POST /v1/messages/{id}/ack`` with the consumer app's API key (the ack is that app's).
-    Retries transient failures (network, 429, 5xx) a few times; a 4xx answer is final."""
-
-    def __init__(self, rms_url: str | None = None, api_key: str | None = None, *,
-                 client: httpx.AsyncClient | None = None, retries: int = 3,
-                 backoff_seconds: float = 0.2, timeout_seconds: float = 10.0) -> None:
-        if client is None and rms_url is None:
-            raise ValueError("HttpAcker needs rms_url or client")
-        self._owned = client is None
-        self._client = client or httpx.AsyncClient(base_url=rms_url or "",
-                                                   timeout=timeout_seconds)
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._retries = retries
-        self._backoff = backoff_seconds
-
-    async def ack(self, message_id: str, created_at: str | None = None) -> Ack:
-        """An HTTP ack is authenticated with the app's API key when it is made, so
-        ``created_at`` is not needed (it cannot be replayed from a log)."""
-        failure = "not attempted"
-        for attempt in range(self._retries + 1):
-            if attempt:
-                await asyncio.sleep(self._backoff * 2 ** (attempt - 1))
-            try:
-                response = await http.send(self._client, "POST",
-                                           f"/v1/messages/{message_id}/ack",
-                                           headers=self._headers | _trace_headers())
-            except httpx.HTTPError as exc:
-                failure = f"{type(exc).__name__}: {exc}"
-                continue
-            if response.is_success:
-                return Ack(message_id, AckResult.ACKED, response.status_code)
-            failure = _problem_detail(response)
-            if response.status_code != 429 and response.status_code < 500:
-                return Ack(message_id, AckResult.REFUSED, response.status_code, failure)
-        return Ack(message_id, AckResult.FAILED, None, failure)
-
-    async def close(self) -> None:
-        if self._owned:
-            await self._client.aclose()
-
-
-class TopicAcker:
-    """A record ``{"message_id", "consumer", "created_at"}`` on the ack topic (design section
-    6), signed with the consumer app's signing secret (the ``whsec_`` secret shown when the app
-    was created): RMS applies only acks signed by the app they name, and only to the instance of
-    the id created at ``created_at`` (the acknowledged record's ``rms-created-at``), so a
-    replayed or late record never finishes a newer message that reuses the id. RMS checks the
-    ack asynchronously: ``ACKED`` means the broker holds it.
-
-    ``security`` is how to reach a cluster that requires TLS or SASL, e.g.
-    ``KafkaSecurity("SASL_SSL", ssl_cafile="ca.pem", sasl_mechanism="SCRAM-SHA-512",
-    sasl_username="points-service", sasl_password=...)``; the cluster's ACLs should let this
-    principal write the ack topic and nothing else RMS reads."""
-
-    def __init__(self, bootstrap_servers: str, consumer_app: str, *, signing_secret: str,
-                 ack_topic: str = "rms.acks", producer: AIOKafkaProducer | None = None,
-                 security: KafkaSecurity | None = None) -> None:
-        secret_key(signing_secret)  # a malformed secret fails here, not at the first ack
-        self._secret = signing_secret
-        self.consumer_app = consumer_app
-        self._topic = ack_topic
-        self._owned = producer is None
-        options = (security or KafkaSecurity()).client_options()
-        self._producer = producer or AIOKafkaProducer(bootstrap_servers=bootstrap_servers,
-                                                      enable_idempotence=False, **options)
-        self._started = not self._owned
-
-    async def ack(self, message_id: str, created_at: str | None = None) -> Ack:
-        """Refused without ``created_at``: RMS applies no ack record that names no instance."""
-        if not created_at:
-            return Ack(message_id, AckResult.REFUSED, None, "an ack record needs the "
-                       "acknowledged record's rms-created-at header; ack this one over HTTP")
-        value = ack_value(message_id, self.consumer_app, created_at)
-        headers = signed_ack_headers([self._secret], value)
-        headers += [(name, text.encode()) for name, text in _trace_headers().items()]
-        try:
-            if not self._started:
-                await self._producer.start()
-                self._started = True
-            await self._producer.send_and_wait(self._topic, value, key=message_id.encode(),
-                                               headers=headers)
-        except (KafkaError, OSError) as exc:
-            return Ack(message_id, AckResult.FAILED, None, f"{type(exc).__name__}: {exc}")
-        return Ack(message_id, AckResult.ACKED)
-
-    async def close(self) -> None:
-        if self._owned and self._started:
-            with contextlib.suppress(KafkaError, OSError):
-                await self._producer.stop()
-
-
-def make_acker(mode: str, *, rms_url: str | None = None, api_key: str | None = None,
-               bootstrap_servers: str | None = None, consumer_app: str | None = None,
-               signing_secret: str | None = None, ack_topic: str = "rms.acks",
-               security: KafkaSecurity | None = None) -> Acker:
-    """``mode`` ``http`` (needs ``rms_url`` and ``api_key``) or ``topic`` (needs
-    ``bootstrap_servers``, ``consumer_app``, the app name RMS knows the consumer by, and that
-    app's ``signing_secret``; ``security`` for a cluster with TLS or SASL)."""
-    if mode == "http":
-        return HttpAcker(rms_url, api_key)
-    if mode == "topic":
-        if not bootstrap_servers or not consumer_app or not signing_secret:
-            raise ValueError("topic acks need bootstrap_servers, consumer_app and the app's "
-                             "signing_secret")
-        return TopicAcker(bootstrap_servers, consumer_app, signing_secret=signing_secret,
-                          ack_topic=ack_topic, security=security)
-    raise ValueError(f"ack mode must be 'http' or 'topic', not {mode!r}")
-
-
-def _trace_headers() -> dict[str, str]:
-    """The W3C headers of the ack span the consumer made current (none outside one)."""
-    trace = tracing.current_context()
-    return {} if trace is None else trace.headers()
-
-
-def _problem_detail(response: httpx.Response) -> str:
-    try:
-        return str(response.json().get("detail") or response.text[:200])
-    except ValueError:
-        return response.text[:200]
-
-
 # ---- the consumer ------------------------------------------------------------------------------
 
 @dataclass
@@ -389,18 +255,31 @@ class RmsConsumer:
     """Kafka records -> inbox + handler (one transaction) -> ack -> offset commit."""
 
     def __init__(self, *, engine: AsyncEngine, handler: Handler, acker: Acker,
-                 bootstrap_servers: str, group_id: str, topics: Sequence[str] = (),
-                 pattern: str | None = None, app: str | None = None,
-                 inbox_table: str = DEFAULT_INBOX, max_records: int = 200,
-                 ack_concurrency: int = 32, client_id: str = "rms-consumer",
+                 bootstrap_servers: str, group_id: str | None = None,
+                 topics: Sequence[str] = (), pattern: str | None = None,
+                 app: str | None = None, inbox_table: str = DEFAULT_INBOX,
+                 max_records: int = 200, ack_concurrency: int = 32,
+                 client_id: str = "rms-consumer", instance_id: str | None = None,
                  kafka_options: Mapping[str, Any] | None = None) -> None:
         """``app`` is the name RMS knows this consumer app by (it may be left out with a
-        :class:`TopicAcker`, which names it). ``kafka_options`` go to
-        :class:`aiokafka.AIOKafkaConsumer` as they are (security, ``metadata_max_age_ms``,
-        ...); offsets are always committed by this class."""
+        :class:`TopicAcker`, which names it). ``group_id`` is the Kafka consumer group, the
+        app's name unless given: each consumer app needs a group of its own, since Kafka gives
+        each partition to one member of a group and an app sharing a group with another would
+        not read the records the other's members get (a warning says so when the two differ).
+        ``instance_id`` makes this process a static member of its group
+        (``group.instance.id``, one stable id per process of the app): restarted with the same
+        id it gets its partitions back at once instead of after the session timeout.
+        ``kafka_options`` go to :class:`aiokafka.AIOKafkaConsumer` as they are (security,
+        ``metadata_max_age_ms``, ...); offsets are always committed by this class."""
         if bool(topics) == bool(pattern):
             raise ValueError("give either topics or pattern")
         self.app = consumer_app(app, acker)
+        self.group_id = group_id or self.app
+        if self.group_id != self.app:
+            log.warning("consumer.group_not_app", app=self.app, group_id=self.group_id,
+                        hint="each consumer app needs a Kafka consumer group of its own: an "
+                             "app sharing a group with another misses the records Kafka gives "
+                             "the other's members")
         self._processor = InboxProcessor(engine, handler, inbox_table)
         self._acker = acker
         self._topics = list(topics)
@@ -408,10 +287,13 @@ class RmsConsumer:
         self._max_records = max_records
         self._ack_gate = asyncio.Semaphore(ack_concurrency)
         options: dict[str, Any] = {"auto_offset_reset": "earliest", "client_id": client_id}
+        if instance_id is not None:
+            options["group_instance_id"] = instance_id
         options |= dict(kafka_options or {})
         options |= {"enable_auto_commit": False}
         self._consumer = AIOKafkaConsumer(
-            *self._topics, bootstrap_servers=bootstrap_servers, group_id=group_id, **options)
+            *self._topics, bootstrap_servers=bootstrap_servers, group_id=self.group_id,
+            **options)
         self._stopping = asyncio.Event()
 
     async def __aenter__(self) -> RmsConsumer:
@@ -423,9 +305,36 @@ class RmsConsumer:
         await self.stop()
 
     async def start(self) -> None:
+        """Check the app name against the app of the acker's API key (:class:`WrongApp`, and
+        nothing consumed, when they differ), then join the group."""
+        await self.check_app()
         if self._pattern is not None:
             self._consumer.subscribe(pattern=self._pattern)
         await self._consumer.start()
+
+    async def check_app(self) -> None:
+        """:class:`WrongApp` when the acker's API key acts as another app than :attr:`app`
+        (or RMS knows no such key). Skipped for an acker without a key and when RMS cannot
+        tell (unreachable, or a release without ``GET /v1/apps/me``): logged, then consumed."""
+        whoami = getattr(self._acker, "app_of_key", None)
+        if whoami is None:
+            return
+        try:
+            actual = await whoami()
+        except WrongApp as exc:
+            log.error("consumer.wrong_app", app=self.app, error=str(exc))
+            await self._acker.close()
+            raise
+        if actual is None:
+            log.warning("consumer.app_unchecked", app=self.app,
+                        hint="RMS could not tell the app of this consumer's API key")
+        elif actual != self.app:
+            line = (f"this consumer is configured as app {self.app!r}, but its API key is app "
+                    f"{actual!r}'s: it would skip every record RMS awaits from {actual!r}; "
+                    f"refusing to run (give app={actual!r}, or that app's key)")
+            log.error("consumer.wrong_app", app=self.app, key_app=actual, error=line)
+            await self._acker.close()
+            raise WrongApp(line)
 
     async def stop(self) -> None:
         """Stop consuming; offsets of records not fully handled stay uncommitted."""

@@ -35,6 +35,7 @@ import { RmsError, RmsUnavailableError } from "./errors.js";
 import { signedHeaders } from "./signing.js";
 import { contextFromHeaders, traceHeaders } from "./trace.js";
 import { Transport, type RetryOptions } from "./transport.js";
+import { appOfKey, checkApp } from "./whoami.js";
 
 export const HEADER_MESSAGE_ID = "rms-message-id";
 export const HEADER_APP = "rms-app";
@@ -232,6 +233,11 @@ export class HttpAcker implements Acker {
     }
   }
 
+  /** The app this acker's API key acts as (`GET /v1/apps/me`); null when RMS cannot tell. */
+  async appOfKey(): Promise<string | null> {
+    return appOfKey(() => this.http.call<{ name?: unknown }>("GET", "/v1/apps/me"));
+  }
+
   async close(): Promise<void> {}
 }
 
@@ -326,13 +332,20 @@ export interface RmsConsumerOptions {
    * which names it. */
   app?: string;
   kafka: Kafka;
-  groupId: string;
+  /** The Kafka consumer group (default: the app's name). Each consumer app needs a group of its
+   * own: Kafka gives each partition to one member of a group, so an app sharing a group with
+   * another misses the records Kafka gives the other's members (a warning says so). */
+  groupId?: string;
   topics: Array<string | RegExp>;
   inbox: Inbox;
   handler: Handler;
   acker: Acker;
   /** Read a new group's topics from the beginning (default true). */
   fromBeginning?: boolean;
+  /** Signals (e.g. `["SIGTERM"]`) on which the consumer stops, leaving its group, then raises the signal again (the
+   * process ends as it would have; give it only when the process has no other listener for them). A process that ends
+   * without leaving holds its partitions for the group's session timeout (30 s), and kafkajs has no static membership. */
+  stopOnSignals?: NodeJS.Signals[];
   /** Told about every RMS record once it is handled and acked, or skipped as `not-awaited`
    * (without it, a skip is logged with `console.info`). */
   onRecord?: (event: ConsumerEvent) => void;
@@ -354,15 +367,32 @@ export interface SetAside {
 export class RmsConsumer {
   /** The app this consumer acks as. */
   readonly app: string;
+  /** The Kafka consumer group it joins. */
+  readonly groupId: string;
   private readonly consumer: Consumer;
 
   /** Throws a `TypeError` when the app is unknown, not an app name, or not the TopicAcker's. */
   constructor(private readonly options: RmsConsumerOptions) {
     this.app = consumerApp(options.app, options.acker);
-    this.consumer = options.kafka.consumer({ groupId: options.groupId, allowAutoTopicCreation: true });
+    this.groupId = options.groupId ?? this.app;
+    if (this.groupId !== this.app) {
+      console.warn("rms: the consumer group is not the app's name: each consumer app needs a group of its own, "
+        + "or it misses the records Kafka gives the other apps' members", { app: this.app, groupId: this.groupId });
+    }
+    this.consumer = options.kafka.consumer({ groupId: this.groupId, allowAutoTopicCreation: true });
   }
 
+  /** Checks the app name against the app of the acker's API key (a `WrongAppError`, and nothing consumed, when they
+   * differ), then joins the group. {@link stop} leaves it: the partitions move on, or back to a restarted process, at once. */
   async start(): Promise<void> {
+    await checkApp(this.app, this.options.acker);
+    for (const signal of this.options.stopOnSignals ?? []) {
+      const listener = (): void => {
+        void this.stop().catch(() => undefined).finally(() => process.kill(process.pid, signal));
+      };
+      process.once(signal, listener);
+      this.signalListeners.push([signal, listener]);
+    }
     await this.consumer.connect();
     await this.consumer.subscribe({ topics: this.options.topics, fromBeginning: this.options.fromBeginning ?? true });
     await this.consumer.run({
@@ -373,6 +403,8 @@ export class RmsConsumer {
       },
     });
   }
+
+  private readonly signalListeners: Array<[NodeJS.Signals, () => void]> = [];
 
   /** Records set aside so far (see {@link RmsConsumerOptions.onSetAside}). */
   setAside = 0;
@@ -398,8 +430,9 @@ export class RmsConsumer {
     else console.warn("rms: record set aside", setAside);
   }
 
-  /** Stop consuming; offsets of records not fully handled stay uncommitted. */
+  /** Stop consuming and leave the group; offsets of records not fully handled stay uncommitted. */
   async stop(): Promise<void> {
+    for (const [signal, listener] of this.signalListeners.splice(0)) process.removeListener(signal, listener);
     await this.consumer.disconnect();
     await this.options.acker.close();
   }

@@ -8,5 +8,6 @@ export * from "./checkback.js";
 export * from "./http.js";
 export { Barrier, BarrierClosedError, barrierDdl, DEFAULT_BARRIER_TABLE, type BarrierOptions } from "./barrier.js";
 export * from "./consumer.js";
+export { WrongAppError } from "./whoami.js";
 export { awaitingOf, awaits, HEADER_AWAITING, isAppName } from "./awaiting.js";
 export { USER_AGENT, VERSION } from "./version.js";

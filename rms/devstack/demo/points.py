@@ -72,7 +72,8 @@ class Config:
             database_url=_asyncpg(env["DEMO_DATABASE_URL"]),
             bootstrap_servers=env.get("RMS_KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092"),
             topic=args.topic or env.get("DEMO_TOPIC", "orders.paid"),
-            group_id=env.get("DEMO_GROUP", "demo-points"),
+            # the app's own consumer group (design section 6), unless told another
+            group_id=env.get("DEMO_GROUP") or env.get("DEMO_CONSUMER_APP", "points"),
             ack_mode=env.get("DEMO_ACK_MODE", "http"),
             consumer_app=env.get("DEMO_CONSUMER_APP", "points"),
             signing_secret=env.get("DEMO_SIGNING_SECRET"),

@@ -17,6 +17,7 @@ DESIGN_PATHS = [
     "/v1/messages/{message_id}/ack",
     "/v1/messages/{message_id}",
     "/v1/messages/{message_id}/events",
+    "/v1/apps/me",
     "/v1/admin/apps",
     "/v1/admin/apps/{name}",
     "/v1/admin/apps/{name}/rotate-key",

@@ -85,6 +85,47 @@ async def test_resend_all_with_dry_run_filters_and_limit(
     assert still_dead == [False, False, True, True, True]
 
 
+async def _owed_by_one_of_two(api: Api, sql: SqlHelper, topic: str) -> tuple[str, str]:
+    """Two dead sent messages of ``topic``, which two consumer apps consume: ``points`` acked
+    the first (``invoices`` still owes it) and neither acked the second."""
+    producer = await api.create_app("orders", consume=["none"])
+    points = await api.create_app("points", produce=["none"], consume=[topic])
+    await api.create_app("invoices", produce=["none"], consume=[topic])
+    ids = []
+    for _ in range(2):
+        message_id = await api.prepared_id(producer, topic)
+        confirmed = await api.post(producer, f"/v1/messages/{message_id}/confirm")
+        assert confirmed.status_code == 200, confirmed.text
+        ids.append(message_id)
+    await sql.make_dead(ids)
+    acked = await api.post(points, f"/v1/messages/{ids[0]}/ack")
+    assert acked.status_code == 200, acked.text
+    return ids[0], ids[1]
+
+
+async def test_list_and_resend_by_consumer_with_the_consumers_still_owing(
+        api: Api, sql: SqlHelper, topic: str) -> None:
+    one_owing, both_owing = await _owed_by_one_of_two(api, sql, topic)
+    code, out, _ = await _rms_dead(api, "list", "--topic", topic)
+    assert code == 0
+    header, *rows, total = out.splitlines()
+    column = header.split().index("consumers")
+    assert {row.split()[0]: row.split()[column] for row in rows} == {
+        one_owing: "invoices", both_owing: "invoices,points"}
+    assert total == "2 dead letters"
+
+    code, out, _ = await _rms_dead(api, "list", "--consumer", "points")
+    assert code == 0
+    assert [line.split()[0] for line in out.splitlines()[1:-1]] == [both_owing]
+    code, out, _ = await _rms_dead(api, "list", "--json", "--consumer", "invoices")
+    assert [m["message_id"] for m in orjson.loads(out)] == [one_owing, both_owing]
+
+    code, out, _ = await _rms_dead(api, "resend", "--all", "--consumer", "points")
+    assert code == 0
+    assert out.splitlines() == [f"resent {both_owing} (orders {topic})", "1 message resent"]
+    assert [(await message(api, i))["dead"] for i in (one_owing, both_owing)] == [True, False]
+
+
 async def test_confirm_and_cancel_a_dead_pending_send(api: Api, sql: SqlHelper,
                                                       dead: dict[str, list[str]]) -> None:
     code, out, _ = await _rms_dead(api, "confirm", dead["pending"][0])

@@ -53,6 +53,10 @@ APP_OPERATIONS: dict[tuple[str, str], Attack] = {
 }
 
 
+# app-token operations that name no resource: they answer about the caller's own app alone
+OWN_APP_OPERATIONS = {("GET", "/v1/apps/me")}
+
+
 async def _operations(api: Api) -> list[tuple[str, str]]:
     response = await api.client.get("/openapi.json")
     assert response.status_code == 200
@@ -109,7 +113,22 @@ async def _snapshot(api: Api, victim: AppKeys) -> dict[str, Any]:
 async def test_attack_table_covers_every_served_app_endpoint(api: Api) -> None:
     operations = [op for op in await _operations(api)
                   if op[1].startswith("/v1/") and not op[1].startswith("/v1/admin/")]
-    assert sorted(operations) == sorted(APP_OPERATIONS), "a new app endpoint needs an Attack"
+    assert sorted(operations) == sorted([*APP_OPERATIONS, *OWN_APP_OPERATIONS]), (
+        "a new app endpoint needs an Attack")
+
+
+async def test_the_own_app_endpoint_answers_the_callers_app_without_secrets(
+        api: Api, topic: str) -> None:
+    victim, _ = await _victim(api, topic)
+    attacker = await api.create_app("attacker", produce=["attacker.*"], consume=["attacker.*"])
+    for keys in (attacker, victim):
+        response = await api.client.get("/v1/apps/me", headers=keys.headers)
+        assert response.status_code == 200, response.text
+        assert response.json()["name"] == keys.name
+        assert keys.api_key not in response.text and keys.signing_secret not in response.text
+        assert not {"api_key", "signing_secret"} & set(response.json())
+    for headers in ({}, {"Authorization": "Bearer " + attacker.api_key[:-1]}, api.admin):
+        assert_problem(await api.client.get("/v1/apps/me", headers=headers), 401)
 
 
 @pytest.mark.parametrize(("method", "path"), sorted(APP_OPERATIONS),

@@ -45,6 +45,24 @@ public final class HttpAcker implements Acker {
     }
   }
 
+  /**
+   * The name of the app this acker's API key acts as ({@code GET /v1/apps/me}); empty when RMS
+   * cannot tell (unreachable, or a release without the endpoint).
+   *
+   * @throws WrongAppException when RMS knows no such key (401)
+   */
+  public java.util.Optional<String> appOfKey() {
+    try {
+      String name = http.get("/v1/apps/me").path("name").asText("");
+      return name.isEmpty() ? java.util.Optional.empty() : java.util.Optional.of(name);
+    } catch (RmsException e) {
+      if (!(e instanceof RmsUnavailableException) && e.status().orElse(0) == 401) {
+        throw new WrongAppException("RMS does not know this consumer's API key: " + e.detail());
+      }
+      return java.util.Optional.empty();
+    }
+  }
+
   @Override
   public void close() {}
 }

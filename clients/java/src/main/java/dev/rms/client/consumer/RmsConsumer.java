@@ -37,7 +37,13 @@ import org.apache.kafka.common.KafkaException;
  * its ack deadline passes, so one bad message never blocks its partition. The handler runs in a
  * span {@code rms.process} whose parent is the record's {@code traceparent}, and the ack carries
  * that context. The caller owns the Kafka consumer (configured with byte-array deserializers
- * and {@code enable.auto.commit=false}, subscribed to its topics) and closes it.
+ * and {@code enable.auto.commit=false}, subscribed to its topics: {@link ConsumerSettings}) and
+ * closes it. Closing it leaves the group, so the partitions move on at once.
+ *
+ * <p>The constructor checks the app name against the app of an {@link HttpAcker}'s API key
+ * ({@code GET /v1/apps/me}) and throws {@link WrongAppException} when they differ, and warns
+ * when the Kafka consumer's group is not the app's name (each consumer app needs a group of its
+ * own).
  *
  * <p>Several apps may consume one topic, and a message is done when each of them acked it. The
  * consumer acks as its own {@code app}. A record whose {@code rms-awaiting} header does not
@@ -73,6 +79,7 @@ public final class RmsConsumer {
    *     it signs for)
    * @throws IllegalArgumentException when the app is unknown, not an app name, or not the
    *     TopicAcker's
+   * @throws WrongAppException when the app is not the app of the {@link HttpAcker}'s API key
    */
   public RmsConsumer(Consumer<byte[], byte[]> consumer, JdbcInbox inbox, InboxHandler handler,
       Acker acker, String app) {
@@ -81,6 +88,8 @@ public final class RmsConsumer {
     this.handler = handler;
     this.acker = acker;
     this.app = consumerApp(app, acker);
+    checkApp(this.app, acker);
+    warnOnSharedGroup(this.app, consumer);
   }
 
   /** A consumer acking as the app its {@link TopicAcker} signs for. */
@@ -110,6 +119,48 @@ public final class RmsConsumer {
           + "', the app the TopicAcker signs ack records for");
     }
     return name;
+  }
+
+  /**
+   * Refuses an app name that is not the app of the acker's API key; an acker without a key, or
+   * an RMS that cannot tell, is logged and let through.
+   */
+  private static void checkApp(String app, Acker acker) {
+    if (!(acker instanceof HttpAcker httpAcker)) {
+      return;
+    }
+    Optional<String> actual;
+    try {
+      actual = httpAcker.appOfKey();
+    } catch (WrongAppException e) {
+      LOG.log(System.Logger.Level.ERROR, "wrong consumer app: {0}", e.getMessage());
+      throw e;
+    }
+    if (actual.isEmpty()) {
+      LOG.log(System.Logger.Level.WARNING,
+          "could not check the consumer app {0} against its API key", app);
+    } else if (!actual.get().equals(app)) {
+      String line = "this consumer is configured as app '" + app + "', but its API key is app '"
+          + actual.get() + "'s: it would skip every record RMS awaits from '" + actual.get()
+          + "'; refusing to run (give the app '" + actual.get() + "', or use that app's key)";
+      LOG.log(System.Logger.Level.ERROR, "wrong consumer app: {0}", line);
+      throw new WrongAppException(line);
+    }
+  }
+
+  /** A warning when the Kafka consumer's group is not the app's name (see ConsumerSettings). */
+  private static void warnOnSharedGroup(String app, Consumer<byte[], byte[]> consumer) {
+    String group;
+    try {
+      group = consumer.groupMetadata().groupId();
+    } catch (RuntimeException e) { // no group (assigned partitions), or a consumer of the caller's
+      return;
+    }
+    if (group != null && !group.equals(app)) {
+      LOG.log(System.Logger.Level.WARNING, "the consumer group ''{0}'' is not the app''s name "
+          + "''{1}'': each consumer app needs a group of its own, or it misses the records "
+          + "Kafka gives the other apps'' members", group, app);
+    }
   }
 
   /** Polls once, handles and acknowledges what came, then commits its offsets. */
