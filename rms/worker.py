@@ -77,6 +77,10 @@ async def run_forever(tick: Tick, interval_seconds: float, name: str) -> None:
     async def guarded() -> None:
         try:
             await tick()
+        except asyncio.CancelledError:
+            # the process is stopping and the scheduler cut the round short: what it claimed
+            # is under a lease that another round takes over (no traceback for a stop)
+            log.info("worker.round_interrupted", worker=name)
         except Exception as exc:
             outage.failed(exc)
         else:

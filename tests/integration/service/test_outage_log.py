@@ -56,7 +56,8 @@ def test_a_database_outage_is_logged_once_and_counted(
         _wait_for(lambda: b'"worker.started"' in log_path.read_bytes(), 30)
         time.sleep(0.5)
         own_postgres.stop("fast")
-        time.sleep(4.0)  # about 20 ticks against a stopped database
+        # several ticks against the stopped database (each counted, one line logged)
+        _wait_for(lambda: _metric(metrics_port, "rms_loop_failures_total") >= 5, 30)
         failed = _metric(metrics_port, "rms_loop_failures_total")
         own_postgres.start()
         _wait_for(lambda: b'"loop.recovered"' in log_path.read_bytes(), 30)
