@@ -32,6 +32,19 @@ pytest_plugins = [
     "tests.system.clients.fixtures",
 ]
 
+# a Spark test shares its worker's one SparkSession: a time-out that interrupts it mid-call
+# leaves the session's gateway unusable for every Spark test after it, so the bound of a Spark
+# test (a hang detector, not a speed check) is wide enough for a machine under load
+SPARK_TIMEOUT_SECONDS = 360
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("spark") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SPARK_TIMEOUT_SECONDS))
+
+
 TEMPLATE_DB = "rms_template"
 ADMIN_TOKEN = "test-admin-token"
 

@@ -72,7 +72,8 @@ def test_a_database_outage_is_logged_once_and_counted(
                if line["event"] == "loop.failing" and line["component"] == kind]
     recovered = [line for line in lines
                  if line["event"] == "loop.recovered" and line["component"] == kind]
-    assert len(failing) == 1, [(line["event"], line.get("error")) for line in lines]
+    assert len(failing) == 1, [(line.get("component"), line.get("cause"),
+                                str(line.get("error"))[:160]) for line in failing]
     assert failing[0]["cause"] == "database" and failing[0]["level"] == "warning"
     assert "exception" not in failing[0]
     assert len(recovered) == 1 and recovered[0]["failures"] >= 5

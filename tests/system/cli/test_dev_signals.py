@@ -58,6 +58,14 @@ def _running(process: psutil.Process) -> bool:
         return False
 
 
+def _described(process: psutil.Process) -> str:
+    """``pid name`` of a process that may end meanwhile."""
+    try:
+        return f"{process.pid} {process.name()}"
+    except psutil.NoSuchProcess:
+        return f"{process.pid} (gone)"
+
+
 def _port_free(port: int) -> bool:
     with socket.socket() as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -92,7 +100,7 @@ def test_every_child_goes_with_rms_dev(tmp_path: Path, how: str) -> None:
 
         deadline = time.monotonic() + GONE_WITHIN
         while any(_running(p) for p in children) or dev.poll() is None:
-            left = [f"{p.pid} {p.name()}" for p in children if _running(p)]
+            left = [_described(p) for p in children if _running(p)]
             assert time.monotonic() < deadline, f"still running after {how}: {left}"
             time.sleep(0.2)
         assert _port_free(port)
