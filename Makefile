@@ -7,7 +7,7 @@ PYTHON ?= python3
 unexport PYTHONDONTWRITEBYTECODE
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml release/constraints.txt | cksum | cut -d' ' -f1)
 
 .PHONY: dev test lint typecheck imports unit integration system install system-deps release-deps bench soak clean dist release-check docs docs-gen
 
@@ -16,12 +16,14 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.
 RELEASE_VENV := build/release-venv
 RELEASE_STAMP := $(RELEASE_VENV)/.installed-$(shell cat release/requirements.txt | cksum | cut -d' ' -f1)
 
-$(STAMP): pyproject.toml clients/python/pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml release/constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@# the server's distribution was named rms up to 0.1.0: a .venv made then still holds it
 	@$(BIN)/python -m pip uninstall --quiet --yes rms 2>/dev/null || true
-	$(BIN)/python -m pip install --quiet -e clients/python -e '.[test,dev-stack,spark,release,docs]'
+	@# the server's third-party dependencies at the versions a release ships as tested with
+	$(BIN)/python -m pip install --quiet -c release/constraints.txt -e clients/python \
+		-e '.[test,dev-stack,spark,release,docs]'
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 
