@@ -91,6 +91,9 @@ RUN pip install -r /tmp/requirements-spark.txt -c /tmp/constraints.txt
 # PostgreSQL through Debian's JDBC driver (/usr/share/java/postgresql.jar).
 FROM base AS report
 
+LABEL org.opencontainers.image.title="rms-report" \
+      org.opencontainers.image.description="RMS's batch jobs: rms report (Spark), rms export, rms retention run"
+
 # openjdk's postinst needs the man directory that slim images delete.
 RUN set -eux; \
     mkdir -p /usr/share/man/man1; \

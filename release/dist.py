@@ -7,6 +7,8 @@
     dist/rms-client-V.tgz                                        the npm package (rms-client)
     dist/goproxy/github.com/rms-dev/rms/clients/go/@v/           the Go module (GOPROXY=file://)
     dist/rms-server-V.oci.tar                                    the server image (release/image.py)
+    dist/rms-report-V.oci.tar                                    the batch image: report, export,
+                                                                 retention (Spark, a JRE, psql)
     dist/sbom/*.cdx.json                                         one SBOM per artifact
 
     python -m release.dist [--skip-image]
@@ -49,7 +51,7 @@ SERVER_PACKAGES = ("rms", "message_service", "confirm_service", "recovery_servic
 PYTHON_CLIENT = ("clients/python",)
 SERVER = (*SERVER_PACKAGES, "pyproject.toml", "README.md", "LICENSE", "NOTICE", *PYTHON_CLIENT)
 # what the Dockerfile's build context holds (.dockerignore's allow-list)
-IMAGE = ("Dockerfile", ".dockerignore", *SERVER, "deploy/scripts")
+IMAGE = ("Dockerfile", ".dockerignore", *SERVER, "deploy/scripts", "release/constraints.txt")
 
 
 def python_distribution(name: str, project: Path, version: str, work: Path) -> None:
@@ -125,8 +127,9 @@ def steps(version: str, work: Path, with_image: bool) -> list[tuple[Step, Callab
          partial(go_module, version)),
     ]
     if with_image:
-        made.append((Step("rms-server-image", (*base, *IMAGE), image.BASE_INPUTS),
-                     partial(image.build, version, DIST, SBOM)))
+        for target in image.TARGETS:
+            made.append((Step(f"{target.name}-image", (*base, *IMAGE), image.BASE_INPUTS),
+                         partial(image.build, target, version, DIST, SBOM)))
     return made
 
 

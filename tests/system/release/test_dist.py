@@ -3,6 +3,7 @@ tool), and the metadata a registry asks for (the licence, the version, Maven Cen
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tarfile
 import xml.etree.ElementTree as ET
@@ -13,7 +14,7 @@ import pytest
 from tests.system.release.conftest import VERSION, artifact
 
 SBOMS = ("rms-server", "rms-client", "rms-client-java", "rms-client-npm", "rms-client-go",
-         "rms-server-image")
+         "rms-server-image", "rms-report-image")
 POM = "{http://maven.apache.org/POM/4.0.0}"
 
 
@@ -62,3 +63,48 @@ def test_the_go_layout_lists_the_release() -> None:
     assert json.loads(artifact(f"{folder}/v{VERSION}.info").read_text())["Version"] == f"v{VERSION}"
     with zipfile.ZipFile(artifact(f"{folder}/v{VERSION}.zip")) as archive:
         assert f"github.com/rms-dev/rms/clients/go@v{VERSION}/LICENSE" in archive.namelist()
+
+
+# each SBOM's subject: (SBOM name, the artifact it describes, its name and version there)
+SUBJECTS = {
+    "rms-server-image": (f"rms-server-{VERSION}.oci.tar", "rms-server", VERSION),
+    "rms-report-image": (f"rms-report-{VERSION}.oci.tar", "rms-report", VERSION),
+}
+
+
+
+@pytest.mark.parametrize("name", sorted(SUBJECTS))
+def test_each_sbom_names_its_artifact_with_the_files_hash(name: str) -> None:
+    path, subject, version = SUBJECTS[name]
+    sbom = json.loads(artifact(f"sbom/{name}-{VERSION}.cdx.json").read_text())
+    component = sbom["metadata"]["component"]
+    assert (component["name"], component["version"]) == (subject, version)
+    digest = hashlib.sha256(artifact(path).read_bytes()).hexdigest()
+    assert {"alg": "SHA-256", "content": digest} in component["hashes"]
+    refs = {entry.get("bom-ref") for entry in sbom["components"]}
+    assert component["bom-ref"] not in refs  # the subject is not listed as its own component
+
+
+@pytest.mark.parametrize(("image", "packages"), [
+    ("rms-server-image", {"tini", "python3.11", "libc6", "ca-certificates"}),
+    ("rms-report-image", {"tini", "openjdk-17-jre-headless", "libpostgresql-jdbc-java",
+                          "postgresql-client-15"})])
+def test_the_image_sboms_list_their_debian_packages(image: str, packages: set[str]) -> None:
+    sbom = json.loads(artifact(f"sbom/{image}-{VERSION}.cdx.json").read_text())
+    debian = {entry["name"]: entry for entry in sbom["components"]
+              if entry.get("purl", "").startswith("pkg:deb/debian/")}
+    assert packages <= set(debian), sorted(debian)
+    assert len(debian) > 80
+    assert all(f"@{entry['version']}?arch=" in entry["purl"] for entry in debian.values())
+    python = {entry["name"] for entry in sbom["components"] if entry["name"] not in debian}
+    assert {"fastapi", "uvicorn", "rms-client", "rms-server"} <= python
+
+
+def test_the_server_image_runs_the_tested_versions() -> None:
+    pins = {line.split("==")[0]: line.split("==")[1]
+            for line in artifact(f"rms-server-{VERSION}-constraints.txt").read_text().splitlines()
+            if "==" in line and not line.startswith("#")}
+    sbom = json.loads(artifact(f"sbom/rms-server-image-{VERSION}.cdx.json").read_text())
+    installed = {entry["name"].lower().replace("_", "-").replace(".", "-"): entry["version"]
+                 for entry in sbom["components"] if entry.get("purl", "").startswith("pkg:pypi/")}
+    assert {name: installed.get(name) for name in pins} == pins
