@@ -72,8 +72,13 @@ def java_library(version: str) -> None:
         for algorithm in ("md5", "sha1", "sha256"):
             digest = hashlib.new(algorithm, source.read_bytes()).hexdigest()
             (folder / f"{name}.{algorithm}").write_text(digest)
-    shutil.copyfile(JAVA / "target" / "rms-client-sbom.json",
-                    SBOM / f"rms-client-java-{version}.cdx.json")
+    output = SBOM / f"rms-client-java-{version}.cdx.json"
+    shutil.copyfile(JAVA / "target" / "rms-client-sbom.json", output)
+    # cyclonedx-maven names the jar without its hashes: those of the jar the repository holds
+    sbom.rewrite(output, sbom.describe(sbom.load(output), sbom.root(
+        "library", "rms-client", version,
+        f"pkg:maven/io.github.rms-dev/rms-client@{version}?type=jar",
+        folder / f"rms-client-{version}.jar", group="io.github.rms-dev")))
 
 
 def npm_package(version: str, work: Path) -> None:

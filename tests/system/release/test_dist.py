@@ -70,6 +70,8 @@ def test_the_go_layout_lists_the_release() -> None:
 SUBJECTS = {
     "rms-server": (f"rms_server-{VERSION}-py3-none-any.whl", "rms-server", VERSION),
     "rms-client": (f"rms_client-{VERSION}-py3-none-any.whl", "rms-client", VERSION),
+    "rms-client-java": (f"maven/io/github/rms-dev/rms-client/{VERSION}/rms-client-{VERSION}.jar",
+                        "rms-client", VERSION),
     "rms-client-npm": (f"rms-client-{VERSION}.tgz", "rms-client", VERSION),
     "rms-client-go": (f"goproxy/github.com/rms-dev/rms/clients/go/@v/v{VERSION}.zip",
                       "github.com/rms-dev/rms/clients/go", f"v{VERSION}"),
