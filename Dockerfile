@@ -59,13 +59,15 @@ WORKDIR /src
 # rms-client distribution comes from this repository (below), never from an index; its own
 # dependencies are among the server's.
 COPY pyproject.toml README.md LICENSE NOTICE ./
+# the versions the release is tested with (release/constraints.txt, shipped in dist/)
+COPY release/constraints.txt /tmp/constraints.txt
 RUN python -c "import pathlib, tomllib; \
 project = tomllib.loads(pathlib.Path('pyproject.toml').read_text())['project']; \
 dependencies = [d for d in project['dependencies'] if not d.startswith('rms-client')]; \
 pathlib.Path('/tmp/requirements.txt').write_text('\n'.join(dependencies) + '\n'); \
 pathlib.Path('/tmp/requirements-spark.txt').write_text( \
     '\n'.join(project['optional-dependencies']['spark']) + '\n')"
-RUN pip install -r /tmp/requirements.txt
+RUN pip install -r /tmp/requirements.txt -c /tmp/constraints.txt
 
 COPY rms ./rms
 COPY message_service ./message_service
@@ -81,13 +83,16 @@ RUN pip install --no-deps ./clients/python . && rms --help >/dev/null
 FROM build AS build-report
 
 # rms itself is already in the venv; add the `spark` extra's dependencies.
-RUN pip install -r /tmp/requirements-spark.txt
+RUN pip install -r /tmp/requirements-spark.txt -c /tmp/constraints.txt
 
 # ---------------------------------------------------------------------------------------
 # The batch image: `rms report`, `rms export` and `rms retention run`. Spark runs its
 # driver here (local[*] or client mode against a cluster; see docs/operations/spark.md) and reads
 # PostgreSQL through Debian's JDBC driver (/usr/share/java/postgresql.jar).
 FROM base AS report
+
+LABEL org.opencontainers.image.title="rms-report" \
+      org.opencontainers.image.description="RMS's batch jobs: rms report (Spark), rms export, rms retention run"
 
 # openjdk's postinst needs the man directory that slim images delete.
 RUN set -eux; \

@@ -7,16 +7,23 @@ PYTHON ?= python3
 unexport PYTHONDONTWRITEBYTECODE
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml release/constraints.txt | cksum | cut -d' ' -f1)
 
-.PHONY: dev test lint typecheck imports unit integration system install system-deps bench soak clean dist release-check docs docs-gen
+.PHONY: dev test lint typecheck imports unit integration system install system-deps release-deps bench soak clean dist release-check docs docs-gen
 
-$(STAMP): pyproject.toml clients/python/pyproject.toml
+# make dist's own environment: the build frontend and the SBOM tool (release/requirements.txt),
+# none of the test, Spark or documentation packages of .venv
+RELEASE_VENV := build/release-venv
+RELEASE_STAMP := $(RELEASE_VENV)/.installed-$(shell cat release/requirements.txt | cksum | cut -d' ' -f1)
+
+$(STAMP): pyproject.toml clients/python/pyproject.toml release/constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@# the server's distribution was named rms up to 0.1.0: a .venv made then still holds it
 	@$(BIN)/python -m pip uninstall --quiet --yes rms 2>/dev/null || true
-	$(BIN)/python -m pip install --quiet -e clients/python -e '.[test,dev-stack,spark,release,docs]'
+	@# the server's third-party dependencies at the versions a release ships as tested with
+	$(BIN)/python -m pip install --quiet -c release/constraints.txt -e clients/python \
+		-e '.[test,dev-stack,spark,release,docs]'
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 
@@ -81,14 +88,34 @@ test: $(STAMP) system-deps lint typecheck imports docs dist
 	@$(BIN)/python -m rms.devstack.kafka_broker
 	$(BIN)/pytest $(PARALLEL) --durations 25
 
-## Every release artifact into dist/, each with its CycloneDX SBOM (release/dist.py)
-dist: $(STAMP) system-deps
-	$(BIN)/python -m release.dist
+$(RELEASE_STAMP): release/requirements.txt
+	@test -x $(RELEASE_VENV)/bin/python || $(PYTHON) -m venv $(RELEASE_VENV)
+	$(RELEASE_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(RELEASE_VENV)/bin/python -m pip install --quiet -r release/requirements.txt
+	@rm -f $(RELEASE_VENV)/.installed-*
+	@touch $(RELEASE_STAMP)
 
-## Install each artifact of dist/ in a clean environment and use it against a live RMS
+## The system packages of a release build and check alone (Java, Maven, buildah, mmdebstrap)
+release-deps:
+	@bash scripts/system-deps.sh release
+
+## Every release artifact into dist/, each with its CycloneDX SBOM (release/dist.py)
+dist: $(RELEASE_STAMP) release-deps
+	$(RELEASE_VENV)/bin/python -m release.dist
+
+## Install each artifact of dist/ in a clean environment and use it against a live RMS:
+## `make release-check` builds dist/ first; `make release-check DIST=path` checks the
+## artifacts already in path (a release a user holds) and builds nothing
+DIST ?=
+ifeq ($(DIST),)
 release-check: dist
+release-check: RELEASE_DIST := $(CURDIR)/dist
+else
+release-check: RELEASE_DIST := $(abspath $(DIST))
+endif
+release-check: $(STAMP) release-deps
 	@$(BIN)/python -m rms.devstack.kafka_broker
-	$(BIN)/pytest tests/system/release
+	RMS_DIST=$(RELEASE_DIST) $(BIN)/pytest tests/system/release
 
 ## The fault suite's long soak: every fault mixed, for SOAK_SECONDS (default 1800); summary at the end
 ## (SOAK_ARGS="--failover sync": on a PostgreSQL that fails over, its primary killed too)

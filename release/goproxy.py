@@ -1,5 +1,8 @@
 """The Go client as a module-proxy layout (``$GOPROXY/<module>/@v/``: ``list``, ``.info``,
-``.mod``, ``.zip``), which ``GOPROXY=file://...`` serves to ``go get`` like any proxy.
+``.mod``, ``.zip``), which ``GOPROXY=file://...`` serves to ``go get`` like any proxy, with
+every module it needs in the same layout (the go command's own download cache is one), and
+the checksums of all of them as ``go.sum`` lines (``rms-client-go-<version>.go.sum``), so a
+user's go command verifies each module it takes from the layout without a checksum database.
 
 The zip follows the module zip rules: every file under the module's root, each named
 ``<module>@<version>/<path>``, without VCS folders or nested modules.
@@ -8,7 +11,10 @@ The zip follows the module zip rules: every file under the module's root, each n
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
 import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,3 +54,45 @@ def write_layout(module_root: Path, version: str, proxy: Path, released: datetim
             archive.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)),
                              path.read_bytes())
     return folder
+
+
+def _go(arguments: list[str], cwd: Path, env: dict[str, str]) -> str:
+    print(f"dist: go {' '.join(arguments)}", flush=True)
+    return subprocess.run(["go", *arguments], cwd=cwd, env={**os.environ, **env}, check=True,
+                          capture_output=True, text=True).stdout
+
+
+def add_dependencies(module_root: Path, proxy: Path, work: Path) -> Path:
+    """Every module ``module_root`` needs, downloaded into a module cache of its own and copied
+    into ``proxy`` in the layout the cache keeps them (without the checksum database's tiles).
+    The download runs in a copy of the module (it adds the checksums of the whole build list to
+    go.sum, which the repository's copy keeps out); returns that copy's go.sum."""
+    cache = work / "gomodcache"
+    copy = work / "go-module"
+    shutil.copytree(module_root, copy, ignore=shutil.ignore_patterns(*SKIPPED_FOLDERS))
+    env = {"GOMODCACHE": str(cache), "GOFLAGS": "-modcacherw", "GOTOOLCHAIN": "local"}
+    _go(["mod", "download", "all"], copy, env)
+    downloaded = cache / "cache" / "download"
+    for path in sorted(downloaded.rglob("*")):
+        relative = path.relative_to(downloaded)
+        if (not path.is_file() or relative.parts[0] == "sumdb"
+                or path.suffix in {".lock", ".partial", ".ziphash"}):
+            continue
+        target = proxy / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    return copy / "go.sum"
+
+
+def go_sum(module_root: Path, version: str, proxy: Path, work: Path, needed: Path) -> str:
+    """``go.sum`` lines of the module (as ``proxy`` serves it) and of every module it needs
+    (``needed``: the go.sum of the download)."""
+    module = module_path(module_root)
+    consumer = work / "go-sum"
+    consumer.mkdir(parents=True, exist_ok=True)
+    (consumer / "go.mod").write_text("module example.com/sum\n\ngo 1.26\n")
+    env = {"GOMODCACHE": str(work / "gomodcache-sum"), "GOFLAGS": "-modcacherw -mod=mod",
+           "GOPROXY": proxy.as_uri(), "GONOSUMDB": module, "GOTOOLCHAIN": "local"}
+    found = json.loads(_go(["mod", "download", "-json", f"{module}@{version}"], consumer, env))
+    own = (f"{module} {version} {found['Sum']}\n{module} {version}/go.mod {found['GoModSum']}\n")
+    return own + needed.read_text()

@@ -1,4 +1,7 @@
-"""The server image, built where no container registry answers.
+"""The release's images, built where no container registry answers: ``rms-server`` (the
+Dockerfile's default ``runtime`` stage: API, workers, migrations) and ``rms-report`` (its
+``report`` stage: ``rms report``, ``rms export`` and ``rms retention run`` with Spark, a JRE and
+psql), which the Kubernetes manifests and the Compose file run.
 
 The Dockerfile's base is ``python:3.11.14-slim-bookworm`` from a registry. Here the base is a
 Debian bookworm root file system that ``mmdebstrap`` bootstraps from the Debian mirror (with
@@ -10,9 +13,12 @@ own storage), so a second build reuses both.
 
 from __future__ import annotations
 
+import json
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
+from release import sbom
 from release.version import ROOT
 
 CACHE = Path.home() / ".cache" / "rms" / "release"
@@ -30,12 +36,31 @@ SBOM_VENV = "/opt/sbom-tool"  # in a throwaway container only
 HOST_SETTINGS = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pip.conf")
 
 
+@dataclass(frozen=True)
+class Target:
+    """One image: its name (``rms-server``) and the Dockerfile stage it is."""
+
+    name: str
+    stage: str
+
+    def tag(self, version: str) -> str:
+        return f"localhost/{self.name}:{version}"
+
+    def archive_name(self, version: str) -> str:
+        return f"{self.name}-{version}.oci.tar"
+
+
+SERVER = Target("rms-server", "runtime")
+REPORT = Target("rms-report", "report")
+TARGETS = (SERVER, REPORT)
+
+
 def tag(version: str) -> str:
-    return f"localhost/rms-server:{version}"
+    return SERVER.tag(version)
 
 
 def archive_name(version: str) -> str:
-    return f"rms-server-{version}.oci.tar"
+    return SERVER.archive_name(version)
 
 
 def _run(command: list[str], *, output: bool = False) -> str:
@@ -72,27 +97,55 @@ def base_image() -> str:
     return BASE_IMAGE
 
 
-def build(version: str, dist: Path, sbom: Path) -> Path:
-    """Build the default (runtime) stage, write it as an OCI archive and its SBOM."""
+def build(target: Target, version: str, dist: Path, sbom_folder: Path) -> Path:
+    """Build ``target``'s stage, write it as an OCI archive and its SBOM."""
     mounts = [f"--volume={path}:{path}:ro" for path in HOST_SETTINGS if Path(path).exists()]
     _run(["buildah", "bud", "--isolation", "chroot", "--layers", *mounts, "--build-arg",
-          f"PYTHON_IMAGE={base_image()}", "--tag", tag(version), "--file",
-          str(ROOT / "Dockerfile"), str(ROOT)])
-    archive = dist / archive_name(version)
-    _run(["buildah", "push", tag(version), f"oci-archive:{archive}:rms-server:{version}"])
-    (sbom / f"rms-server-image-{version}.cdx.json").write_text(python_sbom(tag(version)))
+          f"PYTHON_IMAGE={base_image()}", "--target", target.stage, "--tag", target.tag(version),
+          "--file", str(ROOT / "Dockerfile"), str(ROOT)])
+    archive = dist / target.archive_name(version)
+    _run(["buildah", "push", target.tag(version),
+          f"oci-archive:{archive}:{target.name}:{version}"])
+    listed = sbom.describe(json.loads(python_sbom(target.tag(version))), sbom.root(
+        "container", target.name, version, f"pkg:oci/{target.name}@{version}", archive),
+        absorb=False)
+    listed["components"] = [*listed.get("components", []),
+                            *debian_components(target.tag(version))]
+    sbom.rewrite(sbom_folder / f"{target.name}-image-{version}.cdx.json", listed)
     return archive
 
 
-def python_sbom(image: str) -> str:
-    """cyclonedx-py's SBOM of the image's Python environment (every Python package in it),
-    made inside a throwaway container of the image."""
+def _in_container(image: str, script: str) -> str:
+    """The standard output of ``script`` run as root in a throwaway container of ``image``."""
     container = _run(["buildah", "from", "--quiet", image], output=True).strip()
-    script = (f"python -m venv {SBOM_VENV} && {SBOM_VENV}/bin/pip install --quiet '{SBOM_TOOL}' && "
-              f"{SBOM_VENV}/bin/cyclonedx-py environment --output-format JSON /opt/rms/.venv/bin/python")
     try:
         mounts = [f"--volume={path}:{path}:ro" for path in HOST_SETTINGS if Path(path).exists()]
         return _run(["buildah", "run", "--isolation", "chroot", "--user", "0:0", *mounts,
                      container, "--", "sh", "-c", script], output=True)
     finally:
         _run(["buildah", "rm", container])
+
+
+def python_sbom(image: str) -> str:
+    """cyclonedx-py's SBOM of the image's Python environment (every Python package in it)."""
+    return _in_container(image, (
+        f"python -m venv {SBOM_VENV} && {SBOM_VENV}/bin/pip install --quiet '{SBOM_TOOL}' && "
+        f"{SBOM_VENV}/bin/cyclonedx-py environment --output-format JSON /opt/rms/.venv/bin/python"))
+
+
+DPKG_FORMAT = r"${Package}\t${Version}\t${Architecture}\t${source:Package}\n"
+
+
+def debian_components(image: str) -> list[sbom.Json]:
+    """Every Debian package installed in the image, as dpkg knows it, with its package URL."""
+    listed = _in_container(image, f"dpkg-query -W -f='{DPKG_FORMAT}'")
+    components: list[sbom.Json] = []
+    for line in sorted(listed.splitlines()):
+        name, version, architecture, source = line.split("\t")
+        purl = f"pkg:deb/debian/{name}@{version}?arch={architecture}&distro=debian-12"
+        component: sbom.Json = {"type": "library", "bom-ref": purl, "name": name,
+                                "version": version, "purl": purl}
+        if source and source != name:
+            component["properties"] = [{"name": "debian:source", "value": source}]
+        components.append(component)
+    return components

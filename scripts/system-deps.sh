@@ -1,34 +1,40 @@
 #!/usr/bin/env bash
 # Installs the Debian packages RMS's local stack and test suite need when they are missing.
 #   scripts/system-deps.sh dev   what `rms dev` needs: Java and Maven for the embedded Apache Kafka
-#   scripts/system-deps.sh       everything `make test` needs: the above, a JDK (the check-back
-#                                conformance servers), the PostgreSQL JDBC driver for Spark,
+#   scripts/system-deps.sh release   what `make dist` and `make release-check` need: Java, a JDK
+#                                and Maven (the jar, the embedded Apache Kafka), buildah and
+#                                mmdebstrap (the server and report images)
+#   scripts/system-deps.sh       everything `make test` needs: the above (the JDK also builds
+#                                the check-back conformance servers), the PostgreSQL JDBC driver for Spark,
 #                                Debian's PostgreSQL (built with OpenSSL: the TLS tests),
 #                                Chromium for the dashboard test, shellcheck for the deploy
 #                                scripts, promtool (Debian's prometheus) for the alert rules
 #                                (on a host that runs systemd that package also starts a
 #                                Prometheus server on :9090: `systemctl disable --now
 #                                prometheus`); Patroni and etcd for the fault suite's
-#                                PostgreSQL that fails over (also for `make soak`); buildah
-#                                and mmdebstrap for `make dist`'s server image
+#                                PostgreSQL that fails over (also for `make soak`)
 set -euo pipefail
+mode=${1:-test}
 need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null 2>&1 || need+=(maven)
-if [ "${1:-test}" != dev ]; then
-  command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)  # conformance servers
+if [ "$mode" != dev ]; then
+  # the conformance servers, and the Java client's jar
+  command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
+  # make dist: the images, built on a bootstrapped Debian base (release/image.py)
+  command -v buildah >/dev/null 2>&1 || need+=(buildah)
+  command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
+fi
+if [ "$mode" = test ]; then
   [ -f /usr/share/java/postgresql.jar ] || need+=(libpostgresql-jdbc-java)
   # a PostgreSQL built with OpenSSL, for the tests of PostgreSQL over TLS
   compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || need+=(postgresql)
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
   command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
   command -v promtool >/dev/null 2>&1 || need+=(prometheus)  # promtool: alert rules
-  # make dist: the server image, built on a bootstrapped Debian base (release/image.py)
-  command -v buildah >/dev/null 2>&1 || need+=(buildah)
-  command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 fi
 # the fault suite's failover cluster (tests/system/faults/ha.py): Patroni and its store, etcd
-if [ "${1:-test}" != dev ] || [ -n "${RMS_FAILOVER_DEPS:-}" ]; then
+if [ "$mode" = test ] || [ -n "${RMS_FAILOVER_DEPS:-}" ]; then
   command -v patroni >/dev/null 2>&1 || need+=(patroni)
   command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 fi

@@ -1,5 +1,6 @@
 """The release check: each artifact of ``dist/`` (``make dist``) installed where the repository
-cannot be seen, and used against a live RMS made of the suite's PostgreSQL and Kafka."""
+cannot be seen, and used against a live RMS made of the suite's PostgreSQL and Kafka.
+``RMS_DIST`` names another folder of artifacts to check (``make release-check DIST=path``)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from release.version import release
 from rms.devstack.embedded import EmbeddedPostgres
 
 ROOT = Path(__file__).resolve().parents[3]
-DIST = ROOT / "dist"
+DIST = Path(os.environ.get("RMS_DIST") or ROOT / "dist").resolve()
 VERSION = release()
 
 

@@ -1,24 +1,37 @@
 """The server image from dist/'s OCI archive: its labels carry the release and the licence; its
 own entrypoint (tini, then ``rms``) runs ``--version``, ``migrate`` and ``serve`` against the test
 PostgreSQL and Kafka, and the README's walkthrough passes through it (tests/system/release/image_runner.py
-says how it runs without a container runtime)."""
+says how it runs without a container runtime). deploy/compose is checked against the image: the
+OCI configuration carries no health check, so each service of the image brings its own, and
+that check, run inside the image as Compose runs it, answers for a live ``rms serve``."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from rms.devstack.embedded import EmbeddedPostgres
 from rms.devstack.kafka_broker import EmbeddedKafka
 from tests.conftest import ADMIN_TOKEN
 from tests.system.clients.fixtures import require_tool
 from tests.system.release import image_runner
-from tests.system.release.conftest import VERSION, artifact, free_port, fresh_database, run, wait_ready
+from tests.system.release.conftest import (
+    ROOT,
+    VERSION,
+    artifact,
+    free_port,
+    fresh_database,
+    run,
+    wait_ready,
+)
 from tests.system.release.walkthrough import walkthrough
 
 
@@ -59,9 +72,68 @@ def test_the_entrypoint_migrates_serves_and_walks_through_the_readme(
         server = subprocess.Popen(image.command(["serve", "--host", "127.0.0.1", "--port", str(port)],
                                                 env), cwd=tmp_path, env=host, stdout=sink,
                                   stderr=subprocess.STDOUT, start_new_session=True)
+    health = _health_check(image, compose_services()["api-1"], port)
     try:
         wait_ready(f"http://127.0.0.1:{port}", server, log)
         walkthrough(f"http://127.0.0.1:{port}", ADMIN_TOKEN, topic)
+        assert subprocess.run(health, env=host, capture_output=True, timeout=30,
+                              check=False).returncode == 0
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(30)
+    assert subprocess.run(health, env=host, capture_output=True, timeout=30,
+                          check=False).returncode != 0
+
+
+def compose_services() -> dict[str, dict[str, Any]]:
+    compose = yaml.safe_load((ROOT / "deploy" / "compose" / "compose.yaml").read_text())
+    return dict(compose["services"])
+
+
+def _of_the_image(service: dict[str, Any]) -> bool:
+    return (service.get("build") or {}).get("target") == "runtime"
+
+
+def _served_port(service: dict[str, Any]) -> str:
+    """The port a service's RMS process listens on (``--port``, ``--metrics-port``)."""
+    command = service["command"]
+    flag = "--port" if "--port" in command else "--metrics-port"
+    return str(command[command.index(flag) + 1])
+
+
+def _health_check(image: image_runner.MountedImage, service: dict[str, Any], port: int) -> list[str]:
+    """A Compose service's health check as Compose runs it in its container (``CMD``: the
+    command itself, with the image's environment), aimed at ``port``."""
+    kind, *command = service["healthcheck"]["test"]
+    assert kind == "CMD"
+    served = _served_port(service)
+    return image.command([part.replace(f":{served}/", f":{port}/") for part in command[1:]], {},
+                         entrypoint=command[:1])
+
+
+def test_compose_gives_every_service_of_the_image_the_health_check_the_image_lacks(
+        image: image_runner.MountedImage) -> None:
+    assert not image.config.get("Healthcheck")  # the OCI format has no field for it
+    services = compose_services()
+    path = next(entry.split("=", 1)[1] for entry in image.config["Env"] if entry.startswith("PATH="))
+    checked = []
+    for name, service in services.items():
+        if not _of_the_image(service) or service.get("restart") == "no":
+            continue
+        check = service.get("healthcheck") or {}
+        assert check.get("test") and not check.get("disable"), name
+        kind, executable, *_ = check["test"]
+        assert kind == "CMD", name
+        assert any((image.root / folder.lstrip("/") / executable).exists()
+                   for folder in path.split(":")), (name, executable)
+        urls = re.findall(r"http://127\.0\.0\.1:(\d+)/healthz", " ".join(check["test"]))
+        assert urls == [_served_port(service)], (name, urls)
+        assert f"{urls[0]}/tcp" in image.config["ExposedPorts"], name
+        checked.append(name)
+    assert {"api-1", "api-2", "confirm-worker", "recovery-worker"} <= set(checked)
+    for name, service in services.items():
+        waits = service.get("depends_on") or {}
+        for dependency, wait in (waits.items() if isinstance(waits, dict) else []):
+            if wait.get("condition") == "service_healthy":
+                check = services[dependency].get("healthcheck") or {}
+                assert check.get("test") and not check.get("disable"), (name, dependency)

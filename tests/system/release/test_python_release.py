@@ -1,9 +1,14 @@
-"""The Python artifacts as a user installs them ("Installing a release" in docs/getting-started.md): RMS's
-own distributions from dist/ only (``--no-index``), third-party ones from the index, in a fresh
-virtual environment outside the repository; then used against a live RMS."""
+"""The Python artifacts as a user installs them ("Installing a release" in docs/getting-started.md,
+the client's README): the documented lines run as written, in a fresh virtual environment
+outside the repository, then used against a live RMS. A same-version squatter with a build tag
+(which pip ranks above dist/'s wheel), served beside dist/ as an extra index and as extra find
+links, is installed by none of the documented lines, each run on its own."""
 
 from __future__ import annotations
 
+import hashlib
+import re
+import shlex
 import shutil
 import subprocess
 import venv
@@ -18,6 +23,7 @@ from tests.conftest import ADMIN_TOKEN
 from tests.system.clients.fixtures import LiveRms
 from tests.system.release.conftest import (
     DIST,
+    ROOT,
     VERSION,
     artifact,
     clean_env,
@@ -29,26 +35,38 @@ from tests.system.release.conftest import (
 from tests.system.release.walkthrough import walkthrough
 
 LIVE_CLIENT = Path(__file__).resolve().parents[1] / "clients" / "python" / "live_client.py"
+GUIDES = {"rms-server": ROOT / "docs" / "getting-started.md",
+          "rms-client": ROOT / "clients" / "python" / "README.md"}
 
 
-def install(root: Path, distribution: str, *extras: str) -> Path:
-    """The guide's two steps in a new virtual environment: RMS's distributions from dist/
-    alone, then what they need from the index. Returns the environment's python."""
+def documented_lines(distribution: str) -> list[list[str]]:
+    """The ``pip install`` lines of the guide's install block for ``distribution`` that read
+    dist/, with dist/ where they name it."""
+    blocks = re.findall(r"```(?:sh|bash)\n(.*?)```", GUIDES[distribution].read_text(), re.DOTALL)
+    lines = [shlex.split(line, comments=True) for block in blocks for line in block.splitlines()
+             if re.match(r"pip( --[\w-]+)* install ", line) and "dist/" in line]
+    assert len(lines) == 2, GUIDES[distribution]  # the third-party line and the hashed one
+    return [[part.replace("dist/", f"{DIST}/") for part in line] for line in lines]
+
+
+def install(root: Path, distribution: str, *extras: str, env: dict[str, str] | None = None,
+            lines: list[list[str]] | None = None) -> Path:
+    """The guide's lines in a new virtual environment (``extras``: more third-party packages on
+    the line that reads the index). Returns the environment's python."""
     venv.create(root / "venv", with_pip=True)
     python = root / "venv" / "bin" / "python"
-    env = clean_env(root)
-    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    run([*pip, "--no-index", "--find-links", str(DIST), "--no-deps",
-         f"{distribution}=={VERSION}", f"rms-client=={VERSION}"], root, env)
-    run([*pip, "--find-links", str(DIST), f"{distribution}=={VERSION}", *extras], root, env)
+    env = env or clean_env(root)
+    for line in documented_lines(distribution) if lines is None else lines:
+        assert line[0] == "pip", line
+        more = list(extras) if "--no-index" not in line else []
+        run([str(python), "-m", *line, "--quiet", *more], root, env)
     return python
 
 
 def test_the_client_wheel_produces_and_answers_check_backs_against_a_live_rms(
         tmp_path: Path, live_rms: LiveRms, client_env: dict[str, str]) -> None:
     artifact(f"rms_client-{VERSION}-py3-none-any.whl")
-    python = install(tmp_path, "rms-client", f"rms-client[sqlalchemy]=={VERSION}", "asyncpg",
-                     "uvicorn")
+    python = install(tmp_path, "rms-client", "asyncpg", "uvicorn")
     where = run([str(python), "-c", "import rms_client.version as v; print(v.__file__, v.USER_AGENT)"],
                 tmp_path, clean_env(tmp_path)).split()
     assert where == [str(tmp_path / "venv" / "lib" / f"python{_python_version(python)}" /
@@ -84,50 +102,95 @@ def test_the_server_wheel_migrates_serves_and_walks_through_the_readme(
         server.wait(30)
 
 
-def test_a_public_package_of_the_clients_name_cannot_take_its_place(tmp_path: Path) -> None:
-    """An index that offers its own rms-client 0.2.0 and 9.9.9 (what a name squatter would
-    publish): the two steps still install the client from dist/; a plain install from that
-    index alone would take the squatter's, which is why the first step exists."""
-    server_wheel = artifact(f"rms_server-{VERSION}-py3-none-any.whl")
-    index = tmp_path / "index" / "rms-client"
-    index.mkdir(parents=True)
-    wheels = [f"rms_client-{version}-py3-none-any.whl" for version in (VERSION, "9.9.9")]
-    for wheel, version in zip(wheels, (VERSION, "9.9.9"), strict=True):
-        squatter(index / wheel, version)
-    # a PEP 503 simple index: one page per project, linking its files
-    (index / "index.html").write_text("".join(f'<a href="{wheel}">{wheel}</a>\n' for wheel in wheels))
-    (index.parent / "index.html").write_text('<a href="rms-client/">rms-client</a>\n')
-    venv.create(tmp_path / "venv", with_pip=True)
-    python = str(tmp_path / "venv" / "bin" / "python")
-    env = clean_env(tmp_path, PIP_EXTRA_INDEX_URL=(tmp_path / "index").as_uri())
-    pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps"]
-    run([*pip, "--no-index", "--find-links", str(DIST), f"rms-server=={VERSION}",
-         f"rms-client=={VERSION}"], tmp_path, env)
-    run([*pip, "--find-links", str(DIST), f"rms-server=={VERSION}", f"rms-client=={VERSION}"],
-        tmp_path, env)
-    assert run([python, "-c", "import rms_client; print(hasattr(rms_client, 'SQUATTER'))"],
-               tmp_path, env).strip() == "False"
-    squatted = tmp_path / "squatted"
-    venv.create(squatted, with_pip=True)
-    run([str(squatted / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps",
-         "--index-url", (tmp_path / "index").as_uri(), "rms-client"], tmp_path, env)
-    assert run([str(squatted / "bin" / "python"), "-c",
-                "import rms_client; print(hasattr(rms_client, 'SQUATTER'))"],
-               tmp_path, env).strip() == "True"
-    requires = zipfile.ZipFile(server_wheel).read(f"rms_server-{VERSION}.dist-info/METADATA")
-    assert f"Requires-Dist: rms-client=={VERSION}".encode() in requires
-
-
 def squatter(wheel: Path, version: str) -> None:
-    """A wheel named rms-client whose package says it is not RMS's."""
-    info = f"rms_client-{version}.dist-info"
+    """A wheel of RMS's name (``rms_client-...``, ``rms_server-...``) whose package (``rms_client``,
+    ``rms``) says it is not RMS's; its .pth file would run code at every start of Python."""
+    distribution = wheel.name.split("-")[0]
+    package = {"rms_client": "rms_client", "rms_server": "rms"}[distribution]
+    info = f"{distribution}-{version}.dist-info"
     with zipfile.ZipFile(wheel, "w") as archive:
-        archive.writestr("rms_client/__init__.py", "SQUATTER = True\n")
-        archive.writestr(f"{info}/METADATA",
-                         f"Metadata-Version: 2.1\nName: rms-client\nVersion: {version}\n")
+        archive.writestr(f"{package}/__init__.py", "SQUATTER = True\n")
+        archive.writestr(f"{distribution}_squatter.pth", "import sys\n")
+        archive.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\n"
+                         f"Name: {distribution.replace('_', '-')}\nVersion: {version}\n")
         archive.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\n"
-                                          "Root-Is-Purelib: true\nTag: py3-none-any\n")
+                         "Root-Is-Purelib: true\nBuild: 1\nTag: py3-none-any\n")
         archive.writestr(f"{info}/RECORD", "")
+
+
+def squatted_index(root: Path) -> Path:
+    """A PEP 503 simple index (and ``root/links``, a folder of the same wheels) offering
+    rms-server and rms-client at the release's version with a build tag, and at 9.9.9."""
+    index, links = root / "index", root / "links"
+    links.mkdir()
+    for name in ("rms-server", "rms-client"):
+        project = index / name
+        project.mkdir(parents=True)
+        stem = name.replace("-", "_")
+        wheels = {f"{stem}-{VERSION}-1-py3-none-any.whl": VERSION,
+                  f"{stem}-9.9.9-py3-none-any.whl": "9.9.9"}
+        for wheel, version in wheels.items():
+            squatter(project / wheel, version)
+            shutil.copyfile(project / wheel, links / wheel)
+        (project / "index.html").write_text("".join(f'<a href="{w}">{w}</a>\n' for w in wheels))
+    (index / "index.html").write_text('<a href="rms-server/">rms-server</a>\n'
+                                      '<a href="rms-client/">rms-client</a>\n')
+    return index
+
+
+def _squatter_seen(python: Path, root: Path, env: dict[str, str]) -> list[str]:
+    """The RMS distributions of the environment whose files are a squatter's."""
+    listed = run([str(python), "-c", "import importlib.util as u\n"
+                  "for n in ('rms_client', 'rms'):\n"
+                  "    s = u.find_spec(n)\n"
+                  "    print(n, 'none' if s is None else open(s.origin).read().startswith('SQUATTER'))"],
+                 root, env)
+    found = [line.split()[0] for line in listed.splitlines() if line.split()[1] == "True"]
+    pth = list((root / "venv").rglob("*_squatter.pth"))
+    return found + [path.name for path in pth]
+
+
+@pytest.mark.parametrize("distribution", ["rms-server", "rms-client"])
+def test_no_documented_line_installs_a_squatter_of_the_same_version_with_a_build_tag(
+        tmp_path: Path, distribution: str) -> None:
+    artifact(f"rms_server-{VERSION}-py3-none-any.whl")
+    index = squatted_index(tmp_path)
+    env = clean_env(tmp_path, PIP_EXTRA_INDEX_URL=index.as_uri(),
+                    PIP_FIND_LINKS=str(tmp_path / "links"))
+    lines = documented_lines(distribution)
+    for number, line in enumerate(lines):
+        alone = tmp_path / f"line-{number}"
+        python = install(alone, distribution, env=env, lines=[line])
+        assert _squatter_seen(python, alone, env) == [], shlex.join(line)
+    together = tmp_path / "together"
+    python = install(together, distribution, env=env)
+    assert _squatter_seen(python, together, env) == []
+    own = "rms" if distribution == "rms-server" else "rms_client"
+    assert run([str(python), "-c", f"import {own}; print({own}.__file__)"], together,
+               env).startswith(str(together / "venv"))
+    # the index does offer the squatter: a plain install by name takes it
+    plain = tmp_path / "plain"
+    python = install(plain, distribution, env=env, lines=[["pip", "install", "--no-deps",
+                                                           f"{distribution}=={VERSION}"]])
+    assert _squatter_seen(python, plain, env)
+
+
+def test_the_install_files_pin_rms_own_wheels_by_hash_and_name_none_on_the_index() -> None:
+    for distribution, own in (("rms-server", {"rms-server", "rms-client"}),
+                              ("rms-client", {"rms-client"})):
+        hashed = artifact(f"{distribution}-{VERSION}-requirements.txt").read_text()
+        pinned = dict(re.findall(r"^(rms-\w+)==\S+ --hash=sha256:([0-9a-f]{64})$", hashed, re.M))
+        assert set(pinned) == own
+        for name, digest in pinned.items():
+            wheel = DIST / f"{name.replace('-', '_')}-{VERSION}-py3-none-any.whl"
+            assert hashlib.sha256(wheel.read_bytes()).hexdigest() == digest
+        dependencies = artifact(f"{distribution}-{VERSION}-dependencies.txt").read_text()
+        assert "rms" not in re.sub(r"#.*", "", dependencies).lower().replace("rms-", "rms")
+    constraints = artifact(f"rms-server-{VERSION}-constraints.txt").read_text()
+    assert constraints == (ROOT / "release" / "constraints.txt").read_text()
+    requires = zipfile.ZipFile(DIST / f"rms_server-{VERSION}-py3-none-any.whl").read(
+        f"rms_server-{VERSION}.dist-info/METADATA")
+    assert f"Requires-Dist: rms-client=={VERSION}".encode() in requires
 
 
 def _python_version(python: Path) -> str:

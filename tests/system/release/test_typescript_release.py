@@ -1,12 +1,14 @@
 """The npm tarball in a fresh npm project outside the repository: installed as its README
-says, the README's example compiled by ``tsc`` as written, and the package's quickstart run
-against a live RMS, importing the package by its name."""
+says (by its path, its integrity checked against the release's), the README's example compiled
+by ``tsc`` as written, and the quickstart the README points to, taken from the installed
+package, run against a live RMS, importing the package by its name."""
 
 from __future__ import annotations
 
 import json
 import re
 import shutil
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,15 @@ def readme_install_lines() -> list[list[str]]:
     return [line.split("#")[0].split() for line in block.splitlines() if "express" not in line]
 
 
+def test_every_file_the_readme_links_to_is_in_the_tarball() -> None:
+    tarball = artifact(f"rms-client-{VERSION}.tgz")
+    with tarfile.open(tarball) as archive:
+        names = set(archive.getnames())
+    linked = re.findall(r"\]\(((?!https?:|#|\.\./)[^)#]+)\)", (PACKAGE / "README.md").read_text())
+    assert linked
+    assert [link for link in linked if f"package/{link}" not in names] == []
+
+
 @pytest.mark.timeout(900)
 def test_the_tarball_installs_compiles_the_readme_example_and_runs_against_a_live_rms(
         tmp_path: Path, live_rms: LiveRms, client_env: dict[str, str]) -> None:
@@ -41,11 +52,21 @@ def test_the_tarball_installs_compiles_the_readme_example_and_runs_against_a_liv
     (project / "package.json").write_text(json.dumps({"name": "orders", "private": True,
                                                       "type": "module"}))
     env = clean_env(tmp_path, npm_config_cache=str(Path.home() / ".npm"))
-    for line in readme_install_lines():
+    lines = readme_install_lines()
+    checks = [line for line in lines if line[:1] == ["grep"]]
+    assert [line[:1] for line in lines if line not in checks] == [["npm"]] * (len(lines) - len(checks))
+    for line in lines:
+        if line in checks:
+            continue
         assert line[:2] == ["npm", "install"], line
         command = [npm, *line[1:], "--no-audit", "--no-fund"]
         run([str(tarball) if part.endswith(f"rms-client-{VERSION}.tgz") else part
              for part in command], project, env)
+    # the README's check: the lock file's integrity of the tarball is the release's
+    assert len(checks) == 1 and checks[0][-1] == "package-lock.json"
+    integrity = artifact(f"rms-client-{VERSION}.tgz.integrity").read_text().strip()
+    lock = json.loads((project / "package-lock.json").read_text())
+    assert lock["packages"]["node_modules/rms-client"]["integrity"] == integrity
     installed = json.loads((project / "node_modules" / "rms-client" / "package.json").read_text())
     assert (installed["version"], installed["license"]) == (VERSION, "Apache-2.0")
     (project / "example.ts").write_text(readme_example())
@@ -60,7 +81,8 @@ def quickstart(project: Path, live_rms: LiveRms, client_env: dict[str, str],
     topic = f"quick.{client_env['RMS_TEST_PREFIX']}"
     app = create_app(live_rms.url, client_env["RMS_ADMIN_TOKEN"], f"{client_env['RMS_TEST_PREFIX']}-npm",
                      produce_topics=[topic], check_url_prefixes=[f"http://127.0.0.1:{port}/"])
-    script = shutil.copyfile(PACKAGE / "examples" / "quickstart.mjs", project / "quickstart.mjs")
+    script = shutil.copyfile(project / "node_modules" / "rms-client" / "examples" / "quickstart.mjs",
+                             project / "quickstart.mjs")
     out = run([str(require_tool("node")), str(script)], project, {
         **env, "RMS_URL": live_rms.url, "DATABASE_URL": client_env["RMS_TEST_DATABASE_URL"],
         "RMS_API_KEY": app["api_key"], "RMS_SIGNING_SECRET": app["signing_secret"],
