@@ -215,7 +215,7 @@ async def insert_messages(driver: Any, items: Sequence[PrepareItem], sql: str
     arrays = insert_arrays([items[index] for index in first.values()])
     rows = await driver.fetch(sql, *arrays)
     created = {row["message_id"]: message_from(row) for row in rows}
-    existing = await _select(driver, [i for i in first if i not in created])
+    existing = await select_messages(driver, [i for i in first if i not in created])
     return _answers([i.draft.message_id for i in items], first, created, existing)
 
 
@@ -228,11 +228,12 @@ async def update_messages(driver: Any, sql: str, items: Sequence[TransitionItem]
         sql, [i.message_id for i in chosen], [i.app for i in chosen],
         [i.actor for i in chosen], [orjson.dumps(i.detail).decode() for i in chosen])
     changed = {row["message_id"]: message_from(row) for row in rows}
-    rest = await _select(driver, [i for i in first if i not in changed])
+    rest = await select_messages(driver, [i for i in first if i not in changed])
     return _answers([i.message_id for i in items], first, changed, rest)
 
 
-async def _select(driver: Any, ids: Sequence[str]) -> dict[str, Message]:
+async def select_messages(driver: Any, ids: Sequence[str]) -> dict[str, Message]:
+    """The stored rows of ``ids`` on ``driver``, by id (none asked: no query)."""
     if not ids:
         return {}
     rows = await driver.fetch(SELECT_MESSAGES.sql, *SELECT_MESSAGES.args(ids=list(ids)))

@@ -5,7 +5,6 @@ judged against, releasing a consumer, and what each consumer owes."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from sqlalchemy import ARRAY, Text, any_, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -13,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from rms.batching import Coalescer
 from rms.domain.listings import ConsumerBacklog
 from rms.domain.models import Message
-from rms.store.coalesced import SELECT_MESSAGES
+from rms.store.coalesced import select_messages
 from rms.store.raw import RawStatement, driver_connection, item_specific
 from rms.store.rows import message_from
 from rms.store.schema import messages
@@ -69,7 +68,7 @@ class SubscriptionStore:
             rows = await apply_acks(driver, ACK_SQL, items)
             missed = list(dict.fromkeys(
                 item.message_id for item, row in zip(items, rows, strict=True) if row is None))
-            rest = await _select(driver, missed)
+            rest = await select_messages(driver, missed)
         return [(message_from(row), True) if row is not None else (rest.get(item.message_id), False)
                 for item, row in zip(items, rows, strict=True)]
 
@@ -92,9 +91,3 @@ class SubscriptionStore:
         (:mod:`.views`)."""
         return await views.consumer_backlogs(self._engine)
 
-
-async def _select(driver: Any, ids: Sequence[str]) -> dict[str, Message]:
-    if not ids:
-        return {}
-    rows = await driver.fetch(SELECT_MESSAGES.sql, *SELECT_MESSAGES.args(ids=list(ids)))
-    return {row["message_id"]: message_from(row) for row in rows}
