@@ -245,12 +245,18 @@ def _bench(args: argparse.Namespace, stamp: str) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from bench import report
     from bench.stack import StackError
+    from rms.devstack.reaper import Stopped, die_with_parent, stop_on_signals
 
     started = datetime.now(UTC)
     stamp = f"b{uuid.uuid4().hex[:6]}"
     clock = time.monotonic()
+    stop_on_signals()  # SIGINT, SIGTERM, SIGHUP and the parent's death stop the whole stack
+    die_with_parent()
     try:
         result = _bench(args, stamp)
+    except Stopped as stopped:
+        print(f"rms bench: stopped by {stopped}", file=sys.stderr)
+        return 130
     except (StackError, RuntimeError) as exc:
         print(f"rms bench: {exc}", file=sys.stderr)
         return 2

@@ -1,4 +1,4 @@
-"""The overload path: ``rms serve`` with its adaptive concurrency limit, driven in an open loop
+"""The overload path: ``rms serve`` with its overload protection, driven in an open loop
 at twice its capacity, to show that it sheds what it cannot serve instead of slowing down for
 everyone.
 

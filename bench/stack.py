@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -24,8 +25,15 @@ from aiokafka import AIOKafkaProducer
 
 from bench.kafka_options import kafka_options, security_environment
 from bench.procs import Sampler
-from rms.devstack.embedded import EmbeddedPostgres, free_port, remove_tree, wait_for_port
+from rms.devstack.embedded import (
+    EmbeddedPostgres,
+    free_port,
+    pg_binary,
+    remove_tree,
+    wait_for_port,
+)
 from rms.devstack.kafka_broker import EmbeddedKafka
+from rms.devstack.reaper import PidFile, RunLock, start_watchdog, stop_groups, tied_to_parent
 from rms.store.dburl import parse_database_url
 from rms.store.migrate import upgrade
 
@@ -62,6 +70,9 @@ class Stack:
     postgres: EmbeddedPostgres | None = None
     kafka: EmbeddedKafka | None = None
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    # an own stack's process groups, which its watchdog stops if the bench dies (as rms dev's)
+    pid_file: PidFile | None = None
+    watchdog: subprocess.Popen[bytes] | None = None
 
     @property
     def dsn(self) -> str:
@@ -89,9 +100,15 @@ class Stack:
     def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None,
               group: str | None = None) -> subprocess.Popen[bytes]:
         log = (self.work / f"{name}.log").open("ab")
+        # a child of a thread but the main one would get the parent-death signal at the
+        # thread's end: those are left to the watchdog
+        main = threading.current_thread() is threading.main_thread()
         process = subprocess.Popen([sys.executable, *argv], env=env or self.env(), stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+                                   stderr=subprocess.STDOUT, start_new_session=True,
+                                   preexec_fn=tied_to_parent() if main else None)
         log.close()
+        if self.pid_file is not None:
+            self.pid_file.record(process.pid)
         self.processes[name] = process
         self.sampler.add(group or name, process.pid)
         return process
@@ -128,7 +145,21 @@ class Stack:
                 raise StackError(f"{name} did not log {text!r} in {timeout:.0f}s")
             time.sleep(0.05)
 
+    def start_watchdog(self) -> None:
+        """The watchdog of an own stack (``rms dev``'s): when the bench dies however it dies,
+        it stops every recorded process group and the PostgreSQL of the work dir."""
+        assert self.postgres is not None
+        lock = RunLock(self.work / "bench.lock")
+        lock.acquire()
+        self.pid_file = PidFile(self.work / "bench.pids")
+        self.watchdog = start_watchdog(self.pid_file, str(pg_binary("pg_ctl")),
+                                       self.postgres.data_dir, self.postgres.run_as,
+                                       self.work / "watchdog.log", lock)
+
     def stop(self) -> None:
+        if self.watchdog is not None:  # first, so that it cannot act on what outlives this
+            self.watchdog.kill()
+            self.watchdog.wait(5)
         for name in list(self.processes):
             self.stop_process(name)
         if self.kafka is not None:
@@ -136,6 +167,9 @@ class Stack:
         if self.postgres is not None:
             self.postgres.stop()
             remove_tree(self.postgres.data_dir)  # the logs stay in the work dir
+        if self.pid_file is not None:  # groups started without a name that outlived their stop
+            stop_groups(self.pid_file.pids(), grace=5.0)
+            self.pid_file.clear()
 
 
 def wait_http(url: str, timeout: float = 60.0, stack: Stack | None = None) -> None:
@@ -173,7 +207,14 @@ def own_stack(args: argparse.Namespace, sampler: Sampler) -> Stack:
                   postgres=postgres, kafka=kafka)
     try:
         postgres.start()
+        stack.start_watchdog()
+        assert stack.pid_file is not None
+        for node in kafka.nodes:
+            node.preexec_fn = tied_to_parent()
         kafka.start()
+        for node in kafka.nodes:
+            if node.process is not None:
+                stack.pid_file.record(node.process.pid)
         postgres.create_database("rms")
         upgrade(postgres.url("rms"))
         sampler.add("postgres", _postmaster_pid(postgres))

@@ -48,9 +48,9 @@ FLOOD_LEAD_SECONDS = 2.0  # the flood starts this long before the calm load, and
 
 
 def fair_share() -> int:
-    """The places each of the two apps holds at the initial limit (the server's setting)."""
-    initial = os.environ.get("RMS_ADMISSION_INITIAL_LIMIT")
-    default = Settings.model_fields["admission_initial_limit"].default
+    """The places each of the two apps holds at the limit (the server's setting)."""
+    initial = os.environ.get("RMS_ADMISSION_LIMIT")
+    default = Settings.model_fields["admission_limit"].default
     return max(1, (int(initial) if initial else int(default)) // TENANTS)
 
 

@@ -50,7 +50,7 @@ def warn_if_lease_too_short(settings: WorkerSettings) -> None:
 async def checkback_worker(settings: WorkerSettings) -> AsyncIterator[CheckBackWorker]:
     """A ready worker; everything it opened is closed on exit."""
     warn_if_lease_too_short(settings)
-    async with worker_context(settings, KIND) as context:
+    async with worker_context(settings, KIND, confirms=True) as context:
         caller = CheckBackCaller(caller_settings(settings))
         try:
             store = CheckBackStore(context.engine)

@@ -1,35 +1,29 @@
-"""Adaptive concurrency limiting: the API admits at most ``limit`` authenticated producer and
-consumer requests at once (each app holding a fair share of it under overload) and refuses the
-rest at once with 503 and ``Retry-After``, so that under
-overload the requests it takes keep their latency and the rest learn to come back, instead of
-every request queueing until clients time out.
+"""Overload protection: the API runs at most ``limit`` authenticated requests of new work at
+once (each app holding a fair share of it under overload); a request beyond waits at the gate
+for its turn, and the gate refuses with 503 and ``Retry-After`` only while that wait shows a
+standing queue, so that under overload the requests it takes keep their latency and the rest
+learn to come back, instead of every request queueing until clients time out.
 
-The limit follows measured latency, in the manner of Netflix's gradient limiter and Envoy's
-adaptive concurrency filter: requests are timed in short windows; a window's mean latency is
-compared with the long-run latency (a slow moving average of the windows); while it stays
-within ``tolerance`` times the long-run latency or under the latency floor (and under the
-latency ceiling) the limit grows by a small queue allowance, and as it rises beyond that the
-limit shrinks in proportion. The floor keeps a server that batches its work (group commit,
-the producer's linger) from refusing a calm load: more requests in flight make each one a
-little slower there while the server completes more of them, so latency that rose from a
-quiet hour's few milliseconds to some tens is no sign of a queue; latency past the floor is.
-The limit grows only while it is being used, so a quiet server keeps no stale, inflated limit.
-A request's own latency starts when the application sees it; the time it waited before (in the
-socket, while the event loop was busy) shows only as event-loop lag, so the loop
-is probed too (a timer every few milliseconds, timed against when it was due): a window whose
-mean lag exceeds the lag budget shrinks the limit in proportion, like a slow window. That keeps
-a process that shares its cores from saturating its own loop, which would delay refusals as
-much as answers. No fixed queue length is involved: the limit is a number of requests in
-flight, learned from the server's own answers.
+The signal is the time a request waits before its work starts (its sojourn at the gate), in the
+manner of CoDel: the gate is overloaded once the shortest wait of an ``interval`` (100 ms)
+stayed above the ``target`` (5 ms), i.e. for a whole interval no request got its turn promptly.
+Then the requests waiting are refused, and so is every new one that finds no place, until an
+interval passes in which no request found the gate full. A request's own latency plays no part:
+a transaction's confirm waits for three ordered publishes by design, and a closed loop of
+callers, each waiting for its answer, holds at most one request each, so as long as there are
+no more callers than places (or they take their turns promptly) none of them is refused,
+however slow each answer is. An open loop that sends more than the process completes queues at
+the gate without bound, and is refused within an interval of the queue standing. The event
+loop's lag (how late a timer every few milliseconds runs) is measured as a metric.
 
 Only the producer and consumer API (``/v1/`` less ``/v1/admin``) is limited; health checks,
 metrics, the dashboard and the admin API always get through. Within it, requests that finish
 work already admitted (confirm, cancel and ack of a message, batch or transaction) have
 priority over requests that start new work (prepares, sends, batches, transactions, reads):
-only new work is held to the limit, while finishing work is refused only at the limit's
-maximum. Refusing a confirm would waste the prepare that was admitted before it and leave a
-message for the check-back; and finishing work needs no limit of its own, since each admitted
-prepare brings at most one confirm or cancel, so limiting new work bounds both.
+only new work is held to the limit (and waits its turn), while finishing work is refused only
+at the ``maximum``. Refusing a confirm would waste the prepare that was admitted before it and
+leave a message for the check-back; and finishing work needs no limit of its own, since each
+admitted prepare brings at most one confirm or cancel, so limiting new work bounds both.
 """
 
 from __future__ import annotations
@@ -37,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -86,79 +81,58 @@ UNAUTHORIZED = Answer.problem(
 
 @dataclass(frozen=True, slots=True)
 class LimitPolicy:
-    """How the limit moves (``RMS_ADMISSION_*`` settings)."""
+    """The gate's settings (``RMS_ADMISSION_*``)."""
 
-    initial: int = 64
-    minimum: int = 8
-    maximum: int = 1000
-    tolerance: float = 1.5  # recent latency may rise this far over the long-run latency ...
-    floor_seconds: float = 0.05  # ... or up to this, whichever is more
-    ceiling_seconds: float = 0.25  # a window slower than this always shrinks the limit
-    window_seconds: float = 0.1  # latency is judged per window of at least this long ...
-    window_samples: int = 10  # ... and at least this many requests
-    long_windows: int = 600  # the long-run latency averages about this many windows
-    smoothing: float = 0.2  # how far one window moves the limit towards its new value
-    lag_budget_seconds: float = 0.01  # mean event-loop lag per window beyond this shrinks it
+    limit: int = 64  # requests of new work in flight at once
+    maximum: int = 1000  # requests in flight at once, finishing work included
+    target_seconds: float = 0.005  # a wait at the gate longer than this is a queue ...
+    interval_seconds: float = 0.1  # ... when no request of an interval waited less
     lag_probe_seconds: float = 0.005  # how often the event loop's lag is measured
     unauthenticated: int = 8  # requests in flight of an undetermined caller (their own bound)
 
 
 @dataclass
-class GradientLimit:
-    """The limit itself, fed with request latencies; pure logic with an injected clock."""
+class QueueDelay:
+    """Whether the gate's queue stands (CoDel's test), from the waits of the requests that got
+    their turn within the limit; pure logic with an injected clock."""
 
     policy: LimitPolicy
     clock: Callable[[], float] = time.monotonic
-    limit: float = field(init=False)
-    long_rtt: float | None = field(init=False, default=None)
-    _window_start: float = field(init=False)
-    _window_sum: float = field(init=False, default=0.0)
-    _window_count: int = field(init=False, default=0)
-    _window_peak_inflight: int = field(init=False, default=0)
-    _lag_sum: float = field(init=False, default=0.0)
-    _lag_count: int = field(init=False, default=0)
+    overloaded: bool = field(init=False, default=False)
+    _interval_start: float = field(init=False)
+    _shortest: float = field(init=False, default=math.inf)  # the interval's shortest wait
+    _refused: bool = field(init=False, default=False)  # whether the interval refused any
 
     def __post_init__(self) -> None:
-        self.limit = float(self.policy.initial)
-        self._window_start = self.clock()
+        self._interval_start = self.clock()
 
-    def lag(self, seconds: float) -> None:
-        """One measurement of how late the event loop ran a timer: the time requests wait
-        before the server even reads them, which their own latencies cannot show."""
-        self._lag_sum += seconds
-        self._lag_count += 1
+    def waited(self, seconds: float) -> None:
+        """A request got its turn after waiting ``seconds`` (0: a place was free)."""
+        self._shortest = min(self._shortest, seconds)
 
-    def sample(self, latency_seconds: float, inflight: int) -> None:
-        """One finished request: its latency, and how many were in flight when it ended."""
-        self._window_sum += latency_seconds
-        self._window_count += 1
-        self._window_peak_inflight = max(self._window_peak_inflight, inflight)
+    def refused(self) -> None:
+        """A request found no place while overloaded."""
+        self._refused = True
+
+    def stood(self) -> None:
+        """A request waited the longest wait without its turn: the queue stands."""
+        self.overloaded, self._interval_start, self._shortest = True, self.clock(), math.inf
+
+    def tick(self, oldest_wait: float | None) -> bool:
+        """Judge the interval once it is over, ``oldest_wait`` being how long the request at
+        the head of the queue has waited so far (None: none waits); True when the gate has
+        just become overloaded."""
         now = self.clock()
-        if (self._window_count >= self.policy.window_samples
-                and now - self._window_start >= self.policy.window_seconds):
-            lag = self._lag_sum / self._lag_count if self._lag_count else 0.0
-            self._update(self._window_sum / self._window_count, self._window_peak_inflight, lag)
-            self._window_start, self._window_sum, self._lag_sum = now, 0.0, 0.0
-            self._window_count = self._window_peak_inflight = self._lag_count = 0
-
-    def _update(self, short_rtt: float, peak_inflight: int, lag: float = 0.0) -> None:
-        policy = self.policy
-        if self.long_rtt is None:
-            self.long_rtt = short_rtt
+        if now - self._interval_start < self.policy.interval_seconds:
+            return False
+        shortest = self._shortest if oldest_wait is None else min(self._shortest, oldest_wait)
+        was = self.overloaded
+        if was:  # calm again after an interval in which no request found the gate full
+            self.overloaded = self._refused
         else:
-            factor = 2.0 / (policy.long_windows + 1)
-            self.long_rtt += (short_rtt - self.long_rtt) * factor
-            if self.long_rtt > 2 * short_rtt:  # latency fell a lot: follow it faster
-                self.long_rtt *= 0.95
-        allowed = min(max(policy.tolerance * self.long_rtt, policy.floor_seconds),
-                      policy.ceiling_seconds)
-        gradient = max(0.5, min(1.0, allowed / max(short_rtt, 1e-6),
-                                policy.lag_budget_seconds / max(lag, 1e-6)))
-        if gradient >= 1.0 and peak_inflight < self.limit / 2:
-            return  # not using half of it: no evidence that more would be served well
-        target = self.limit * gradient + math.sqrt(self.limit)
-        smoothed = self.limit * (1 - policy.smoothing) + target * policy.smoothing
-        self.limit = max(float(policy.minimum), min(float(policy.maximum), smoothed))
+            self.overloaded = math.isfinite(shortest) and shortest > self.policy.target_seconds
+        self._interval_start, self._shortest, self._refused = now, math.inf, False
+        return self.overloaded and not was
 
 
 FINISHING_ACTIONS = ("/confirm", "/cancel", "/ack")
@@ -243,19 +217,26 @@ class AuthenticatedCallers:
 
 @dataclass(slots=True)
 class Ticket:
-    """One admitted request: whose it is and when it started."""
+    app: str | None  # whose admitted request it is
 
-    app: str | None
-    started: float
+
+@dataclass(slots=True)
+class Waiter:
+    """A request of new work waiting at the gate for a place: whose, since when, and the
+    future that gets its ticket (None: refused)."""
+
+    app: str
+    since: float
+    turn: asyncio.Future[Ticket | None]
 
 
 class Admission:
-    """The gate of one server process: the limit, the requests in flight per app, and the
-    decision to admit or refuse. The middleware counts and times what it admits; the HTTP
-    protocol asks the gate before it starts a request (:mod:`message_service.http_protocol`),
-    so that under uvicorn a refusal is written straight to the connection, without an ASGI
-    task or the framework's layers, and costs the process as little as possible while it is
-    overloaded.
+    """The gate of one server process: the limit, the requests in flight per app, the requests
+    waiting for a place, and the decision to admit, hold or refuse. The middleware counts what
+    it admits and holds what waits; the HTTP protocol asks the gate before it starts a request
+    (:mod:`message_service.http_protocol`), so that under uvicorn a refusal is written straight
+    to the connection, without an ASGI task or the framework's layers, and costs the process as
+    little as possible while it is overloaded.
 
     Only authenticated work counts against the limit: the caller is known from the request's
     headers (the API key, looked up before the body is read). A request known not to
@@ -264,34 +245,38 @@ class Admission:
     database could not look up is held to a small bound of its own (``unauthenticated``) and
     left to the application, which answers it.
 
-    Under overload each app has a fair share of the limit, as in Netflix's partitioned limiter:
-    while fewer requests than the limit are in flight any app may use the idle places; at the
-    limit an app is refused only when it holds its share (the limit divided among the apps with
-    requests in flight, at least one place each) or more, so one app's burst is refused before
-    another app's steady work. Apps below their share may take the process a little over the
-    limit (at most one share each), which the limit's latency feedback then corrects."""
+    Each app has a fair share of the limit, as in Netflix's partitioned limiter: while fewer
+    requests than the limit are in flight any app may use the idle places; at the limit a
+    request waits (or, while the gate is overloaded, is refused) only when its app holds its
+    share (the limit divided among the apps with requests in flight, at least one place each)
+    or more, so one app's burst queues and is refused before another app's steady work. Apps
+    below their share may take the process a little over the limit (at most one share each).
+    Places that free up go to the waiting requests in their order of arrival, to the first
+    whose app fits."""
 
-    def __init__(self, limit: GradientLimit, callers: Callers | None = None) -> None:
-        self.limit = limit
+    def __init__(self, policy: LimitPolicy, callers: Callers | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.policy = policy
+        self.delay = QueueDelay(policy, clock)
+        self.clock = clock
         self.callers = callers
         self.inflight = 0  # authenticated requests in flight (the limit's measure)
         self.per_app: dict[str, int] = {}  # of those, per app (apps with none are absent)
         self.unauthenticated = 0  # requests in flight of an undetermined caller
+        self.waiting: deque[Waiter] = deque()  # new work waiting for a place, oldest first
         # the query under way per key the caches do not know: requests that carry the same key
         # meanwhile wait for its answer, so a new app's first burst costs one query
         self._lookups: dict[str, asyncio.Future[str | NoApp | None]] = {}
         self._probing = False
         self._second = -1  # the second of the refusals counted in _refused
         self._refused: dict[str | None, int] = {}  # refusals per caller in that second
-        metrics.ADMISSION_LIMIT.set(limit.limit)
+        metrics.ADMISSION_LIMIT.set(policy.limit)
 
     def _probe(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
-        """Measure how late this timer runs, and come back after the probe interval."""
+        """Measure how late this timer runs (a metric), and come back after the interval."""
         now = loop.time()
-        late = max(0.0, now - due)
-        self.limit.lag(late)
-        metrics.EVENT_LOOP_LAG.observe(late)
-        period = self.limit.policy.lag_probe_seconds
+        metrics.EVENT_LOOP_LAG.observe(max(0.0, now - due))
+        period = self.policy.lag_probe_seconds
         loop.call_at(now + period, self._probe, loop, now + period)
 
     def recall(self, authorization: bytes | None) -> str | NoApp | Unknown:
@@ -316,7 +301,7 @@ class Admission:
             return UNDETERMINED
         pending = self._lookups.get(key)
         if pending is None:
-            if len(self._lookups) >= self.limit.policy.unauthenticated:
+            if len(self._lookups) >= self.policy.unauthenticated:
                 return BUSY
             pending = asyncio.ensure_future(self._identify(self.callers, key))
             self._lookups[key] = pending
@@ -338,85 +323,157 @@ class Admission:
 
     def answer(self, method: str, path: str, caller: str | NoApp | Busy | None
                ) -> Answer | None:
-        """What the gate answers a request instead of the application (None: admit it)."""
+        """What the gate answers a request at once instead of the application (None: admit
+        it, or let it wait for a place)."""
         if not limited(path):
             return None
         if isinstance(caller, NoApp):
             return UNAUTHORIZED
         if isinstance(caller, Busy):
             metrics.ADMISSION_REFUSED.inc()
-            return self._refusal(None)
-        return self._refusal(caller) if self.refuses(method, path, caller) else None
+            return self.refusal(None)
+        return self.refusal(caller) if self.refuses(method, path, caller) else None
 
-    def _refusal(self, app: str | None) -> Answer:
+    def refusal(self, app: str | None) -> Answer:
         """The 503 of a refused request of ``app``: its refusals within one second are told to
         come back a share's worth per second over the next ``RETRY_AFTER_SPREAD`` seconds, so
         that a burst returns as places free up instead of all at once, to be refused again."""
-        second = int(self.limit.clock())
+        second = int(self.clock())
         if second != self._second:
             self._second, self._refused = second, {}
         earlier = self._refused.get(app, 0)
         self._refused[app] = earlier + 1
-        places = self.limit.policy.unauthenticated if app is None else self.share(app)
+        places = self.policy.unauthenticated if app is None else self.share(app)
         return REFUSALS[min(len(REFUSALS) - 1, earlier // max(1, places))]
 
     def refuses(self, method: str, path: str, app: str | None) -> bool:
         """Whether a request of ``app`` (None: one whose caller is undetermined) is to be
-        refused now (and counted as refused)."""
+        refused now (and counted as refused): beyond its bound, or new work that finds no
+        place while the gate is overloaded (otherwise it waits for a place)."""
         if not limited(path):
             return False
-        if self._fits(app, finishes_work(method, path)):
+        finishing = finishes_work(method, path)
+        if self._fits(app, finishing):
             return False
+        if app is not None and not finishing:
+            self._tick()
+            if not self.delay.overloaded:
+                return False
+            self.delay.refused()
         metrics.ADMISSION_REFUSED.inc()
         return True
 
     def _fits(self, app: str | None, finishing: bool) -> bool:
-        policy = self.limit.policy
+        policy = self.policy
         if app is None:
             return self.unauthenticated < policy.unauthenticated
         if finishing:
             return self.inflight < policy.maximum
-        limit = int(self.limit.limit)
-        return self.inflight < limit or self.per_app.get(app, 0) < self.share(app)
+        return self.inflight < policy.limit or self.per_app.get(app, 0) < self.share(app)
 
     def share(self, app: str) -> int:
         """The places ``app`` holds at the limit: the limit divided among the apps with
         requests in flight and this one, at least one."""
         active = len(self.per_app) + (app not in self.per_app)
-        return max(1, int(self.limit.limit) // active)
+        return max(1, self.policy.limit // active)
+
+    async def enter(self, method: str, path: str, app: str | None) -> Ticket | None:
+        """Admit a limited request the gate did not refuse at once: at once when it fits, or
+        once a place is its turn; None when it is refused while it waits (counted)."""
+        finishing = finishes_work(method, path)
+        if app is None or finishing or self._fits(app, False):
+            if app is not None and not finishing and self.inflight < self.policy.limit:
+                self.delay.waited(0.0)
+            return self.admitted(app)
+        if self.refuses(method, path, app):
+            return None
+        loop = asyncio.get_running_loop()
+        waiter = Waiter(app, self.clock(), loop.create_future())
+        self.waiting.append(waiter)
+        # the longest wait (the queue is judged on every arrival and departure besides)
+        expiry = loop.call_later(2 * self.policy.interval_seconds, self._expire, waiter)
+        try:
+            return await waiter.turn
+        except asyncio.CancelledError:
+            if waiter.turn.done() and not waiter.turn.cancelled():
+                ticket = waiter.turn.result()
+                if ticket is not None:
+                    self.finished(ticket)
+            elif waiter in self.waiting:
+                self.waiting.remove(waiter)
+            raise
+        finally:
+            expiry.cancel()
 
     def admitted(self, app: str | None) -> Ticket:
         """Count one admitted request in; returns its ticket for :meth:`finished`."""
         if app is None:
             self.unauthenticated += 1
-            return Ticket(None, 0.0)
+            return Ticket(None)
         if not self._probing:  # the first request: the loop to measure is running now
             self._probing = True
             loop = asyncio.get_running_loop()
             self._probe(loop, loop.time())
         self.inflight += 1
         self.per_app[app] = self.per_app.get(app, 0) + 1
-        return Ticket(app, time.monotonic())
+        return Ticket(app)
 
     def finished(self, ticket: Ticket) -> None:
         app = ticket.app
         if app is None:
             self.unauthenticated -= 1
             return
-        self.limit.sample(time.monotonic() - ticket.started, self.inflight)
         self.inflight -= 1
         held = self.per_app[app] - 1
         if held:
             self.per_app[app] = held
         else:
             del self.per_app[app]
-        metrics.ADMISSION_LIMIT.set(self.limit.limit)
+        self._tick()
+        self._give_turns()
+
+    def _give_turns(self) -> None:
+        """Give the places free now to the waiting requests whose app fits, oldest first."""
+        if not self.waiting:
+            return
+        now = self.clock()
+        for waiter in list(self.waiting):
+            if waiter.turn.done():
+                self.waiting.remove(waiter)
+            elif self._fits(waiter.app, False):
+                self.waiting.remove(waiter)
+                self.delay.waited(now - waiter.since)
+                waiter.turn.set_result(self.admitted(waiter.app))
+            elif self.inflight >= self.policy.maximum:
+                return
+
+    def _tick(self) -> None:
+        """Judge the queue; when it has just been found standing, refuse every request that
+        waits (they have waited longer than the target already)."""
+        oldest = self.clock() - self.waiting[0].since if self.waiting else None
+        if self.delay.tick(oldest):
+            while self.waiting:
+                self._refuse(self.waiting.popleft())
+
+    def _refuse(self, waiter: Waiter) -> None:
+        if not waiter.turn.done():
+            metrics.ADMISSION_REFUSED.inc()
+            self.delay.refused()
+            waiter.turn.set_result(None)
+
+    def _expire(self, waiter: Waiter) -> None:
+        """A request that waited the longest wait without its turn is refused, with every
+        other request that waits: the queue stands."""
+        if waiter in self.waiting:
+            self.delay.stood()
+            while self.waiting:
+                self._refuse(self.waiting.popleft())
 
 
 class AdmissionMiddleware:
     """Pure ASGI: answers a request the gate answers (when no protocol answered it before)
-    with its pre-built 401 or 503, and counts (and, when authenticated, times) every admitted limited
-    one."""
+    with its pre-built 401 or 503, holds a request of new work until its turn, and counts
+    every admitted limited one."""
 
     def __init__(self, app: ASGIApp, gate: Admission) -> None:
         self.app = app
@@ -429,14 +486,15 @@ class AdmissionMiddleware:
         caller = await self.gate.caller(authorization_of(scope))
         answer = self.gate.answer(scope["method"], scope["path"], caller)
         if answer is None and not isinstance(caller, NoApp | Busy):
-            ticket = self.gate.admitted(caller)
-            try:
-                await self.app(scope, receive, send)
-            finally:
-                self.gate.finished(ticket)
-            return
+            ticket = await self.gate.enter(scope["method"], scope["path"], caller)
+            if ticket is not None:
+                try:
+                    await self.app(scope, receive, send)
+                finally:
+                    self.gate.finished(ticket)
+                return
+            answer = self.gate.refusal(caller)
         answer = answer or UNAUTHORIZED
         await send({"type": "http.response.start", "status": answer.status,
                     "headers": list(answer.headers)})
         await send({"type": "http.response.body", "body": answer.body})
-

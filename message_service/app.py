@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -15,7 +16,6 @@ from message_service.admission import (
     Admission,
     AdmissionMiddleware,
     AuthenticatedCallers,
-    GradientLimit,
     LimitPolicy,
 )
 from message_service.api import admin, apps, dead_letters, health, messages, transactions
@@ -30,6 +30,7 @@ from rms.dispatcher import dispatcher_for
 from rms.heap import settle_heap
 from rms.kafka.ack_consumer import AckConsumer
 from rms.kafka.publisher import KafkaPublisher
+from rms.kafka.transactional import TransactionalPublisher, atomic_publisher
 from rms.store.admin import AdminStore
 from rms.store.apps import AppStore
 from rms.store.database import connect_failure, create_engine
@@ -50,6 +51,7 @@ log = structlog.get_logger(__name__)
 AUTH_CACHE_SECONDS = 2.0
 DATABASE_PROBE_SECONDS = 5.0
 REQUEST_OVERHEAD_BYTES = 64 * 1024
+API_ROLE = "api"  # the role in the transactional ids of rms serve's producers
 HAND_OFF_GRACE_SECONDS = 5.0  # at shutdown, beyond a publish's time-out: recording its answer
 
 
@@ -63,11 +65,13 @@ async def _report_unreachable_database(engine: AsyncEngine, url: str) -> None:
         log.warning("database.unreachable", problem=connect_failure(url, exc))
 
 
-def _services(settings: Settings, engine: AsyncEngine, publisher: KafkaPublisher) -> Services:
-    """The use cases over one engine and one publisher."""
+def _services(settings: Settings, engine: AsyncEngine, publisher: KafkaPublisher,
+              atomic: TransactionalPublisher | None) -> Services:
+    """The use cases over one engine and one publisher (and the transactional producers that
+    publish a transaction's members together)."""
     store, apps, admin = MessageStore(engine), AppStore(engine), AdminStore(engine)
     subscriptions = SubscriptionStore(engine)
-    dispatcher = dispatcher_for(publisher, engine, settings)
+    dispatcher = dispatcher_for(publisher, engine, settings, atomic)
     service = MessageService(settings, store, dispatcher)
     return Services(
         settings=settings,
@@ -87,9 +91,11 @@ def create_app(settings: Settings) -> FastAPI:
         engine = create_engine(settings)
         publisher = KafkaPublisher(settings)
         await publisher.start(wait_seconds=5.0)
+        producers = contextlib.AsyncExitStack()
+        atomic = await producers.enter_async_context(atomic_publisher(settings, API_ROLE))
         app.state.engine = engine
         app.state.publisher = publisher
-        app.state.services = wired = _services(settings, engine, publisher)
+        app.state.services = wired = _services(settings, engine, publisher, atomic)
         if app.state.admission is not None:
             app.state.admission.callers = AuthenticatedCallers(wired.authentication)
         acks = AckConsumer(settings, wired.acks.apply_records, wired.health.admin.reachable)
@@ -106,6 +112,7 @@ def create_app(settings: Settings) -> FastAPI:
             await wired.service.dispatcher.drain(settings.kafka_publish_timeout_seconds
                                                  + HAND_OFF_GRACE_SECONDS)
             await acks.stop()
+            await producers.aclose()
             await publisher.stop()
             await engine.dispose()
 
@@ -128,7 +135,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.state.admission = None
     if settings.admission_enabled:  # added last: the outermost, so a refusal costs least
-        app.state.admission = gate = Admission(GradientLimit(_limit_policy(settings)))
+        app.state.admission = gate = Admission(_limit_policy(settings))
         app.add_middleware(AdmissionMiddleware, gate=gate)
     app.include_router(messages.router)
     app.include_router(apps.router)
@@ -142,11 +149,8 @@ def create_app(settings: Settings) -> FastAPI:
 
 
 def _limit_policy(settings: Settings) -> LimitPolicy:
-    return LimitPolicy(initial=settings.admission_initial_limit,
-                       minimum=settings.admission_min_limit,
+    return LimitPolicy(limit=settings.admission_limit,
                        maximum=settings.admission_max_limit,
-                       tolerance=settings.admission_tolerance,
-                       floor_seconds=settings.admission_latency_floor_seconds,
-                       ceiling_seconds=settings.admission_latency_ceiling_seconds,
-                       lag_budget_seconds=settings.admission_lag_budget_seconds,
+                       target_seconds=settings.admission_queue_target_seconds,
+                       interval_seconds=settings.admission_queue_interval_seconds,
                        unauthenticated=settings.admission_unauthenticated_limit)

@@ -222,6 +222,15 @@ class MessagePage(BaseModel):
     next_cursor: str | None
 
 
+# a consumer app's own delivery settings (design section 7); null: the message's
+AppMaxDeliveries = Annotated[int | None, Field(
+    ge=1, le=1_000, description="as a consumer: the deliveries of each message it is owed "
+    "(1 to 1000; null: the message's)")]
+AppAckTimeout = Annotated[float | None, Field(
+    gt=0, le=7 * 86_400, description="as a consumer: seconds each delivery waits for its ack "
+    "before the next, doubling (up to 604800; null: the message's)")]
+
+
 class AppCreate(Strict):
     name: Annotated[str, StringConstraints(pattern=APP_NAME_PATTERN)]
     produce_topics: TopicGlobs = Field(default_factory=list)
@@ -232,6 +241,13 @@ class AppCreate(Strict):
     ordered_topics: TopicGlobs = Field(
         default_factory=list, description="topics (glob patterns) whose keyed messages are "
         "published in confirm order per key")
+    max_deliveries: AppMaxDeliveries = None
+    ack_timeout_seconds: AppAckTimeout = None
+
+
+class DeliveryRequest(Strict):
+    max_deliveries: AppMaxDeliveries = None
+    ack_timeout_seconds: AppAckTimeout = None
 
 
 class OrderedTopicsRequest(Strict):
@@ -265,6 +281,15 @@ class AppOut(BaseModel):
     ordered_topics: list[str] = Field(default_factory=list, description="topics (glob "
                                       "patterns) whose keyed messages are published in confirm "
                                       "order per key")
+    max_deliveries: int | None = Field(
+        default=None, description="as a consumer: the deliveries of each message it is owed "
+        "(null: the message's)")
+    ack_timeout_seconds: float | None = Field(
+        default=None, description="as a consumer: seconds a delivery waits for its ack "
+        "(null: the message's)")
+    last_ack_at: datetime | None = Field(
+        default=None, description="when an ack of this app as a consumer was last recorded, "
+        "to the second (null: none yet)")
 
 
 class AppCredentialsOut(AppOut):
@@ -309,7 +334,8 @@ class BlockedPublishStats(BaseModel):
     reason: str = Field(description="why the last publish failed: topic-missing, timeout, "
                         "broker-unavailable, not-enough-replicas, too-large, not-authorized, producer-reset, "
                         "refused; held-for-order: a message of a transaction waiting behind an "
-                        "earlier one)")
+                        "earlier one; transaction-aborted: a message of a transaction whose Kafka "
+                        "transaction was aborted because another member's publish failed)")
     messages: int
     oldest_confirmed_age_seconds: float | None
 
@@ -332,6 +358,11 @@ class ConsumerStats(BaseModel):
                          "has not acked")
     oldest_unacked_age_seconds: float | None = Field(
         description="age since confirm of the oldest of them")
+    last_ack_at: datetime | None = Field(
+        default=None, description="when an ack of this app was last recorded (null: none yet)")
+    seconds_since_ack: float | None = Field(
+        default=None, description="seconds since then, or since the app was registered when "
+        "none was recorded (database clock)")
 
 
 class StatsOut(BaseModel):

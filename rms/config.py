@@ -9,6 +9,7 @@ nowhere else.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
@@ -111,6 +112,38 @@ class WorkerSettings(KafkaSettings):
     kafka_publish_timeout_seconds: float = Field(
         default=5.0, gt=0, description="a publish not accepted by then counts as failed")
     kafka_client_id: str = Field(default="rms", description="Kafka client id")
+    # a transaction's members due together go in one Kafka transaction (design section 4)
+    kafka_transactions: bool = Field(
+        default=True, description="publish the members of a transaction that a confirm "
+                                  "publishes together in one Kafka transaction (else one after "
+                                  "another, each on its own)")
+    kafka_transactional_producers: int = Field(
+        default=2, ge=1, le=64,
+        description="transactional producers per confirming process (each runs one Kafka "
+                    "transaction at a time)")
+    kafka_transactional_id_prefix: str = Field(
+        default="rms", min_length=1, pattern=r"^[A-Za-z0-9._-]+$",
+        description="first part of the transactional ids "
+                    "`<prefix>.<instance>.<role>.<n>`")
+    kafka_transaction_timeout_seconds: float = Field(
+        default=30.0, ge=1, le=900,
+        description="the broker aborts a Kafka transaction left open this long (by a process "
+                    "that died mid-publish); read_committed consumers of its partitions wait "
+                    "at most this long")
+    fault_exit_after_transaction_records: int = Field(
+        default=0, ge=0,
+        description="fault injection for RMS's own tests, never for production: the process "
+                    "exits at once, cleaning nothing up, once the broker accepted this many "
+                    "records of a transaction's publish, before the rest is committed; 0 = "
+                    "never")
+    instance_name: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9._-]{1,100}$",
+        description="this process's stable name in its transactional ids (a pod or systemd "
+                    "instance name; unique among live processes); default: host name and the "
+                    "lowest free slot of this host")
+    instance_slot_dir: str = Field(
+        default=str(Path(tempfile.gettempdir()) / "rms-instance-slots"),
+        description="where processes without `RMS_INSTANCE_NAME` lock their slot number")
 
     allow_private_callbacks: bool = Field(
         default=False, description="allow check-back URLs on loopback and private addresses "
@@ -164,6 +197,13 @@ class WorkerSettings(KafkaSettings):
         if self.kafka_enable_idempotence and self.kafka_acks != "all":
             raise ConfigError("RMS_KAFKA_ENABLE_IDEMPOTENCE=true needs RMS_KAFKA_ACKS=all "
                               "(or set RMS_KAFKA_ENABLE_IDEMPOTENCE=false)")
+        if self.kafka_transactions and self.kafka_acks != "all":
+            raise ConfigError("RMS_KAFKA_TRANSACTIONS=true needs RMS_KAFKA_ACKS=all "
+                              "(or set RMS_KAFKA_TRANSACTIONS=false)")
+        if (self.kafka_transactions
+                and self.kafka_transaction_timeout_seconds < self.kafka_publish_timeout_seconds):
+            raise ConfigError("RMS_KAFKA_TRANSACTION_TIMEOUT_SECONDS must be at least "
+                              "RMS_KAFKA_PUBLISH_TIMEOUT_SECONDS")
         return self
 
     @property
@@ -310,36 +350,29 @@ class Settings(WorkerSettings, RetentionSettings):
     http_body_timeout_seconds: float = Field(
         default=30.0, gt=0, description="a request body must arrive within this of its head "
                                         "(408 and close beyond)")
-    # adaptive concurrency limit of the producer and consumer API (message_service/admission.py)
+    # overload protection of the producer and consumer API (message_service/admission.py)
     admission_enabled: bool = Field(
         default=True,
-        description="overload protection: the adaptive concurrency limit of the producer and "
-                    "consumer API. Authenticated new work (prepares, sends, batches, "
-                    "transactions) beyond a limit that follows measured latency and event-loop "
-                    "lag gets 503 with `Retry-After` at once, an app over its fair share first; "
-                    "confirms, cancels and acks pass up to the maximum ([per-app limits]"
+        description="overload protection of the producer and consumer API: authenticated new "
+                    "work (prepares, sends, batches, transactions, reads) beyond the limit "
+                    "waits for a place, and while that wait shows a standing queue it gets 503 "
+                    "with `Retry-After` at once, an app over its fair share first; confirms, "
+                    "cancels and acks pass up to the maximum ([per-app limits]"
                     "(../operations/limits.md#per-app-limits))")
-    admission_initial_limit: int = Field(
-        default=64, ge=1, description="where the limit starts (requests in flight per API "
-                                      "process)")
-    admission_min_limit: int = Field(default=8, ge=1,
-                                     description="the least the limit falls to")
-    admission_max_limit: int = Field(default=1000, ge=1,
-                                     description="the most the limit grows to")
-    admission_tolerance: float = Field(
-        default=1.5, ge=1.0, description="how far recent latency may rise over the long-run "
-                                         "latency before the limit shrinks")
-    admission_latency_floor_seconds: float = Field(
-        default=0.05, ge=0,
-        description="a window's mean latency under which the limit never shrinks for latency "
-                    "(a calm load that follows a quiet hour is not refused)")
-    admission_latency_ceiling_seconds: float = Field(
-        default=0.25, gt=0,
-        description="a window's mean latency above which the limit always shrinks")
-    admission_lag_budget_seconds: float = Field(
-        default=0.01, gt=0,
-        description="a window's mean event-loop lag above which the limit shrinks (the time "
-                    "requests wait before the server reads them)")
+    admission_limit: int = Field(
+        default=64, ge=1, description="requests of new work in flight at once per API process "
+                                      "(beyond, a request waits for a place)")
+    admission_max_limit: int = Field(
+        default=1000, ge=1, description="requests in flight at once per API process, "
+                                        "confirms, cancels and acks included (503 beyond)")
+    admission_queue_target_seconds: float = Field(
+        default=0.005, gt=0,
+        description="a wait for a place longer than this is a queue: the gate refuses once "
+                    "no request of an interval waited less")
+    admission_queue_interval_seconds: float = Field(
+        default=0.1, gt=0,
+        description="how long the wait for a place must stay above the target before the gate "
+                    "refuses, and how long it must refuse nobody to be calm again")
     admission_unauthenticated_limit: int = Field(
         default=8, ge=1,
         description="requests in flight per API process whose key the database could not look "
@@ -367,13 +400,8 @@ class Settings(WorkerSettings, RetentionSettings):
 
     @model_validator(mode="after")
     def _admission_limits_in_order(self) -> Settings:
-        if not (self.admission_min_limit <= self.admission_initial_limit
-                <= self.admission_max_limit):
-            raise ConfigError("RMS_ADMISSION_MIN_LIMIT <= RMS_ADMISSION_INITIAL_LIMIT <= "
-                              "RMS_ADMISSION_MAX_LIMIT must hold")
-        if self.admission_latency_floor_seconds > self.admission_latency_ceiling_seconds:
-            raise ConfigError("RMS_ADMISSION_LATENCY_FLOOR_SECONDS must not exceed "
-                              "RMS_ADMISSION_LATENCY_CEILING_SECONDS")
+        if self.admission_limit > self.admission_max_limit:
+            raise ConfigError("RMS_ADMISSION_LIMIT must not exceed RMS_ADMISSION_MAX_LIMIT")
         return self
 
 

@@ -33,6 +33,7 @@ from rms.domain.policy import DeliveryPolicy, ack_deadline
 from rms.kafka.failures import PublishFailure
 from rms.kafka.publisher import Publisher, PublishError
 from rms.kafka.records import build_record
+from rms.kafka.transactional import AtomicPublisher, die_after
 from rms.store.dispatch import DispatchStore, Recorded
 from rms_client import tracing
 from rms_client.trace import TraceContext
@@ -56,17 +57,22 @@ def reserved(message: Message) -> bool:
     return phase.holds(phase.RESERVED, message)
 
 
-def dispatcher_for(publisher: Publisher, engine: AsyncEngine, settings: WorkerSettings
-                   ) -> Dispatcher:
-    """The dispatcher of one process: its publisher, its engine, the deployment's policy."""
+def dispatcher_for(publisher: Publisher, engine: AsyncEngine, settings: WorkerSettings,
+                   atomic: AtomicPublisher | None = None) -> Dispatcher:
+    """The dispatcher of one process: its publisher (and, in a process that confirms
+    transactions, its transactional producers), its engine, the deployment's policy."""
     return Dispatcher(publisher, DispatchStore(engine), settings.publish_retry_seconds,
-                      settings.delivery_backoff_cap_seconds)
+                      settings.delivery_backoff_cap_seconds, atomic=atomic,
+                      exit_after=settings.fault_exit_after_transaction_records)
 
 
 class Dispatcher:
     def __init__(self, publisher: Publisher, store: DispatchStore, retry_seconds: float,
-                 backoff_cap_seconds: float) -> None:
+                 backoff_cap_seconds: float, *, atomic: AtomicPublisher | None = None,
+                 exit_after: int = 0) -> None:
         self._publisher = publisher
+        self._atomic = atomic
+        self._exit_after = exit_after  # the test suite's fault (RMS_FAULT_EXIT_AFTER_...)
         self._store = store
         self._retry_seconds = retry_seconds
         self._cap = backoff_cap_seconds
@@ -120,30 +126,73 @@ class Dispatcher:
 
     async def deliver_in_order(self, batch: Sequence[Message], *, actor: str
                                ) -> list[PublishOutcome]:
-        """Publish the confirmed messages of a transaction one after another, in their order,
-        each once the broker accepted the one before, then record every outcome in one write
-        (each message stays claimed until its accepted publish is recorded, which sets its
-        ack deadline). When one fails, the later ones are not published now: they are
-        recorded as held back (reason ``held-for-order``; their reserved numbers given back
-        like a failed publish's), and the redelivery worker publishes the rest in order
-        (:data:`rms.domain.phase.HELD_FOR_ORDER`). A message with no delivery reserved (a
-        delayed one before its time, an ordered one) is published later by the redelivery
-        worker; the messages after it are held back the same way, so first publishes keep
-        their order."""
-        taken = [m for m in batch if reserved(m)]
-        outcomes: list[PublishOutcome] = []
-        blocker: str | None = None
+        """Publish the confirmed messages of a transaction in their order and record every
+        outcome in one write (each message stays claimed until its accepted publish is
+        recorded, which sets its ack deadline).
+
+        The run of members with a delivery reserved, up to the first without one (a delayed
+        one before its time, an ordered one: published later by the redelivery worker), is the
+        transaction's atomic publish: one Kafka transaction when there are several and the
+        process has transactional producers; an aborted one gives every member's number back,
+        a commit whose answer never came records nothing (the members stay reserved for the
+        redelivery worker). Without transactional producers the run goes one after another,
+        each once the broker accepted the one before, and stops at the first failure. The
+        reserved members not published now are recorded as held back (reason
+        ``held-for-order``; their numbers given back like a failed publish's), and the
+        redelivery worker publishes them in order (:data:`rms.domain.phase.HELD_FOR_ORDER`)."""
+        run: list[Message] = []
         for message in batch:
-            if not reserved(message):  # delayed or ordered: published later, in turn
-                blocker = blocker or message.message_id
-            elif blocker is not None:
-                outcomes.append(_held(message, blocker))
-            else:
+            if not reserved(message):
+                break
+            run.append(message)
+        after = [m for m in batch[len(run):] if reserved(m)]
+        waiting = batch[len(run)].message_id if len(run) < len(batch) else ""
+        if self._atomic is not None and len(run) > 1:
+            atomic = await self._publish_atomically(run)
+            recorded, outcomes = (run, atomic) if atomic is not None else ([], [])
+            answer = atomic if atomic is not None else [_unknown(m) for m in run]
+            rest = after
+        else:
+            outcomes = []
+            for message in run:
                 outcomes.append(await self._publish(message))
+                if len(outcomes) == self._exit_after:
+                    await die_after()
                 if not outcomes[-1].ok:
-                    blocker = message.message_id
-        await self.record(taken, outcomes, actor=actor, reschedule=True)
-        return outcomes
+                    waiting = message.message_id
+                    break
+            recorded, answer = run[:len(outcomes)], outcomes
+            rest = run[len(outcomes):] + after
+        held = [_held(m, waiting) for m in rest]
+        await self.record(recorded + rest, outcomes + held, actor=actor, reschedule=True)
+        return answer + held
+
+    async def _publish_atomically(self, run: Sequence[Message]) -> list[PublishOutcome] | None:
+        """One Kafka transaction for ``run`` (each record a span of its own); None when the
+        commit's outcome is unknown."""
+        assert self._atomic is not None
+        spans = _spans("rms.publish", run, [m.trace for m in run])
+        records = [build_record(message, message.delivery_count, publishing.context)
+                   for message, publishing in zip(run, spans, strict=True)]
+        try:
+            result = await self._atomic.publish_atomically(records)
+        except BaseException as exc:
+            for publishing in spans:
+                publishing.fail(f"{type(exc).__name__}: {exc}")
+                publishing.end()
+            raise
+        failures = result.failures or (None,) * len(run)
+        for publishing, failure in zip(spans, failures, strict=True):
+            if result.outcome == "unknown":
+                publishing.fail("unknown")
+            elif failure is not None:
+                publishing.fail(failure.reason)
+            publishing.end()
+        if result.outcome == "unknown":
+            log.warning("publish.outcome_unknown", message_ids=[m.message_id for m in run],
+                        transaction_id=run[0].transaction_id)
+            return None
+        return [_outcome(m, failure) for m, failure in zip(run, failures, strict=True)]
 
     async def _publish(self, message: Message, *, parent: TraceContext | None = None,
                        span: str = "rms.publish") -> PublishOutcome:
@@ -201,9 +250,7 @@ class Dispatcher:
         Each publish is a span ``span`` under its ``parents`` entry (default: the message's
         stored trace context)."""
         contexts = [m.trace for m in batch] if parents is None else parents
-        spans = ([_publish_span(span, parent, m, m.delivery_count)
-                  for m, parent in zip(batch, contexts, strict=True)] if tracing.enabled()
-                 else [tracing.Span(parent) for parent in contexts])  # spans recording nothing
+        spans = _spans(span, batch, contexts)
         records = [build_record(message, message.delivery_count, publishing.context)
                    for message, publishing in zip(batch, spans, strict=True)]
         try:
@@ -254,6 +301,22 @@ def _publish_span(name: str, parent: TraceContext | None, message: Message, deli
     return tracing.start(name, parent, kind="producer", attributes={
         "messaging.system": "kafka", "messaging.destination.name": message.topic,
         "rms.message_id": message.message_id, "rms.app": message.app, "rms.delivery": delivery})
+
+
+def _spans(name: str, batch: Sequence[Message], parents: Sequence[TraceContext | None]
+           ) -> list[tracing.Span]:
+    """A publish span per message (spans recording nothing without tracing)."""
+    if not tracing.enabled():
+        return [tracing.Span(parent) for parent in parents]
+    return [_publish_span(name, parent, m, m.delivery_count)
+            for m, parent in zip(batch, parents, strict=True)]
+
+
+def _unknown(message: Message) -> PublishOutcome:
+    """A publish whose outcome never came: nothing is recorded, the delivery stays reserved."""
+    return PublishOutcome(message.message_id, message.delivery_count, ok=False,
+                          error="the Kafka transaction's commit was not answered",
+                          reason="unknown")
 
 
 def _held(message: Message, blocker: str) -> PublishOutcome:

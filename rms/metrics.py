@@ -59,6 +59,10 @@ CONSUMER_UNACKED = Gauge("rms_consumer_unacked_messages",
 CONSUMER_OLDEST_UNACKED = Gauge("rms_consumer_oldest_unacked_seconds",
                                 "Age since confirm of the oldest sent message a consumer app "
                                 "has not acked", ["consumer"])
+CONSUMER_SECONDS_SINCE_ACK = Gauge(
+    "rms_consumer_seconds_since_ack",
+    "Seconds since an ack of a consumer app that owes messages was last recorded (since it "
+    "was registered when none was)", ["consumer"])
 OLDEST_DUE_CHECK_LAG = Gauge("rms_oldest_due_check_lag_seconds",
                              "How far past its check time the oldest due check-back is")
 REDELIVERY_BATCH = Histogram("rms_redelivery_batch_size",
@@ -81,9 +85,9 @@ DB_CONNECTIONS_DISCARDED = Counter("rms_db_connections_discarded_total",
                                    "(open-transaction: left inside a transaction nobody owns)",
                                    ["reason"])
 ADMISSION_LIMIT = Gauge("rms_admission_limit",
-                        "Producer and consumer API requests admitted at once (adaptive)")
+                        "Producer and consumer API requests of new work admitted at once")
 ADMISSION_REFUSED = Counter("rms_admission_refused_total",
-                            "Requests refused with 503 at the concurrency limit")
+                            "Requests refused with 503 by overload protection")
 EVENT_LOOP_LAG = Histogram(
     "rms_event_loop_lag_seconds",
     "How late a timer of the API's event loop runs (every request waits about this long before "

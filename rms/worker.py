@@ -26,6 +26,7 @@ from rms.config import WorkerSettings
 from rms.dispatcher import Dispatcher, dispatcher_for
 from rms.heap import settle_heap
 from rms.kafka.publisher import KafkaPublisher
+from rms.kafka.transactional import atomic_publisher
 from rms.outage import OutageLog
 from rms.store.apps import AppStore
 from rms.store.database import create_engine
@@ -49,16 +50,22 @@ class WorkerContext:
 
 
 @contextlib.asynccontextmanager
-async def worker_context(settings: WorkerSettings, kind: str) -> AsyncIterator[WorkerContext]:
+async def worker_context(settings: WorkerSettings, kind: str, *, confirms: bool = False
+                         ) -> AsyncIterator[WorkerContext]:
     """Engine + publisher + dispatcher for one worker process, closed on exit; while it lives
-    the apps an earlier release wrote are repaired (:mod:`rms.usecases.apps_repair`)."""
+    the apps an earlier release wrote are repaired (:mod:`rms.usecases.apps_repair`).
+    ``confirms``: the worker confirms transactions, so it publishes their members with
+    transactional producers of its own (:mod:`rms.kafka.transactional`)."""
     engine = create_engine(settings, pool_size=min(settings.db_pool_size, 10))
     publisher = KafkaPublisher(settings)
     await publisher.start(wait_seconds=5.0)
-    dispatcher = dispatcher_for(publisher, engine, settings)
     repairs = asyncio.create_task(keep_consume_regexes(AppStore(engine), settings.apps_repair_seconds))
     try:
-        yield WorkerContext(settings, engine, publisher, dispatcher, worker_id(kind))
+        async with contextlib.AsyncExitStack() as stack:
+            atomic = (await stack.enter_async_context(atomic_publisher(settings, kind))
+                      if confirms else None)
+            dispatcher = dispatcher_for(publisher, engine, settings, atomic)
+            yield WorkerContext(settings, engine, publisher, dispatcher, worker_id(kind))
     finally:
         repairs.cancel()
         await publisher.stop()

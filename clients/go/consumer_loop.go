@@ -87,6 +87,24 @@ type BatchReport struct {
 	Skipped int
 }
 
+// kafkaOptions are the franz-go options of a consumer: its group, topics and instance id,
+// then the caller's KafkaOptions; offsets are always committed by the consumer.
+func kafkaOptions(config ConsumerConfig) []kgo.Opt {
+	options := []kgo.Opt{
+		kgo.SeedBrokers(config.Brokers...), kgo.ConsumerGroup(config.Group),
+		kgo.ConsumeTopics(config.Topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// a transaction's records (one Kafka transaction) arrive all or none, and a publish
+		// its process never committed is never read (franz-go's default is read uncommitted)
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	}
+	if config.InstanceID != "" {
+		options = append(options, kgo.InstanceID(config.InstanceID))
+	}
+	options = append(options, config.KafkaOptions...)
+	return append(options, kgo.DisableAutoCommit())
+}
+
 // NewConsumer checks App against the app of the acker's API key (an error wrapping
 // [ErrWrongApp] when they differ), then joins the consumer group on the topics.
 func NewConsumer(config ConsumerConfig) (*Consumer, error) {
@@ -120,17 +138,7 @@ func NewConsumer(config ConsumerConfig) (*Consumer, error) {
 			"needs a group of its own, or it misses the records Kafka gives the other apps' "+
 			"members", "app", config.App, "group", config.Group)
 	}
-	options := []kgo.Opt{
-		kgo.SeedBrokers(config.Brokers...), kgo.ConsumerGroup(config.Group),
-		kgo.ConsumeTopics(config.Topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-	}
-	if config.InstanceID != "" {
-		options = append(options, kgo.InstanceID(config.InstanceID))
-	}
-	options = append(options, config.KafkaOptions...)
-	options = append(options, kgo.DisableAutoCommit())
-	client, err := kgo.NewClient(options...)
+	client, err := kgo.NewClient(kafkaOptions(config)...)
 	if err != nil {
 		return nil, fmt.Errorf("rms: consumer: %w", err)
 	}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -19,6 +20,7 @@ from message_service.schemas import (
     BlockedPublishStats,
     ConsumerStats,
     ConsumeTopicsRequest,
+    DeliveryRequest,
     EventsOut,
     GroupStats,
     MessageId,
@@ -31,7 +33,7 @@ from message_service.schemas import (
     StatsOut,
 )
 from message_service.strict_json import StrictJsonRoute
-from rms.domain.apps import AppSpec
+from rms.domain.apps import AppSpec, DeliverySettings
 from rms.domain.listings import MessageFilter
 from rms.domain.states import State
 
@@ -43,7 +45,8 @@ async def create_app(body: AppCreate, _: AdminActor, wired: ServicesDep) -> AppC
     """Register a producer/consumer app; its API key and signing secret are shown once."""
     spec = AppSpec(body.name, tuple(body.produce_topics), tuple(body.consume_topics),
                    tuple(body.check_url_prefixes), body.default_check_url,
-                   tuple(body.ordered_topics))
+                   tuple(body.ordered_topics),
+                   DeliverySettings(body.max_deliveries, body.ack_timeout_seconds))
     created = await wired.operators.create_app(spec)
     wired.authentication.forget()
     return credentials_out(created)
@@ -91,6 +94,17 @@ async def set_ordered_topics(name: str, body: OrderedTopicsRequest, _: AdminActo
     """Replace the app's ordered topics: keyed messages on them are published in confirm
     order per key. Applies to messages prepared from now on."""
     app = await wired.operators.set_ordered_topics(name, tuple(body.ordered_topics))
+    wired.authentication.forget()
+    return app_out(app)
+
+
+@router.put("/apps/{name}/delivery", response_model=AppOut, responses=ERRORS)
+async def set_delivery(name: str, body: DeliveryRequest, _: AdminActor,
+                       wired: ServicesDep) -> AppOut:
+    """Replace the app's own delivery settings as a consumer (null: the message's). Messages
+    confirmed from now on follow them."""
+    app = await wired.operators.set_delivery(
+        name, DeliverySettings(body.max_deliveries, body.ack_timeout_seconds))
     wired.authentication.forget()
     return app_out(app)
 
@@ -184,7 +198,5 @@ async def stats(_: AdminActor, wired: ServicesDep) -> StatsOut:
                 for g in found.groups],
         publish_blocked=[BlockedPublishStats(**vars(b)) for b in found.publish_blocked],
         blocked_keys=[BlockedKeyStats(**vars(k)) for k in found.blocked_keys],
-        consumers=[ConsumerStats(consumer=c.consumer, unacked=c.unacked,
-                                 oldest_unacked_age_seconds=c.oldest_unacked_age_seconds)
-                   for c in found.consumers],
+        consumers=[ConsumerStats(**asdict(c)) for c in found.consumers],
     )

@@ -127,6 +127,8 @@ def app_out(app: App) -> AppOut:
         previous_signing_secret_expires_at=(
             app.previous_signing_secret_expires_at if app.previous_signing_secret else None),
         ordered_topics=list(app.ordered_topics),
+        max_deliveries=app.max_deliveries, ack_timeout_seconds=app.ack_timeout_seconds,
+        last_ack_at=app.last_ack_at,
     )
 
 

@@ -9,7 +9,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,9 +24,11 @@ from rms.devstack.reaper import (
     FolderInUse,
     PidFile,
     RunLock,
+    Stopped,
     start_watchdog,
     stop_groups,
     stop_leftovers,
+    stop_on_signals,
     tied_to_parent,
 )
 from rms.kafka.topics import create_topics
@@ -117,23 +118,6 @@ class Stack:
         self.pid_file.clear()
 
 
-class Stopped(BaseException):
-    """A signal asked ``rms dev`` to stop (SIGINT, SIGTERM, SIGHUP)."""
-
-
-def _stop_on_signals() -> None:
-    def on_signal(signum: int, _frame: object) -> None:
-        for each in STOP_SIGNALS:  # a second Ctrl-C must not cut the clean-up short
-            signal.signal(each, signal.SIG_IGN)
-        raise Stopped(signal.Signals(signum).name)
-
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, on_signal)
-
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
 def run(args: argparse.Namespace) -> int:
     data_dir = args.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -147,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     stop_leftovers(pid_file)  # a run killed with its watchdog must not hold the ports
     stack = Stack(data_dir, args.port, EmbeddedPostgres(data_dir / "pg"),
                   EmbeddedKafka(data_dir / "kafka", auto_create_topics=False), pid_file, lock)
-    _stop_on_signals()
+    stop_on_signals()
     try:
         _start(stack, demo=not args.no_demo)
         _write_env(stack)

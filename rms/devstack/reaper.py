@@ -106,6 +106,35 @@ def tied_to_parent() -> Callable[[], None]:
     return preexec
 
 
+def die_with_parent() -> None:
+    """This process gets SIGTERM when its parent dies (Linux; elsewhere nothing), as the
+    children of :func:`tied_to_parent` do: a harness started by a shell or a test that is killed
+    stops what it started through its own SIGTERM handler."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() == 1:  # the parent is gone already
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+class Stopped(BaseException):
+    """A signal asked a harness to stop (SIGINT, SIGTERM, SIGHUP)."""
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def stop_on_signals() -> None:
+    """Turn the stop signals into :class:`Stopped` in the main thread, so that the harness's
+    ``finally`` stops what it started; a second signal is ignored, so it cannot cut that
+    clean-up short."""
+    def on_signal(signum: int, _frame: object) -> None:
+        for each in STOP_SIGNALS:
+            signal.signal(each, signal.SIG_IGN)
+        raise Stopped(signal.Signals(signum).name)
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, on_signal)
+
 
 class PidFile:
     """Process groups started by one ``rms dev`` run, one pid a line."""

@@ -8,6 +8,15 @@ from rms.domain.models import App
 
 
 @dataclass(frozen=True, slots=True)
+class DeliverySettings:
+    """A consumer app's own delivery settings (design section 7): the deliveries of a message
+    it is owed and how long each waits for its ack. None: the message's."""
+
+    max_deliveries: int | None = None
+    ack_timeout_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class AppSpec:
     name: str
     produce_topics: tuple[str, ...]
@@ -15,6 +24,7 @@ class AppSpec:
     check_url_prefixes: tuple[str, ...]
     default_check_url: str | None = None
     ordered_topics: tuple[str, ...] = ()
+    delivery: DeliverySettings = DeliverySettings()
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ store turns into SQL (``rms.store.admin``, ``rms.store.transactions``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from rms.domain.states import State
 from rms.domain.transactions import Transaction, TransactionState
@@ -23,11 +24,16 @@ class MessageFilter:
 @dataclass(frozen=True, slots=True)
 class ConsumerBacklog:
     """What a consumer app owes: the ``sent`` messages (dead included) whose subscribers it is
-    in without having acked, and the age of the oldest since its confirm (database clock)."""
+    in without having acked, the age of the oldest since its confirm, when an ack of it was
+    last recorded (None: none yet) and the seconds since then, or since the app was registered
+    when it has none (database clock): a consumer app that owes messages with nothing running
+    for it shows a growing ``seconds_since_ack``."""
 
     consumer: str
     unacked: int
     oldest_unacked_age_seconds: float | None
+    last_ack_at: datetime | None = None
+    seconds_since_ack: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

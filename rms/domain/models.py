@@ -34,6 +34,11 @@ class App:
     previous_signing_secret_expires_at: datetime | None = None
     # keyed messages on these topics (glob patterns) are published in confirm order per key
     ordered_topics: tuple[str, ...] = ()
+    # as a consumer: the deliveries it is owed and its ack deadline (None: the message's)
+    max_deliveries: int | None = None
+    ack_timeout_seconds: float | None = None
+    # when an ack of it (as a consumer) was last recorded, to the second (None: none yet)
+    last_ack_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

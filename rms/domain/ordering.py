@@ -86,7 +86,9 @@ def step(queued: Queued, cleared: bool) -> Step:
 def run_of(queue: Sequence[Queued]) -> tuple[list[Message], Message | None]:
     """The messages of a key's queue (in confirm order) to publish now, in order, assuming
     each publish is accepted, and the message that holds back the rest of the key (None:
-    nothing does)."""
+    nothing does). A message whose last publish was refused ends the run: it is tried again
+    before a delivery of anything behind it is reserved, so a key stays blocked without
+    reserving (and withdrawing) the deliveries of its whole queue on every retry."""
     run: list[Message] = []
     for queued in queue:
         what = step(queued, cleared=bool(run))
@@ -94,4 +96,6 @@ def run_of(queue: Sequence[Queued]) -> tuple[list[Message], Message | None]:
             return run, queued.message
         if what is Step.PUBLISH:
             run.append(queued.message)
+            if queued.message.publish_failure is not None:
+                return run, None
     return run, None

@@ -33,11 +33,14 @@ class Event(StrEnum):
     # a delivery reserved and handed to the broker; detail {"delivery": n}. Appended by the
     # statement that reserves the delivery (before the publish, so before any ack of it) and
     # completed in place by the broker's answer into ``published`` or ``publish-failed``; it
-    # stays ``publishing`` only when that answer was lost with its process (a delivery given
-    # back unattempted, by the sequencer, takes its event with it)
+    # stays ``publishing`` only when that answer was lost with its process
     PUBLISHING = "publishing"
     PUBLISHED = "published"  # broker accepted a record; detail {"delivery": n}
     PUBLISH_FAILED = "publish-failed"  # broker refused or timed out; detail {"delivery", "error"}
+    # a reserved delivery the ordering sequencer gave back without handing it to the broker
+    # (an earlier message of the key's run was not published): its ``publishing`` event
+    # completed in place; detail {"delivery", "reason"}
+    WITHDRAWN = "withdrawn"
     ACKED = "acked"  # a consumer's ack; detail {"via", "done"} (done: it finished the message)
     # an ack by an app that may consume the topic but is not a subscriber; detail
     # {"via", "reason": "not-a-subscriber"}

@@ -48,9 +48,10 @@ class Plus:
 
 @dataclass(frozen=True, slots=True)
 class Later:
-    """The database clock plus ``seconds`` (a column of the row, or a given value)."""
+    """The database clock plus ``seconds`` (a column of the row, a given value, or the setting
+    the row's subscribers are owed)."""
 
-    seconds: Column | Given
+    seconds: Column | Given | OwedSetting
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,16 @@ class NextInSequence:
 class Subscribers:
     """The apps whose ``consume_topics`` match the row's topic, by name, as the ``apps`` table
     says when the statement runs (NULL when none: the single-ack rule, design section 3)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OwedSetting:
+    """The delivery setting ``name`` (``max_deliveries`` or ``ack_timeout_seconds``) the row's
+    subscribers are owed, as the ``apps`` table says when the statement runs: the largest of
+    each subscriber app's own setting, or the row's for a subscriber that has none; the row's
+    own when it has no subscribers (design section 7)."""
+
+    name: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +98,7 @@ class When:
 
 
 Effect = (None | bool | int | str | Now | Column | Given | Plus | Later | NextInSequence
-          | Subscribers | AckAdded | When)
+          | Subscribers | OwedSetting | AckAdded | When)
 
 
 def chosen(effect: Effect, holds: Callable[[phase.Term], bool]) -> Effect:
@@ -148,7 +159,12 @@ _NEXT_DELIVERY_UNLESS_ORDERED: dict[str, Effect] = {
 # Delayed delivery: a confirm (or one-shot send) before the message's ``deliver_after`` reserves
 # nothing either; the message is due at that time (an ordered one then waits for its turn too).
 _FIRST_DUE = When(phase.SCHEDULED, Column("deliver_after"),
-                  When(_ORDERED, Now(), Later(Column("ack_timeout_seconds"))))
+                  When(_ORDERED, Now(), Later(OwedSetting("ack_timeout_seconds"))))
+# a confirm gives the message the delivery settings its subscribers are owed (design section 7)
+_OWED_SETTINGS: dict[str, Effect] = {
+    "max_deliveries": OwedSetting("max_deliveries"),
+    "ack_timeout_seconds": OwedSetting("ack_timeout_seconds"),
+}
 _FIRST_DELIVERY: dict[str, Effect] = {
     "delivery_count": When(_ORDERED, Column("delivery_count"),
                            When(phase.SCHEDULED, Column("delivery_count"),
@@ -170,12 +186,12 @@ SEND = Transition(
     "send", frozenset(), State.SENT, Event.SENT,
     _frozen({"state": State.SENT.value, "confirmed_at": Now(), "subscribers": Subscribers(),
              "delivery_count": When(_ORDERED, 0, When(phase.SCHEDULED, 0, 1)),
-             "next_delivery_at": _FIRST_DUE,
+             "next_delivery_at": _FIRST_DUE, **_OWED_SETTINGS,
              **_CONFIRM_ORDER}), reserves=True)
 CONFIRM = Transition(
     "confirm", frozenset({State.PENDING_SEND}), State.SENT, Event.CONFIRMED,
     _frozen(_into(State.SENT, confirmed_at=Now(), next_check_at=None, **_FIRST_DELIVERY,
-                  **_CONFIRM_ORDER, subscribers=Subscribers())),
+                  **_CONFIRM_ORDER, **_OWED_SETTINGS, subscribers=Subscribers())),
     already=frozenset({State.SENT, State.DONE}), alone=True, reserves=True)
 # a transaction's confirm of its messages: the confirm, and the first publishes it reserves
 # claimed (``claim_token``, the confirm's own token) until the broker's answers are recorded, so

@@ -11,7 +11,8 @@ from aiokafka import errors
 from rms import metrics
 
 FailureReason = Literal["topic-missing", "not-authorized", "too-large", "not-enough-replicas",
-                        "timeout", "broker-unavailable", "producer-reset", "refused"]
+                        "timeout", "broker-unavailable", "producer-reset", "refused",
+                        "transaction-aborted"]
 metrics.count_from_zero(metrics.PUBLISH_FAILURES, list(get_args(FailureReason)))
 
 # errors after which an idempotent producer cannot go on (its sequence numbers no longer match

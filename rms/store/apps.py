@@ -11,7 +11,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from rms.domain.apps import AppSpec, Credentials
+from rms.domain.apps import AppSpec, Credentials, DeliverySettings
 from rms.domain.errors import Conflict, NotFound
 from rms.domain.models import App
 from rms.domain.secrets import hash_api_key, new_api_key, new_signing_secret
@@ -65,6 +65,8 @@ class AppStore:
                 check_url_prefixes=list(spec.check_url_prefixes),
                 default_check_url=spec.default_check_url,
                 ordered_topics=list(spec.ordered_topics),
+                max_deliveries=spec.delivery.max_deliveries,
+                ack_timeout_seconds=spec.delivery.ack_timeout_seconds,
             )
             .on_conflict_do_nothing(index_elements=["name"])
             .returning(*apps.c)
@@ -143,6 +145,12 @@ class AppStore:
     async def set_ordered_topics(self, name: str, patterns: tuple[str, ...]) -> App:
         """Replace the app's ordered topics (messages prepared from now on follow them)."""
         return await self._update(name, {"ordered_topics": list(patterns)})
+
+    async def set_delivery(self, name: str, settings: DeliverySettings) -> App:
+        """Replace the app's own delivery settings (messages confirmed from now on follow
+        them)."""
+        return await self._update(name, {"max_deliveries": settings.max_deliveries,
+                                         "ack_timeout_seconds": settings.ack_timeout_seconds})
 
     async def _update(self, name: str, values: dict[str, object]) -> App:
         statement = (update(apps).where(apps.c.name == name).values(**values)

@@ -39,7 +39,7 @@ from rms.store.phase import condition
 from rms.store.rows import message_from
 from rms.store.schema import messages, transactions
 from rms.store.subscriptions.terms import owing
-from rms.store.transitions import Row, append_publishing, core_values, event_of, with_event
+from rms.store.transitions import Changes, append_publishing, core_values, event_of, with_event
 
 # a message whose check-back is due
 MESSAGES_CHECK_DUE = and_(messages.c.state == table.CLAIM_CHECK.source.value,
@@ -63,7 +63,7 @@ def locked(chosen: Select[Any], name: str, of: Table | None = None) -> CTE:
             .prefix_with("MATERIALIZED"))
 
 
-def claim_or_exhaust(due: CTE, target: Table, key: str, claim: Row, exhaust: Row,
+def claim_or_exhaust(due: CTE, target: Table, key: str, claim: Changes, exhaust: Changes,
                      given: Mapping[str, Any]) -> tuple[CTE, CTE]:
     """The two halves of a claim over the locked rows ``due`` (their ``key`` and a boolean
     ``spent``): the rows with attempts left get ``claim`` (its :class:`Given` values from
@@ -79,7 +79,7 @@ def claim_or_exhaust(due: CTE, target: Table, key: str, claim: Row, exhaust: Row
     return claimed, exhausted
 
 
-def check_claim(target: Table, key: str, due: ColumnElement[bool], claim: Row, exhaust: Row
+def check_claim(target: Table, key: str, due: ColumnElement[bool], claim: Changes, exhaust: Changes
                 ) -> tuple[CTE, CTE]:
     """The check-back claim of messages or of transactions (``target``, keyed by ``key``): lock
     a batch of rows ``due`` for their check-back, oldest due first (bound ``limit``); give those

@@ -74,11 +74,13 @@ def insert_rows_sql(change: Transition, source: str, *, skip_taken: bool = True)
     """``INSERT INTO messages ... SELECT ... FROM <source> ... RETURNING *``: the rows of
     ``source`` (shaped as :data:`INPUT_SQL`) in the state ``change`` creates. ``skip_taken``:
     a taken id inserts nothing (else it fails the statement)."""
-    names = [name for name, _ in _INPUT] + ["deliver_after"]
-    effects = [(column, sql_of(effect, row="")) for column, effect in change.effects.items()]
-    inserted = ", ".join(names + [column for column, _ in effects])
-    selected = ", ".join([_STORED.get(name, name) for name in names]
-                         + [sql for _, sql in effects])
+    effects = {column: sql_of(effect, row=f"{source}.")
+               for column, effect in change.effects.items()}
+    # an effect on a column the input gives replaces the given value (a confirm's settings
+    # owed to the subscribers)
+    names = [name for name, _ in _INPUT if name not in effects] + ["deliver_after"]
+    inserted = ", ".join(names + list(effects))
+    selected = ", ".join([_STORED.get(name, name) for name in names] + list(effects.values()))
     skip = "ON CONFLICT (message_id) DO NOTHING" if skip_taken else ""
     return f"INSERT INTO messages ({inserted}) SELECT {selected} FROM {source} {skip} RETURNING *"
 

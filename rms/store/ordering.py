@@ -46,6 +46,10 @@ from rms.store.rows import to_message
 from rms.store.schema import message_events, messages, ordering_keys
 from rms.store.transitions import core_values, seconds
 
+# why a reserved delivery was given back unattempted: an earlier message of its key's run
+# was not published, so this one may not go before it
+WITHDRAWN_REASON = "run-stopped"
+
 _KEY = (messages.c.app, messages.c.topic, messages.c.key)
 
 
@@ -104,14 +108,25 @@ def _queues() -> Select[Any]:
 
 _QUEUES = _queues()
 
+def _behind(which: phase.Term, delay: Any) -> Any:
+    """The ordered ``sent`` messages of the key ``:of_app``/``:of_topic``/``:of_key`` queued
+    after ``:after`` for which ``which`` holds: looked at again after ``delay`` seconds."""
+    return (update(messages)
+            .where(condition(phase.ORDERED), messages.c.state == HOLD_IN_LINE.source.value,
+                   condition(which), messages.c.app == bindparam("of_app"),
+                   messages.c.topic == bindparam("of_topic"),
+                   messages.c.key == bindparam("of_key"),
+                   messages.c.confirm_seq > bindparam("after"))
+            .values(**core_values(HOLD_IN_LINE, {"delay": delay})))
+
+
 # the messages queued behind a blocked one: looked at again after :delay seconds instead of at
 # every tick
-_HOLD = (update(messages)
-         .where(condition(phase.ORDERED), messages.c.state == HOLD_IN_LINE.source.value,
-                condition(phase.QUEUED), messages.c.app == bindparam("of_app"),
-                messages.c.topic == bindparam("of_topic"), messages.c.key == bindparam("of_key"),
-                messages.c.confirm_seq > bindparam("after"))
-         .values(**core_values(HOLD_IN_LINE, {"delay": bindparam("delay")})))
+_HOLD = _behind(phase.QUEUED, bindparam("delay"))
+# the messages behind a key's head once the head was accepted after refusals: due at once
+# (those held back by :data:`_HOLD` are not due; a delayed one keeps its delivery time)
+_CLEAR = _behind(phase.All((phase.Not(phase.DEAD), phase.Not(phase.RESERVED),
+                            phase.Not(phase.IN_FLIGHT), phase.Not(phase.SCHEDULED))), 0.0)
 
 # a key's row lives while the key is worked on: releasing the round's leases removes them
 _RELEASE = delete(ordering_keys).where(ordering_keys.c.lease_token == bindparam("token"))
@@ -184,8 +199,8 @@ class OrderingStore:
     async def give_back(self, claimed: Sequence[Message]) -> None:
         """Give back the reserved deliveries of claimed messages that were not published
         (guarded by each claim's token and number). The ``publishing`` event each claim
-        appended goes with its delivery: no publish of it was attempted, so the history shows
-        none (and no ack can have followed it)."""
+        appended is completed where it stands as ``withdrawn``: the history keeps the
+        reservation and says that no publish of it was attempted."""
         for message in claimed:
             released = (
                 update(messages)
@@ -195,21 +210,31 @@ class OrderingStore:
                        messages.c.delivery_count == message.delivery_count)
                 .values(**core_values(RELEASE_DELIVERY))
                 .returning(messages.c.message_id).cte("released"))
-            held = (
-                delete(message_events)
+            withdrawn = (
+                update(message_events)
                 .where(message_events.c.message_id.in_(select(released.c.message_id)),
                        message_events.c.event == Event.PUBLISHING.value,
                        message_events.c.detail["delivery"].astext
-                       == str(message.delivery_count)))
+                       == str(message.delivery_count))
+                .values(event=Event.WITHDRAWN.value,
+                        detail=func.jsonb_build_object("delivery", message.delivery_count,
+                                                       "reason", WITHDRAWN_REASON)))
             async with self._engine.connect() as conn:
-                await conn.execute(held.add_cte(released))
+                await conn.execute(withdrawn.add_cte(released))
 
     async def hold_behind(self, key: Key, confirm_seq: int, delay_seconds: float) -> int:
         """Look at the due messages queued behind ``confirm_seq`` again in ``delay_seconds``."""
+        return await self._behind(_HOLD, key, confirm_seq, delay=delay_seconds)
+
+    async def clear_behind(self, key: Key, confirm_seq: int) -> int:
+        """Make the messages queued behind ``confirm_seq`` due now (its key is clear again)."""
+        return await self._behind(_CLEAR, key, confirm_seq)
+
+    async def _behind(self, statement: Any, key: Key, confirm_seq: int, **params: Any) -> int:
         async with self._engine.connect() as conn:
-            result = await conn.execute(_HOLD, {"of_app": key.app, "of_topic": key.topic,
-                                                "of_key": key.key,
-                                                "after": confirm_seq, "delay": delay_seconds})
+            result = await conn.execute(statement, {"of_app": key.app, "of_topic": key.topic,
+                                                    "of_key": key.key, "after": confirm_seq,
+                                                    **params})
             return int(getattr(result, "rowcount", 0) or 0)
 
     async def release(self, token: str) -> None:

@@ -1,7 +1,8 @@
-"""The delivery phase (:mod:`rms.domain.phase`) rendered in the store's two forms: SQLAlchemy
-Core conditions on a ``messages`` row (the table, or an alias of it), and SQL text for the
-constant statements (:func:`sql_text`, the terms on the row's own columns). The transition
-tables' conditional effects are these terms too (:class:`rms.domain.transitions.When`)."""
+"""The delivery phase (:mod:`rms.domain.phase`) rendered as SQLAlchemy Core conditions on a
+``messages`` row (the table, an alias of it, a CTE of its rows), and the same conditions as SQL
+text for the constant statements (:func:`sql_text`: the Core condition compiled,
+:mod:`rms.store.text_form`). The transition tables' conditional effects are these terms too
+(:class:`rms.domain.transitions.When`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, and_, cast, exists, false, func, literal, not_, or_, select
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.sql.expression import FromClause
 
 from rms.domain.phase import (
     Acked,
@@ -35,9 +35,10 @@ from rms.domain.phase import (
 )
 from rms.domain.states import State
 from rms.store.schema import message_events, messages
+from rms.store.text_form import Prefixed, Row, given_text, text_of
 
 
-def condition(term: Term, row: FromClause = messages,
+def condition(term: Term, row: Row = messages,
               given: Mapping[str, Any] | None = None) -> ColumnElement[bool]:
     """``term`` as a condition on ``row``. A time predicate compares with ``now()`` plainly
     (``next_delivery_at <= now()`` keeps its index). ``given``: the Core expression of each
@@ -60,7 +61,7 @@ def condition(term: Term, row: FromClause = messages,
     return _of_columns(term, row)
 
 
-def _of_columns(term: ColumnTerm, row: FromClause) -> ColumnElement[bool]:
+def _of_columns(term: ColumnTerm, row: Row) -> ColumnElement[bool]:
     """A predicate on the row's own columns."""
     c = row.c
     if isinstance(term, Flag):
@@ -87,7 +88,7 @@ def _given(term: GivenTerm, given: Mapping[str, Any] | None) -> Any:
     return given[term.consumer]
 
 
-def _of_consumer(term: GivenTerm, row: FromClause, consumer: Any) -> ColumnElement[bool]:
+def _of_consumer(term: GivenTerm, row: Row, consumer: Any) -> ColumnElement[bool]:
     """A term on the row's subscribers and acks, for the ``consumer`` the statement names."""
     acks = func.coalesce(row.c.acks, cast(literal("{}"), JSONB))
     if isinstance(term, Subscribed):
@@ -98,7 +99,7 @@ def _of_consumer(term: GivenTerm, row: FromClause, consumer: Any) -> ColumnEleme
                acks.bool_op("?&")(func.array_remove(row.c.subscribers, consumer)))
 
 
-def _earlier_member(term: EarlierMember, row: FromClause) -> ColumnElement[bool]:
+def _earlier_member(term: EarlierMember, row: Row) -> ColumnElement[bool]:
     earlier = messages.alias("earlier")
     return exists().where(
         earlier.c.transaction_id == row.c.transaction_id,
@@ -107,7 +108,7 @@ def _earlier_member(term: EarlierMember, row: FromClause) -> ColumnElement[bool]
         condition(term.term, earlier))
 
 
-def _last_event(term: LastEvent, row: FromClause) -> ColumnElement[bool]:
+def _last_event(term: LastEvent, row: Row) -> ColumnElement[bool]:
     last: Any = (select(message_events.c.event)
                  .where(message_events.c.message_id == row.c.message_id)
                  .order_by(message_events.c.id.desc()).limit(1).scalar_subquery())
@@ -116,44 +117,16 @@ def _last_event(term: LastEvent, row: FromClause) -> ColumnElement[bool]:
 
 
 def sql_text(term: Term, row: str = "m.", given: Mapping[str, str] | None = None) -> str:
-    """``term`` as SQL text, each column prefixed with ``row``; the same conditions as
-    :func:`condition` (a time predicate on a NULL column is false, never NULL). ``given``: the
-    SQL text of each value a :data:`GivenTerm` reads."""
-    if isinstance(term, Not):
-        return f"NOT ({sql_text(term.term, row, given)})"
-    if isinstance(term, All | AnyOf):
-        joiner = " AND " if isinstance(term, All) else " OR "
-        return "(" + joiner.join(sql_text(t, row, given) for t in term.terms) + ")"
-    if isinstance(term, EarlierMember | HasEvent | LastEvent):
+    """``term`` as SQL text: :func:`condition` compiled on the text statement's row, each column
+    prefixed with ``row``. ``given``: the SQL text of each value a :data:`GivenTerm` reads."""
+    if _relates_rows(term):
         raise ValueError(f"{term!r} relates several rows: it has no text form")
-    if isinstance(term, Subscribed | Acked | OthersAcked):
-        return _text_of_consumer(term, row, _given(term, given))
-    return _text_of_columns(term, row)
+    return text_of(condition(term, Prefixed(row), given_text(dict(given or {}))))
 
 
-def _text_of_consumer(term: GivenTerm, row: str, consumer: str) -> str:
-    acks = f"coalesce({row}acks, '{{}}'::jsonb)"
-    if isinstance(term, Subscribed):
-        return f"coalesce({consumer} = ANY({row}subscribers), false)"
-    if isinstance(term, Acked):
-        return f"{acks} ? {consumer}"
-    return (f"({row}subscribers IS NULL "
-            f"OR {acks} ?& array_remove({row}subscribers, {consumer}))")
-
-
-def _text_of_columns(term: ColumnTerm, row: str) -> str:
-    if isinstance(term, Flag):
-        return f"{row}{term.column}"
-    if isinstance(term, Present):
-        return f"{row}{term.column} IS NOT NULL"
-    if isinstance(term, Exceeds):
-        return f"{row}{term.column} > {row}{term.other}"
-    if isinstance(term, Same):
-        return f"coalesce({row}{term.column} = {row}{term.other}, false)"
-    if isinstance(term, Equals):
-        return f"{row}{term.column} = {term.value}"
-    if isinstance(term, Reached):
-        return f"{row}{term.column} - {row}{term.base} >= {row}{term.limit}"
-    if isinstance(term, Passed):
-        return f"{row}{term.column} <= now()"
-    return f"coalesce({row}{term.column} > now(), false)"
+def _relates_rows(term: Term) -> bool:
+    if isinstance(term, Not):
+        return _relates_rows(term.term)
+    if isinstance(term, All | AnyOf):
+        return any(_relates_rows(t) for t in term.terms)
+    return isinstance(term, EarlierMember | HasEvent | LastEvent)

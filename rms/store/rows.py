@@ -101,6 +101,9 @@ def app_from(m: Mapping[Any, Any]) -> App:
         key_rotated_at=m["key_rotated_at"],
         previous_signing_secret_expires_at=m.get("previous_signing_secret_expires_at"),
         ordered_topics=tuple(m.get("ordered_topics") or ()),
+        max_deliveries=m.get("max_deliveries"),
+        ack_timeout_seconds=m.get("ack_timeout_seconds"),
+        last_ack_at=m.get("last_ack_at"),
     )
 
 

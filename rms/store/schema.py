@@ -47,6 +47,15 @@ apps = Table(
     # earlier release writes the topics alone; AppStore.repair_consume_regexes mends the rest)
     Column("consume_regex", Text, nullable=True),
     Column("consume_regex_of", ARRAY(Text), nullable=True),
+    # when an ack of this app (as a consumer) was last recorded (NULL: none yet)
+    Column("last_ack_at", DateTime(timezone=True), nullable=True),
+    # the app's own delivery settings as a consumer (NULL: the message's; design section 7)
+    Column("max_deliveries", Integer, CheckConstraint("max_deliveries BETWEEN 1 AND 1000",
+                                                      name="apps_max_deliveries_range"),
+           nullable=True),
+    Column("ack_timeout_seconds", Float, CheckConstraint(
+        "ack_timeout_seconds > 0 AND ack_timeout_seconds <= 604800",
+        name="apps_ack_timeout_seconds_range"), nullable=True),
 )
 
 messages = Table(

@@ -1,6 +1,7 @@
-"""The transition tables rendered as SQL, in their two forms: SQLAlchemy values for the
-statements built with Core, and SQL text for the constant statements of the coalesced request
-path. Both come from the same effects, so they cannot drift apart. The renderer takes the table
+"""The transition tables rendered as SQL: SQLAlchemy values for the statements built with Core,
+and the same values compiled to SQL text for the constant statements of the coalesced request
+path (:mod:`rms.store.text_form`). Each effect has one rendering, so the forms cannot drift
+apart. The renderer takes the table
 it writes as a parameter: the messages' table (:mod:`rms.domain.transitions`) and the
 transactions' (:mod:`rms.domain.transaction_transitions`) are rendered alike.
 """
@@ -35,6 +36,7 @@ from rms.domain.transitions import (
     Later,
     NextInSequence,
     Now,
+    OwedSetting,
     Plus,
     Subscribers,
     Transition,
@@ -42,7 +44,9 @@ from rms.domain.transitions import (
 )
 from rms.store.phase import condition, sql_text
 from rms.store.schema import message_events, messages
-from rms.store.subscriptions.terms import subscribers, subscribers_sql
+from rms.store.subscriptions.terms import owed_setting, subscribers
+from rms.store.text_form import Prefixed, given_text, text_of
+from rms.store.text_form import Row as RowColumns
 
 Detail = Mapping[str, Any] | Any  # a fixed detail, or a callable from the changed CTE
 
@@ -52,14 +56,14 @@ def seconds(value: Any) -> ColumnElement[Any]:
     return func.make_interval(0, 0, 0, 0, 0, 0, value)
 
 
-class Row(Protocol):
+class Changes(Protocol):
     """A row of a transition table, as the renderer reads it: its column effects."""
 
     @property
     def effects(self) -> Mapping[str, Effect]: ...
 
 
-def core_values(change: Row, given: Mapping[str, Any] | None = None,
+def core_values(change: Changes, given: Mapping[str, Any] | None = None,
                 target: Table = messages) -> dict[str, Any]:
     """The effects as ``UPDATE <target> ... VALUES`` arguments (``target``: the table the row
     belongs to, messages unless told); ``given`` supplies each :class:`Given` value as a Core
@@ -68,13 +72,13 @@ def core_values(change: Row, given: Mapping[str, Any] | None = None,
     return {name: _core(effect, supplied, target) for name, effect in change.effects.items()}
 
 
-def _core(effect: Effect, given: Mapping[str, Any], target: Table) -> Any:
+def _core(effect: Effect, given: Mapping[str, Any], target: RowColumns) -> Any:
     if isinstance(effect, Now):
         return func.now()
     if isinstance(effect, Column):
         return target.c[effect.name]
     if isinstance(effect, Given):
-        return given[effect.name]
+        return _supplied(given, effect.name)
     if isinstance(effect, Plus):
         return target.c[effect.name] + effect.by
     if isinstance(effect, Later):
@@ -84,21 +88,35 @@ def _core(effect: Effect, given: Mapping[str, Any], target: Table) -> Any:
     if isinstance(effect, When):
         return case((condition(effect.term, target, given), _core(effect.then, given, target)),
                     else_=_core(effect.otherwise, given, target))
-    if isinstance(effect, Subscribers):
-        return subscribers(target.c.topic)
+    if isinstance(effect, Subscribers | OwedSetting):
+        return _subscription(effect, target)
     if isinstance(effect, AckAdded):
-        entry = func.jsonb_build_object(given[effect.consumer], func.jsonb_build_object(
+        entry = func.jsonb_build_object(_supplied(given, effect.consumer), func.jsonb_build_object(
             "at", func.to_char(func.timezone("UTC", func.now()), literal(_RFC3339)),
-            "via", given[effect.via]))
+            "via", _supplied(given, effect.via)))
         return func.coalesce(target.c.acks, cast(literal("{}"), JSONB)).op("||")(entry)
     return effect
+
+
+def _subscription(effect: Subscribers | OwedSetting, target: RowColumns) -> Any:
+    """What the apps consuming the row's topic say: its subscribers, or a setting they are
+    owed."""
+    if isinstance(effect, Subscribers):
+        return subscribers(target.c.topic)
+    return owed_setting(target.c.topic, target.c[effect.name], effect.name)
+
+
+def _supplied(given: Mapping[str, Any], name: str) -> Any:
+    if name not in given:
+        raise ValueError(f"no value given for {name!r}")
+    return given[name]
 
 
 # the database clock as RFC 3339 UTC text (an ack's time in ``acks``)
 _RFC3339 = 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'
 
 
-def set_sql(change: Row, row: str = "m.", given: Mapping[str, str] | None = None) -> str:
+def set_sql(change: Changes, row: str = "m.", given: Mapping[str, str] | None = None) -> str:
     """The effects as the SET clause of ``UPDATE messages m`` (``row`` prefixes the row's own
     columns; ``given`` supplies each :class:`Given` value as SQL text). The conditional effects
     of several columns on one term are set together, the term computed once per row, on the
@@ -138,57 +156,9 @@ def term_name(term: phase.Term) -> str:
 
 
 def sql_of(effect: Effect, row: str = "m.", given: Mapping[str, str] | None = None) -> str:
-    """One effect as SQL text; column references are prefixed with ``row``, and each
-    :class:`Given` value is the SQL text ``given`` names for it."""
-    if isinstance(effect, Now):
-        return "now()"
-    if isinstance(effect, Column):
-        return f"{row}{effect.name}"
-    if isinstance(effect, Given):
-        if given is None or effect.name not in given:
-            raise ValueError(f"no SQL given for {effect.name!r}")
-        return given[effect.name]
-    if isinstance(effect, Plus):
-        return f"{row}{effect.name} + {effect.by}"
-    if isinstance(effect, Later):
-        return f"now() + make_interval(secs => {sql_of(effect.seconds, row, given)})"
-    if isinstance(effect, NextInSequence):
-        return f"nextval('{effect.name}')"
-    if isinstance(effect, When):
-        return (f"CASE WHEN {sql_text(effect.term, row, given)} "
-                f"THEN {sql_of(effect.then, row, given)} "
-                f"ELSE {sql_of(effect.otherwise, row, given)} END")
-    if isinstance(effect, Subscribers | AckAdded):
-        return _consumers_sql(effect, row, given)
-    return _literal(effect)
-
-
-def _consumers_sql(effect: Subscribers | AckAdded, row: str,
-                   given: Mapping[str, str] | None) -> str:
-    if isinstance(effect, Subscribers):
-        return subscribers_sql(f"{row}topic")
-    return _ack_added_sql(effect, row, given)
-
-
-def _ack_added_sql(effect: AckAdded, row: str, given: Mapping[str, str] | None) -> str:
-    supplied = given or {}
-    if effect.consumer not in supplied or effect.via not in supplied:
-        raise ValueError(f"no SQL given for {effect.consumer!r} and {effect.via!r}")
-    return (f"coalesce({row}acks, '{{}}'::jsonb) || jsonb_build_object("
-            f"{supplied[effect.consumer]}, jsonb_build_object('at', "
-            f"to_char(now() AT TIME ZONE 'UTC', '{_RFC3339}'), 'via', {supplied[effect.via]}))")
-
-
-def _literal(effect: Effect) -> str:
-    if effect is None:
-        return "NULL"
-    if isinstance(effect, bool):
-        return "true" if effect else "false"
-    if isinstance(effect, int):
-        return str(effect)
-    if isinstance(effect, str):
-        return "'" + effect.replace("'", "''") + "'"
-    raise ValueError(f"{effect!r} has no constant SQL form")
+    """One effect as SQL text: its Core form compiled on the text statement's row, each column
+    prefixed with ``row``; each :class:`Given` value is the SQL text ``given`` names for it."""
+    return text_of(_core(effect, given_text(dict(given or {})), Prefixed(row)))
 
 
 def event_of(change: Transition) -> Event:

@@ -31,8 +31,12 @@ class Health:
         backlogs = await self.subscriptions.consumer_backlogs()
         metrics.CONSUMER_UNACKED.clear()
         metrics.CONSUMER_OLDEST_UNACKED.clear()
+        metrics.CONSUMER_SECONDS_SINCE_ACK.clear()
         for backlog in backlogs:
             metrics.CONSUMER_UNACKED.labels(backlog.consumer).set(backlog.unacked)
             metrics.CONSUMER_OLDEST_UNACKED.labels(backlog.consumer).set(
                 backlog.oldest_unacked_age_seconds or 0)
+            if backlog.seconds_since_ack is not None:
+                metrics.CONSUMER_SECONDS_SINCE_ACK.labels(backlog.consumer).set(
+                    backlog.seconds_since_ack)
         metrics.RETENTION.figures = await self.admin.retention_figures()

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from rms.callback_urls import validate_prefix
 from rms.config import Settings
-from rms.domain.apps import AppSpec, Credentials
+from rms.domain.apps import AppSpec, Credentials, DeliverySettings
 from rms.domain.errors import Invalid
 from rms.domain.listings import ConsumerBacklog, MessageFilter
 from rms.domain.models import App, Message
@@ -54,7 +54,7 @@ class Operators:
                    else validate_prefix(spec.default_check_url))
         return await self.apps.create(AppSpec(spec.name, spec.produce_topics,
                                               spec.consume_topics, prefixes, default,
-                                              spec.ordered_topics))
+                                              spec.ordered_topics, spec.delivery))
 
     def _check_produce_topics(self, patterns: Iterable[str]) -> None:
         named = [p for p in patterns if names_reserved_topic(p, self.settings.ack_topic)]
@@ -73,6 +73,11 @@ class Operators:
         """Which of the app's topics are published in confirm order per key (glob patterns);
         messages already prepared keep the ordering they were prepared with."""
         return await self.apps.set_ordered_topics(name, patterns)
+
+    async def set_delivery(self, name: str, settings: DeliverySettings) -> App:
+        """The app's own delivery settings as a consumer (design section 7); messages already
+        confirmed keep the settings they were confirmed with."""
+        return await self.apps.set_delivery(name, settings)
 
     async def set_consume_topics(self, name: str, patterns: tuple[str, ...]) -> App:
         """Replace the app's consume topics (glob patterns): messages confirmed from now on

@@ -109,6 +109,9 @@ class Sequencer:
             accepted = sum(1 for outcome in outcomes if outcome.ok)
             if accepted < len(run):  # the first one not accepted holds back the rest
                 blocking = run[accepted]
+            elif run[-1].publish_failure is not None and run[-1].confirm_seq is not None:
+                # a refused message tried alone was accepted: what waited behind it is due now
+                await self.store.clear_behind(key, run[-1].confirm_seq)
         if blocking is not None:
             report.held = True
             if blocking.confirm_seq is not None:

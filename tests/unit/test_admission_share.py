@@ -1,7 +1,7 @@
 """The gate's shares (pure logic): only authenticated requests count against the limit, a
 request known not to authenticate is answered 401 by the gate, one whose caller the database
-could not tell has a small bound of its own, and at the limit an app over its share is refused
-while an app below its share is still admitted."""
+could not tell has a small bound of its own, and at the limit of an overloaded gate an app over
+its share is refused while an app below its share is still admitted."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from message_service.admission import (
     RETRY_AFTER_SPREAD,
     UNAUTHORIZED,
     Admission,
-    GradientLimit,
     LimitPolicy,
     Ticket,
 )
@@ -21,8 +20,10 @@ CONFIRM = ("POST", "/v1/messages/m-1/confirm")
 
 
 def _gate(limit: int = 8, unauthenticated: int = 2) -> Admission:
-    return Admission(GradientLimit(LimitPolicy(initial=limit, minimum=1, maximum=2 * limit,
-                                               unauthenticated=unauthenticated)))
+    gate = Admission(LimitPolicy(limit=limit, maximum=2 * limit,
+                                 unauthenticated=unauthenticated))
+    gate.delay.overloaded = True  # the queue has stood: new work without a place is refused
+    return gate
 
 
 async def test_a_request_known_not_to_authenticate_is_answered_401_and_holds_nothing() -> None:
@@ -79,8 +80,9 @@ def _retry_after(gate: Admission, app: str) -> int:
 
 async def test_a_burst_of_refusals_is_told_to_come_back_a_share_per_second() -> None:
     now = [100.0]
-    gate = Admission(GradientLimit(LimitPolicy(initial=4, minimum=1, maximum=8),
-                                   clock=lambda: now[0]))
+    gate = Admission(LimitPolicy(limit=4, maximum=8, interval_seconds=1000.0),
+                     clock=lambda: now[0])
+    gate.delay.overloaded = True
     held = [gate.admitted("burst") for _ in range(4)]  # the limit (4) is reached
     told = [_retry_after(gate, "burst") for _ in range(4 * 7)]  # its share: 4 (the only app)
     assert told == [1] * 4 + [2] * 4 + [3] * 4 + [4] * 4 + [5] * 12

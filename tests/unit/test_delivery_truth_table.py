@@ -12,11 +12,12 @@ from rms.domain import transitions as table
 
 COLUMNS = ("delivery_count", "next_delivery_at", "confirm_seq", "claim_token")
 
-# ordered, delayed (its deliver_after still ahead), member -> the confirm's effects
+# ordered, delayed (its deliver_after still ahead), member -> the confirm's effects ("owed":
+# the setting the message's subscribers are owed, design section 7)
 EXPECTED = """
 ordered delayed member | delivery_count     | next_delivery_at         | confirm_seq | claim_token
-no      no      no     | delivery_count + 1 | now + ack_timeout_seconds | NULL        | NULL
-no      no      yes    | delivery_count + 1 | now + ack_timeout_seconds | NULL        | <token>
+no      no      no     | delivery_count + 1 | now + owed ack_timeout_seconds | NULL        | NULL
+no      no      yes    | delivery_count + 1 | now + owed ack_timeout_seconds | NULL        | <token>
 no      yes     no     | delivery_count     | deliver_after            | NULL        | NULL
 no      yes     yes    | delivery_count     | deliver_after            | NULL        | <token>
 yes     no      no     | delivery_count     | now                      | next        | NULL
@@ -37,6 +38,8 @@ def _text(effect: table.Effect) -> str:
         return "now"
     if isinstance(effect, table.Later) and isinstance(effect.seconds, table.Column):
         return f"now + {effect.seconds.name}"
+    if isinstance(effect, table.Later) and isinstance(effect.seconds, table.OwedSetting):
+        return f"now + owed {effect.seconds.name}"
     if isinstance(effect, table.NextInSequence):
         return "next"
     if isinstance(effect, table.Given):

@@ -37,7 +37,7 @@ def test_every_setting_is_on_the_configuration_page_with_its_default() -> None:
     assert set(rows) == {f"RMS_{name.upper()}" for name in Settings.model_fields}
     assert rows["RMS_DB_POOL_SIZE"].strip() == "`20`"
     assert rows["RMS_LOG_JSON"].strip() == "`true`"
-    assert rows["RMS_ADMISSION_LATENCY_FLOOR_SECONDS"].strip() == "`0.05`"
+    assert rows["RMS_ADMISSION_QUEUE_TARGET_SECONDS"].strip() == "`0.005`"
     assert rows["RMS_ADMIN_TOKEN"].strip() == "(none)"
 
 

@@ -147,6 +147,25 @@ def test_a_committed_transaction_with_a_member_never_read_is_not_atomic() -> Non
     assert "transaction-order" in found  # t1-1 was read without t1-0 before it
 
 
+def test_a_strict_prefix_of_an_atomic_publish_read_breaks_atomic_publish() -> None:
+    """t1's members were published together by its confirm (delivery 1 each); the consumer
+    read t1-0's record of it, but t1-1 only from a later redelivery."""
+    history, final = clean()
+    history.consumed = [replace(r, delivery=2) if r.message_id == "t1-1" else r
+                        for r in history.consumed]
+    assert kinds(history, final) == {"atomic-publish": 1}
+
+
+def test_members_the_recovery_worker_published_one_by_one_are_no_atomic_publish() -> None:
+    history, final = clean()
+    history.consumed = [replace(r, delivery=2) if r.message_id == "t1-1" else r
+                        for r in history.consumed]
+    final.events = [replace(e, actor="recovery-worker:h:1:ab")
+                    if e.message_id == "t1-1" and e.event == "published" else e
+                    for e in final.events]
+    assert kinds(history, final) == {}
+
+
 def test_members_read_out_of_their_listed_order_break_transaction_order() -> None:
     history, final = clean()
     history.consumed = [replace(r, timestamp=T0 + 5) if r.message_id == "t1-0" else r

@@ -270,7 +270,8 @@ class RmsConsumer:
         (``group.instance.id``, one stable id per process of the app): restarted with the same
         id it gets its partitions back at once instead of after the session timeout.
         ``kafka_options`` go to :class:`aiokafka.AIOKafkaConsumer` as they are (security,
-        ``metadata_max_age_ms``, ...); offsets are always committed by this class."""
+        ``metadata_max_age_ms``, ...; ``isolation_level`` is ``read_committed`` unless they
+        say otherwise); offsets are always committed by this class."""
         if bool(topics) == bool(pattern):
             raise ValueError("give either topics or pattern")
         self.app = consumer_app(app, acker)
@@ -286,7 +287,10 @@ class RmsConsumer:
         self._pattern = pattern
         self._max_records = max_records
         self._ack_gate = asyncio.Semaphore(ack_concurrency)
-        options: dict[str, Any] = {"auto_offset_reset": "earliest", "client_id": client_id}
+        # read_committed: a transaction's records (one Kafka transaction) arrive all or none,
+        # and a publish its process never committed is never read
+        options: dict[str, Any] = {"auto_offset_reset": "earliest", "client_id": client_id,
+                                   "isolation_level": "read_committed"}
         if instance_id is not None:
             options["group_instance_id"] = instance_id
         options |= dict(kafka_options or {})

@@ -379,7 +379,7 @@ export class RmsConsumer {
       console.warn("rms: the consumer group is not the app's name: each consumer app needs a group of its own, "
         + "or it misses the records Kafka gives the other apps' members", { app: this.app, groupId: this.groupId });
     }
-    this.consumer = options.kafka.consumer({ groupId: this.groupId, allowAutoTopicCreation: true });
+    this.consumer = options.kafka.consumer({ groupId: this.groupId, allowAutoTopicCreation: true, readUncommitted: false });
   }
 
   /** Checks the app name against the app of the acker's API key (a `WrongAppError`, and nothing consumed, when they

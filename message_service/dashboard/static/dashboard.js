@@ -173,6 +173,8 @@
       el("td", { class: "k" }, owing.consumer),
       countCell(owing.unacked, true),
       el("td", {}, human(owing.oldest_unacked_age_seconds)),
+      el("td", { class: "last-ack" }, owing.last_ack_at
+        ? human(owing.seconds_since_ack) + " ago" : "never (registered " + human(owing.seconds_since_ack) + " ago)"),
     ));
     $("backlog-table").tBodies[0].replaceChildren(...rows);
     $("backlog-empty").hidden = rows.length > 0;

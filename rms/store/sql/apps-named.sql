@@ -11,6 +11,9 @@ SELECT apps.name,
     apps.ordered_topics,
     apps.consume_regex,
     apps.consume_regex_of,
+    apps.last_ack_at,
+    apps.max_deliveries,
+    apps.ack_timeout_seconds,
     CASE WHEN (apps.previous_signing_secret_expires_at IS NULL OR apps.previous_signing_secret_expires_at > now()) THEN apps.previous_signing_secret END AS previous_signing_secret
 FROM apps
 WHERE apps.name = ANY ($1::TEXT[])

@@ -9,9 +9,10 @@ WITH released AS (
             CASE WHEN last_ack.holds THEN now() ELSE m.done_at END,
             CASE WHEN last_ack.holds THEN NULL ELSE m.next_delivery_at END
         FROM (
-            SELECT (m.subscribers IS NULL OR coalesce(m.acks, '{}'::jsonb) ?& array_remove(m.subscribers, $1::text))) AS last_ack(holds))
+            SELECT (m.subscribers IS NULL OR (coalesce(m.acks, CAST('{}' AS JSONB)) ?& array_remove(m.subscribers, $1::text)))) AS last_ack(holds))
     WHERE m.state = 'sent'
-        AND (coalesce($1::text = ANY(m.subscribers), false) AND NOT (coalesce(m.acks, '{}'::jsonb) ? $1::text))
+        AND coalesce($1::text = any(m.subscribers), false)
+        AND NOT (coalesce(m.acks, CAST('{}' AS JSONB)) ? $1::text)
         AND NOT (coalesce(m.topic ~ $3::text, false))
         AND EXISTS (
         SELECT 1

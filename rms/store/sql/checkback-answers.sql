@@ -16,11 +16,21 @@ WITH batch AS (
         delivery_count=CASE WHEN messages.ordered THEN messages.delivery_count ELSE CASE
             WHEN coalesce(messages.deliver_after > now(), false) THEN messages.delivery_count
             ELSE messages.delivery_count + $21::INTEGER END END,
+        ack_timeout_seconds=coalesce((
+            SELECT max(coalesce(apps.ack_timeout_seconds, messages.ack_timeout_seconds)) AS max_1
+            FROM apps
+            WHERE (messages.topic ~ apps.consume_regex)
+                AND apps.consume_regex_of = apps.consume_topics), messages.ack_timeout_seconds),
+        max_deliveries=coalesce((
+            SELECT max(coalesce(apps.max_deliveries, messages.max_deliveries)) AS max_2
+            FROM apps
+            WHERE (messages.topic ~ apps.consume_regex)
+                AND apps.consume_regex_of = apps.consume_topics), messages.max_deliveries),
         confirmed_at=now(),
         next_check_at=$22::TIMESTAMP
     WITH TIME ZONE,
         next_delivery_at=CASE WHEN coalesce(messages.deliver_after > now(), false) THEN messages.deliver_after
-            ELSE CASE WHEN messages.ordered THEN now() ELSE now() + make_interval($23::INTEGER, $24::INTEGER, $25::INTEGER, $26::INTEGER, $27::INTEGER, $28::INTEGER, messages.ack_timeout_seconds) END END,
+            ELSE CASE WHEN messages.ordered THEN now() ELSE now() + make_interval($23::INTEGER, $24::INTEGER, $25::INTEGER, $26::INTEGER, $27::INTEGER, $28::INTEGER, coalesce((SELECT max(coalesce(apps.ack_timeout_seconds, messages.ack_timeout_seconds)) AS max_3 FROM apps WHERE (messages.topic ~ apps.consume_regex) AND apps.consume_regex_of = apps.consume_topics), messages.ack_timeout_seconds)) END END,
         claim_token=$29::VARCHAR,
         confirm_seq=CASE WHEN messages.ordered THEN nextval($30::VARCHAR) END,
         subscribers=(

@@ -10,12 +10,22 @@ WITH input AS (
         confirmed_at = now(),
         next_check_at = NULL,
         next_delivery_at = CASE WHEN coalesce(m.deliver_after > now(), false) THEN m.deliver_after
-            ELSE CASE WHEN m.ordered THEN now() ELSE now() + make_interval(secs => m.ack_timeout_seconds) END END,
+            ELSE CASE WHEN m.ordered THEN now() ELSE now() + make_interval(0, 0, 0, 0, 0, 0, coalesce((SELECT max(coalesce(apps.ack_timeout_seconds, m.ack_timeout_seconds)) AS max_1 FROM apps WHERE (m.topic ~ apps.consume_regex) AND apps.consume_regex_of = apps.consume_topics), m.ack_timeout_seconds)) END END,
+        max_deliveries = coalesce((
+            SELECT max(coalesce(apps.max_deliveries, m.max_deliveries)) AS max_1
+            FROM apps
+            WHERE (m.topic ~ apps.consume_regex)
+                AND apps.consume_regex_of = apps.consume_topics), m.max_deliveries),
+        ack_timeout_seconds = coalesce((
+            SELECT max(coalesce(apps.ack_timeout_seconds, m.ack_timeout_seconds)) AS max_1
+            FROM apps
+            WHERE (m.topic ~ apps.consume_regex)
+                AND apps.consume_regex_of = apps.consume_topics), m.ack_timeout_seconds),
         subscribers = (
-        SELECT array_agg(a.name ORDER BY a.name)
-        FROM apps a
-        WHERE m.topic ~ a.consume_regex
-            AND a.consume_regex_of = a.consume_topics),
+        SELECT array_agg(apps.name ORDER BY apps.name) AS array_agg_1
+        FROM apps
+        WHERE (m.topic ~ apps.consume_regex)
+            AND apps.consume_regex_of = apps.consume_topics),
         (delivery_count, confirm_seq) = (
         SELECT CASE WHEN ordered.holds THEN m.delivery_count ELSE CASE WHEN coalesce(m.deliver_after > now(), false) THEN m.delivery_count
                 ELSE m.delivery_count + 1 END END,

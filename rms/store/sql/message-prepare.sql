@@ -24,7 +24,7 @@ WITH input AS (
         transaction_position,
         deliver_after,
         'pending-send',
-        now() + make_interval(secs => check_after_seconds)
+        now() + make_interval(0, 0, 0, 0, 0, 0, input.check_after_seconds)
     FROM input
     ON CONFLICT (message_id) DO NOTHING
     RETURNING * ),

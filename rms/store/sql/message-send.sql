@@ -5,7 +5,7 @@ WITH input AS (
         SELECT *
         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::float8[], $9::int[], $10::float8[], $11::int[], $12::text[], $13::text[], $14::bool[], $15::text[], $16::int[], $17::timestamptz[], $18::float8[]) AS u(message_id, app, topic, key, payload, headers, check_url, check_after_seconds, max_checks, ack_timeout_seconds, max_deliveries, traceparent, tracestate, ordered, transaction_id, transaction_position, deliver_at, delay_seconds)) AS given ),
     inserted AS (
-    INSERT INTO messages (message_id, app, topic, key, payload, headers, check_url, check_after_seconds, max_checks, ack_timeout_seconds, max_deliveries, traceparent, tracestate, ordered, transaction_id, transaction_position, deliver_after, state, confirmed_at, subscribers, delivery_count, next_delivery_at, confirm_seq)
+    INSERT INTO messages (message_id, app, topic, key, payload, headers, check_url, check_after_seconds, max_checks, traceparent, tracestate, ordered, transaction_id, transaction_position, deliver_after, state, confirmed_at, subscribers, delivery_count, next_delivery_at, max_deliveries, ack_timeout_seconds, confirm_seq)
     SELECT message_id,
         app,
         topic,
@@ -15,8 +15,6 @@ WITH input AS (
         check_url,
         check_after_seconds,
         max_checks,
-        ack_timeout_seconds,
-        max_deliveries,
         traceparent,
         tracestate,
         ordered,
@@ -26,15 +24,25 @@ WITH input AS (
         'sent',
         now(),
         (
-        SELECT array_agg(a.name ORDER BY a.name)
-        FROM apps a
-        WHERE topic ~ a.consume_regex
-            AND a.consume_regex_of = a.consume_topics),
-        CASE WHEN ordered THEN 0 ELSE CASE WHEN coalesce(deliver_after > now(), false) THEN 0
+        SELECT array_agg(apps.name ORDER BY apps.name) AS array_agg_1
+        FROM apps
+        WHERE (input.topic ~ apps.consume_regex)
+            AND apps.consume_regex_of = apps.consume_topics),
+        CASE WHEN input.ordered THEN 0 ELSE CASE WHEN coalesce(input.deliver_after > now(), false) THEN 0
             ELSE 1 END END,
-        CASE WHEN coalesce(deliver_after > now(), false) THEN deliver_after ELSE CASE
-            WHEN ordered THEN now() ELSE now() + make_interval(secs => ack_timeout_seconds) END END,
-        CASE WHEN ordered THEN nextval('messages_confirm_seq') ELSE NULL END
+        CASE WHEN coalesce(input.deliver_after > now(), false) THEN input.deliver_after
+            ELSE CASE WHEN input.ordered THEN now() ELSE now() + make_interval(0, 0, 0, 0, 0, 0, coalesce((SELECT max(coalesce(apps.ack_timeout_seconds, input.ack_timeout_seconds)) AS max_1 FROM apps WHERE (input.topic ~ apps.consume_regex) AND apps.consume_regex_of = apps.consume_topics), input.ack_timeout_seconds)) END END,
+        coalesce((
+            SELECT max(coalesce(apps.max_deliveries, input.max_deliveries)) AS max_1
+            FROM apps
+            WHERE (input.topic ~ apps.consume_regex)
+                AND apps.consume_regex_of = apps.consume_topics), input.max_deliveries),
+        coalesce((
+            SELECT max(coalesce(apps.ack_timeout_seconds, input.ack_timeout_seconds)) AS max_1
+            FROM apps
+            WHERE (input.topic ~ apps.consume_regex)
+                AND apps.consume_regex_of = apps.consume_topics), input.ack_timeout_seconds),
+        CASE WHEN input.ordered THEN nextval('messages_confirm_seq') END
     FROM input
     ON CONFLICT (message_id) DO NOTHING
     RETURNING * ),

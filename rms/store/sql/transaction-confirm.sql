@@ -18,7 +18,7 @@ WITH input AS (
         u.detail AS event_detail ),
     numbered_confirm AS MATERIALIZED (
     SELECT m.message_id,
-        CASE WHEN m.ordered THEN nextval('messages_confirm_seq') ELSE NULL END AS seq
+        CASE WHEN m.ordered THEN nextval('messages_confirm_seq') END AS seq
     FROM messages m
     JOIN changed_confirm c ON m.transaction_id = c.transaction_id
     WHERE m.state = 'pending-send'
@@ -35,12 +35,22 @@ WITH input AS (
         delivery_count = CASE WHEN m.ordered THEN m.delivery_count ELSE CASE WHEN coalesce(m.deliver_after > now(), false) THEN m.delivery_count
             ELSE m.delivery_count + 1 END END,
         next_delivery_at = CASE WHEN coalesce(m.deliver_after > now(), false) THEN m.deliver_after
-            ELSE CASE WHEN m.ordered THEN now() ELSE now() + make_interval(secs => m.ack_timeout_seconds) END END,
+            ELSE CASE WHEN m.ordered THEN now() ELSE now() + make_interval(0, 0, 0, 0, 0, 0, coalesce((SELECT max(coalesce(apps.ack_timeout_seconds, m.ack_timeout_seconds)) AS max_1 FROM apps WHERE (m.topic ~ apps.consume_regex) AND apps.consume_regex_of = apps.consume_topics), m.ack_timeout_seconds)) END END,
+        max_deliveries = coalesce((
+            SELECT max(coalesce(apps.max_deliveries, m.max_deliveries)) AS max_1
+            FROM apps
+            WHERE (m.topic ~ apps.consume_regex)
+                AND apps.consume_regex_of = apps.consume_topics), m.max_deliveries),
+        ack_timeout_seconds = coalesce((
+            SELECT max(coalesce(apps.ack_timeout_seconds, m.ack_timeout_seconds)) AS max_1
+            FROM apps
+            WHERE (m.topic ~ apps.consume_regex)
+                AND apps.consume_regex_of = apps.consume_topics), m.ack_timeout_seconds),
         subscribers = (
-        SELECT array_agg(a.name ORDER BY a.name)
-        FROM apps a
-        WHERE m.topic ~ a.consume_regex
-            AND a.consume_regex_of = a.consume_topics),
+        SELECT array_agg(apps.name ORDER BY apps.name) AS array_agg_1
+        FROM apps
+        WHERE (m.topic ~ apps.consume_regex)
+            AND apps.consume_regex_of = apps.consume_topics),
         confirm_seq = n.seq
     FROM numbered_confirm n, changed_confirm c
     WHERE m.message_id = n.message_id

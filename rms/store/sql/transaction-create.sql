@@ -28,7 +28,7 @@ WITH input AS (
         WHERE i.transaction_id = f.transaction_id
         ORDER BY i.transaction_position),
         'pending',
-        now() + make_interval(secs => f.check_after_seconds)
+        now() + make_interval(0, 0, 0, 0, 0, 0, f.check_after_seconds)
     FROM fresh f
     ON CONFLICT (transaction_id) DO NOTHING
     RETURNING * ),

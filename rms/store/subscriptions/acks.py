@@ -7,7 +7,10 @@ The statement is the permission check too: an item counts only where its consume
 has no subscribers: the single-ack rule) and, when given, the row is the instance named. An
 item by an app that may consume the topic but is not a subscriber appends ``ack-ignored``
 (once per consumer and message: its repeats append nothing, so they cannot grow another
-producer's history) and changes nothing. The ACK transition's effects and its conditions are rendered from the
+producer's history) and changes nothing. Each consumer whose ack the statement records has
+its ``apps.last_ack_at`` set (database clock), at most once a second per app so that the acks
+of one busy consumer do not queue on its app's row: what shows a consumer app that owes
+messages and acknowledges none. The ACK transition's effects and its conditions are rendered from the
 transition table, as every other transition's.
 """
 
@@ -54,6 +57,9 @@ WITH input AS (
     WHERE {_PERMITTED} AND {_SENT} AND {sql_text(phase.NOT_A_SUBSCRIBER, "m.", _GIVEN)}
       AND NOT EXISTS (SELECT 1 FROM message_events e WHERE e.message_id = m.message_id
                       AND e.event = '{Event.ACK_IGNORED.value}' AND e.actor = 'app:' || u.consumer)
+), last_ack AS (
+    UPDATE apps SET last_ack_at = now() WHERE name IN (SELECT ack_consumer FROM changed)
+      AND (last_ack_at IS NULL OR last_ack_at < now() - interval '1 second')
 ), history AS (
     INSERT INTO message_events (message_id, event, actor, detail)
     SELECT message_id, '{Event.ACKED.value}', 'app:' || ack_consumer,

@@ -9,25 +9,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, select
+from sqlalchemy import ColumnElement, and_, func, literal_column, select
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.sql.expression import FromClause
 
 from rms.domain import phase
 from rms.store.phase import condition
 from rms.store.schema import apps
+from rms.store.text_form import Prefixed, Row, text_of
 
 
-def consumes(topic: ColumnElement[Any]) -> ColumnElement[bool]:
-    """An app (a row of ``apps``) consumes ``topic``: its ``consume_topics`` match it, read from
-    its regex while the regex is the one of its current topics."""
-    return and_(topic.op("~")(apps.c.consume_regex),
-                apps.c.consume_regex_of == apps.c.consume_topics)
+def consumes(topic: ColumnElement[Any], app: Row = apps) -> ColumnElement[bool]:
+    """An app (a row of ``apps``, or of ``app``) consumes ``topic``: its ``consume_topics``
+    match it, read from its regex while the regex is the one of its current topics."""
+    return and_(topic.op("~")(app.c.consume_regex),
+                app.c.consume_regex_of == app.c.consume_topics)
 
 
 def consumes_sql(topic: str, app: str = "a") -> str:
-    """:func:`consumes` as SQL text, for the app row ``app``."""
-    return f"{topic} ~ {app}.consume_regex AND {app}.consume_regex_of = {app}.consume_topics"
+    """:func:`consumes` as SQL text: ``topic`` and the app row ``app`` as a text statement
+    names them."""
+    return text_of(consumes(literal_column(topic), Prefixed(f"{app}.")))
 
 
 def subscribers(topic: ColumnElement[Any]) -> ColumnElement[Any]:
@@ -37,10 +39,14 @@ def subscribers(topic: ColumnElement[Any]) -> ColumnElement[Any]:
             .where(consumes(topic)).scalar_subquery())
 
 
-def subscribers_sql(topic: str) -> str:
-    """:func:`subscribers` as SQL text."""
-    return (f"(SELECT array_agg(a.name ORDER BY a.name) FROM apps a "
-            f"WHERE {consumes_sql(topic)})")
+def owed_setting(topic: ColumnElement[Any], own: ColumnElement[Any],
+                 name: str) -> ColumnElement[Any]:
+    """The delivery setting ``name`` the apps that consume ``topic`` are owed: the largest of
+    each one's own (``apps.<name>``) or ``own`` (the message's) for one without; ``own`` when
+    no app consumes ``topic`` (design section 7)."""
+    largest = (select(func.max(func.coalesce(apps.c[name], own)))
+               .where(consumes(topic)).scalar_subquery())
+    return func.coalesce(largest, own)
 
 
 def owing(row: FromClause) -> ColumnElement[Any]:

@@ -1,11 +1,11 @@
-"""Adaptive concurrency limiting: the limit follows latency (pure logic on a made-up clock),
-the middleware refuses beyond it with a 503 problem and Retry-After at once and never limits
-health or admin, and the real API refuses its excess that way under a burst of prepares."""
+"""Overload protection: the gate's queue test (pure logic on a made-up clock), the middleware
+holds new work beyond the limit until its turn and refuses it with a 503 problem and Retry-After
+once the queue stands (and at once after), never limits health or admin, and the real API
+refuses its excess that way under a burst of prepares."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 
@@ -17,9 +17,9 @@ from starlette.types import Receive, Scope, Send
 from message_service.admission import (
     Admission,
     AdmissionMiddleware,
-    GradientLimit,
     LimitPolicy,
     NoApp,
+    QueueDelay,
     Unknown,
     finishes_work,
     limited,
@@ -28,9 +28,7 @@ from rms.config import Settings
 from tests.integration.security.served import served
 from tests.support import Api
 
-POLICY = LimitPolicy(initial=50, minimum=5, maximum=200, tolerance=1.5, floor_seconds=0.0,
-                     ceiling_seconds=0.25,
-                     window_seconds=0.1, window_samples=10, long_windows=100, smoothing=0.2)
+POLICY = LimitPolicy(limit=4, maximum=8, target_seconds=0.005, interval_seconds=0.1)
 
 
 class Clock:
@@ -41,102 +39,66 @@ class Clock:
         return self.now
 
 
-def _feed(limit: GradientLimit, clock: Clock, latency: float, inflight: Callable[[], int],
-          windows: int) -> None:
-    for _ in range(windows):
-        for _ in range(POLICY.window_samples):
-            clock.now += POLICY.window_seconds / POLICY.window_samples
-            limit.sample(latency, inflight())
+def _intervals(delay: QueueDelay, clock: Clock, wait: float, count: int,
+               oldest: float | None = None) -> None:
+    """``count`` intervals in each of which ten requests got their turn after ``wait``."""
+    for _ in range(count):
+        for _ in range(10):
+            clock.now += POLICY.interval_seconds / 10
+            delay.waited(wait)
+            delay.tick(oldest)
 
 
-def test_a_lightly_used_limit_does_not_grow() -> None:
+def test_waits_under_the_target_never_overload_the_gate() -> None:
     clock = Clock()
-    limit = GradientLimit(POLICY, clock)
-    _feed(limit, clock, 0.01, lambda: 10, windows=200)
-    assert limit.limit == POLICY.initial
+    delay = QueueDelay(POLICY, clock)
+    _intervals(delay, clock, 0.0, 50)
+    _intervals(delay, clock, POLICY.target_seconds * 0.9, 50)
+    assert not delay.overloaded
 
 
-def test_a_limit_in_use_at_steady_latency_grows_to_its_maximum() -> None:
+def test_one_prompt_turn_per_interval_keeps_the_gate_calm() -> None:
+    """The shortest wait of an interval is judged: a queue that empties now and then (a
+    closed loop's callers, each waiting for its answer) is no standing queue."""
     clock = Clock()
-    limit = GradientLimit(POLICY, clock)
-    _feed(limit, clock, 0.01, lambda: int(limit.limit), windows=300)
-    assert limit.limit == POLICY.maximum
+    delay = QueueDelay(POLICY, clock)
+    for _ in range(50):
+        for n in range(10):
+            clock.now += POLICY.interval_seconds / 10
+            delay.waited(0.0 if n == 5 else 1.0)
+            delay.tick(None)
+    assert not delay.overloaded
 
 
-def test_rising_latency_shrinks_the_limit_and_falling_latency_lets_it_grow_again() -> None:
+def test_a_queue_standing_over_an_interval_overloads_the_gate_until_it_refuses_nobody(
+        ) -> None:
     clock = Clock()
-    limit = GradientLimit(POLICY, clock)
-    _feed(limit, clock, 0.01, lambda: int(limit.limit), windows=20)
-    grown = limit.limit
-    _feed(limit, clock, 0.05, lambda: int(limit.limit), windows=20)  # five times slower
-    assert limit.limit < grown / 2  # within two seconds
-    shrunk = limit.limit
-    _feed(limit, clock, 0.01, lambda: int(limit.limit), windows=40)
-    assert limit.limit > shrunk * 2
+    delay = QueueDelay(POLICY, clock)
+    _intervals(delay, clock, POLICY.target_seconds * 2, 1)
+    clock.now += POLICY.interval_seconds / 10
+    delay.tick(None)
+    assert delay.overloaded
+    for _ in range(5):  # refusing: overloaded it stays
+        clock.now += POLICY.interval_seconds * 1.5
+        delay.refused()
+        delay.tick(None)
+        assert delay.overloaded
+    clock.now += POLICY.interval_seconds * 1.5  # an interval that refused nobody
+    delay.tick(None)
+    assert not delay.overloaded
 
 
-def test_latency_that_rises_but_stays_under_the_floor_keeps_the_limit() -> None:
-    """A quiet hour teaches a long-run latency of a few milliseconds; a calm load of more
-    clients then makes each request some tens of milliseconds (the server batches its
-    commits): under the floor that is no queue, and the limit in use keeps growing. Past the
-    floor the gradient applies again."""
-    floored = dataclasses.replace(POLICY, floor_seconds=0.05)
+def test_a_request_waiting_a_whole_interval_without_its_turn_overloads_the_gate() -> None:
     clock = Clock()
-    limit = GradientLimit(floored, clock)
-    _feed(limit, clock, 0.005, lambda: int(limit.limit), windows=20)
-    grown = limit.limit
-    _feed(limit, clock, 0.04, lambda: int(limit.limit), windows=20)  # eight times slower
-    assert limit.limit > grown
-    _feed(limit, clock, 0.1, lambda: int(limit.limit), windows=20)  # past the floor
-    assert limit.limit < grown / 2
+    delay = QueueDelay(POLICY, clock)
+    clock.now += POLICY.interval_seconds
+    assert delay.tick(oldest_wait=POLICY.interval_seconds)
+    assert delay.overloaded
 
 
-def test_the_floor_may_not_exceed_the_ceiling() -> None:
-    with pytest.raises(ValueError, match="RMS_ADMISSION_LATENCY_FLOOR_SECONDS"):
-        Settings(dev_mode=True, admission_latency_floor_seconds=0.3,
-                 admission_latency_ceiling_seconds=0.25)
-
-
-def test_latency_over_the_ceiling_always_shrinks_the_limit() -> None:
-    """However slow the long run has been, a window over the ceiling shrinks the limit (down
-    to where the queue allowance balances the shrinking: a handful of requests)."""
-    clock = Clock()
-    limit = GradientLimit(POLICY, clock)
-    _feed(limit, clock, 0.4, lambda: int(limit.limit), windows=60)  # slow from the start
-    assert limit.limit < POLICY.initial / 4
-
-
-def test_event_loop_lag_over_its_budget_shrinks_the_limit_at_steady_latency() -> None:
-    """Requests wait in the socket while the loop is busy, which their own latency cannot show:
-    the loop's lag shrinks the limit by itself, and the limit grows again once it is gone."""
-    clock = Clock()
-    limit = GradientLimit(POLICY, clock)
-    _feed(limit, clock, 0.01, lambda: int(limit.limit), windows=20)
-    grown = limit.limit
-
-    def lagging(windows: int, lag: float) -> None:
-        for _ in range(windows):
-            for _ in range(POLICY.window_samples):
-                clock.now += POLICY.window_seconds / POLICY.window_samples
-                limit.lag(lag)
-                limit.sample(0.01, int(limit.limit))
-
-    lagging(20, POLICY.lag_budget_seconds * 4)
-    assert limit.limit < grown / 2
-    shrunk = limit.limit
-    lagging(40, POLICY.lag_budget_seconds / 4)
-    assert limit.limit > shrunk * 2
-
-
-def test_a_window_needs_both_its_time_and_its_samples() -> None:
-    clock = Clock()
-    limit = GradientLimit(POLICY, clock)
-    for _ in range(100):  # many samples within one window's time: no update yet
-        limit.sample(1.0, 50)
-    assert limit.long_rtt is None
-    clock.now = POLICY.window_seconds
-    limit.sample(1.0, 50)
-    assert limit.long_rtt == pytest.approx(1.0)
+def test_the_limit_may_not_exceed_the_maximum() -> None:
+    with pytest.raises(ValueError, match="RMS_ADMISSION_LIMIT"):
+        Settings(dev_mode=True, admission_limit=10, admission_max_limit=5)
 
 
 @pytest.mark.parametrize(("path", "expected"), [
@@ -182,8 +144,8 @@ async def test_requests_beyond_the_limit_are_refused_at_once_with_retry_after() 
     release, entered = asyncio.Event(), asyncio.Event()
     slow = _held(3, entered, release)
 
-    policy = LimitPolicy(initial=3, minimum=1, maximum=3)
-    app = AdmissionMiddleware(slow, Admission(GradientLimit(policy), KeyNames()))
+    policy = LimitPolicy(limit=3, maximum=3)
+    app = AdmissionMiddleware(slow, Admission(policy, KeyNames()))
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://rms.test",
                                  headers=ORDERS) as client:
@@ -220,42 +182,66 @@ def test_confirms_cancels_and_acks_finish_work(method: str, path: str, expected:
     assert finishes_work(method, path) is expected
 
 
-async def test_at_the_limit_new_work_is_refused_and_finishing_work_still_admitted() -> None:
-    """A prepare beyond the limit is refused; a confirm is admitted up to the maximum."""
+async def test_at_the_limit_new_work_waits_its_turn_and_finishing_work_is_admitted() -> None:
+    """A prepare beyond the limit waits for a place (and gets it when one frees up promptly);
+    a confirm is admitted up to the maximum and refused beyond it."""
     release, entered = asyncio.Event(), asyncio.Event()
     slow = _held(2, entered, release)
 
-    app = AdmissionMiddleware(slow, Admission(GradientLimit(LimitPolicy(initial=2, minimum=1,
-                                                                     maximum=3)), KeyNames()))
+    gate = Admission(LimitPolicy(limit=2, maximum=3, interval_seconds=10.0), KeyNames())
+    app = AdmissionMiddleware(slow, gate)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://rms.test",
                                  headers=ORDERS) as client:
         held = [asyncio.create_task(client.post("/v1/messages")) for _ in range(2)]
         await entered.wait()
-        prepare = await client.post("/v1/messages")
+        prepare = asyncio.create_task(client.post("/v1/messages"))
         confirm = asyncio.create_task(client.post("/v1/messages/m-1/confirm"))
-        await asyncio.sleep(0.01)
+        for _ in range(5000):  # until the prepare waits and the confirm is in
+            if gate.waiting and gate.inflight == 3:
+                break
+            await asyncio.sleep(0.001)
         beyond_maximum = await client.post("/v1/messages/m-2/confirm")
         release.set()
-        answers = await asyncio.gather(*held, confirm)
-    assert prepare.status_code == 503
+        answers = await asyncio.gather(*held, confirm, prepare)
     assert beyond_maximum.status_code == 503
-    assert [a.status_code for a in answers] == [200] * 3
-    assert app.gate.inflight == 0
+    assert [a.status_code for a in answers] == [200] * 4
+    assert gate.inflight == 0 and not gate.waiting
 
 
-def test_the_limits_must_be_in_order(settings: Settings) -> None:
-    with pytest.raises(ValueError, match="RMS_ADMISSION_MIN_LIMIT"):
-        Settings(**{**settings.model_dump(), "admission_min_limit": 100,
-                    "admission_initial_limit": 10})
+async def test_a_standing_queue_is_refused_and_new_work_then_at_once() -> None:
+    """New work that waits a whole interval without its turn is refused with 503 and
+    Retry-After; while the gate is overloaded, new work that finds no place is refused at once,
+    and an app below its share is still admitted."""
+    release, entered = asyncio.Event(), asyncio.Event()
+    slow = _held(2, entered, release)
+    gate = Admission(LimitPolicy(limit=2, maximum=8, interval_seconds=0.05), KeyNames())
+    app = AdmissionMiddleware(slow, gate)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://rms.test",
+                                 headers=ORDERS) as client:
+        held = [asyncio.create_task(client.post("/v1/messages")) for _ in range(2)]
+        await entered.wait()
+        queued = await asyncio.gather(*[client.post("/v1/messages") for _ in range(3)])
+        assert gate.delay.overloaded
+        started = time.monotonic()
+        at_once = await client.post("/v1/messages")
+        elapsed = time.monotonic() - started
+        release.set()
+        answers = await asyncio.gather(*held)
+    assert [a.status_code for a in queued] == [503] * 3
+    assert all(a.headers["retry-after"] for a in queued)
+    assert orjson.loads(queued[0].content)["type"] == "https://rms.dev/problems/overloaded"
+    assert at_once.status_code == 503 and elapsed < 0.02
+    assert [a.status_code for a in answers] == [200] * 2
+    assert gate.inflight == 0 and not gate.waiting
 
 
 async def test_the_api_refuses_a_burst_beyond_its_limit_and_serves_the_rest(
         api: Api, settings: Settings, topic: str) -> None:
     producer = await api.create_app("orders")
     narrow = Settings(**{**settings.model_dump(), "admission_enabled": True,
-                         "admission_initial_limit": 2,
-                         "admission_min_limit": 1, "admission_max_limit": 2})
+                         "admission_limit": 2, "admission_max_limit": 2})
     with served(narrow) as url:
         async with httpx.AsyncClient(base_url=url, headers=producer.headers,
                                      timeout=30) as client:
@@ -299,7 +285,7 @@ async def test_under_uvicorn_the_protocol_refuses_before_the_app_and_keeps_the_c
                     "headers": [(b"content-length", b"2")]})
         await send({"type": "http.response.body", "body": b"ok"})
 
-    gate = Admission(GradientLimit(LimitPolicy(initial=1, minimum=1, maximum=1)), KeyNames())
+    gate = Admission(LimitPolicy(limit=1, maximum=1, interval_seconds=10.0), KeyNames())
     limited_endpoint = AdmissionMiddleware(endpoint, gate)
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
@@ -318,7 +304,8 @@ async def test_under_uvicorn_the_protocol_refuses_before_the_app_and_keeps_the_c
                 break
             await asyncio.sleep(0.01)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        gate.inflight, gate.per_app = 1, {"orders": 1}  # the limit (1) is reached
+        gate.inflight, gate.per_app = 1, {"orders": 1}  # the limit (1) is reached ...
+        gate.delay.overloaded = True  # ... while the queue stands
         body = b'{"topic": "t", "payload": 1}'
         head, answer = await _exchange(reader, writer, (
             b"POST /v1/messages HTTP/1.1\r\nhost: rms\r\ncontent-type: application/json\r\n"

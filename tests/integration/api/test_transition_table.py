@@ -114,6 +114,8 @@ def _expect(effect: table.Effect, before: dict[str, Any], window: tuple[datetime
     effect = table.chosen(effect, lambda term: phase.holds_on(term, given, window[0]))
     if isinstance(effect, table.Subscribers):
         return [CONSUMER], [CONSUMER]
+    if isinstance(effect, table.OwedSetting):  # the consumer app has no setting of its own
+        return before[effect.name], before[effect.name]
     if isinstance(effect, table.AckAdded):
         return _Acked(before["acks"]), _Acked(before["acks"])
     if isinstance(effect, table.NextInSequence):
@@ -129,7 +131,7 @@ def _expect(effect: table.Effect, before: dict[str, Any], window: tuple[datetime
     if isinstance(effect, table.Later):
         source = effect.seconds
         amount = (GIVEN[source.name] if isinstance(source, table.Given)
-                  else before[source.name])
+                  else before[source.name])  # a Column, or an OwedSetting the app leaves be
         return window[0] + timedelta(seconds=amount), window[1] + timedelta(seconds=amount)
     return effect, effect
 

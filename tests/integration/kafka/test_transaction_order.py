@@ -1,7 +1,7 @@
 """A transaction whose second message's topic is missing on a cluster that does not create
-topics: the first is published, the second fails (topic-missing) and the third is held back
-(held-for-order) instead of overtaking it; the recovery worker publishes the rest in order
-once the topic exists."""
+topics: its one Kafka transaction is aborted, so none of its messages is published (the second
+fails with topic-missing, the others with transaction-aborted); the recovery worker publishes
+them in order once the topic exists, the third never overtaking the second."""
 
 from __future__ import annotations
 
@@ -77,29 +77,31 @@ async def test_a_failed_publish_in_the_middle_holds_the_rest_in_order(
     assert (await api.post(orders, "/v1/transactions", json=body)).status_code == 201
 
     missing_before = _failures("topic-missing")
+    aborted_before = _failures("transaction-aborted")
     confirmed = await api.post(orders, f"/v1/transactions/tx-{unique}/confirm")
 
     assert confirmed.status_code == 200, confirmed.text
-    # one broker failure; the held-back message was never offered to the broker
+    # one broker failure aborts the one Kafka transaction of the three
     assert _failures("topic-missing") == missing_before + 1
+    assert _failures("transaction-aborted") == aborted_before + 2
     assert _failures("held-for-order") == 0.0
     assert [m["state"] for m in confirmed.json()["messages"]] == ["sent"] * 3
-    assert [(await message(api, i))["delivery_count"] for i in ids] == [1, 0, 0]
-    failed = [e for e in await events(api, ids[1]) if e["event"] == "publish-failed"]
-    assert failed[0]["detail"]["reason"] == "topic-missing"
-    held = [e for e in await events(api, ids[2]) if e["event"] == "publish-failed"]
-    assert held[0]["detail"]["reason"] == "held-for-order"
-    assert ids[1] in held[0]["detail"]["error"]
+    assert [(await message(api, i))["delivery_count"] for i in ids] == [0, 0, 0]
+    reasons = [[e["detail"]["reason"] for e in await events(api, i)
+                if e["event"] == "publish-failed"] for i in ids]
+    assert reasons == [["transaction-aborted"], ["topic-missing"], ["transaction-aborted"]]
     stats = (await api.client.get("/v1/admin/stats", headers=api.admin)).json()
     assert {(b["topic"], b["reason"]) for b in stats["publish_blocked"]} == {
-        (missing, "topic-missing"), (third, "held-for-order")}
-    assert len(await read_topic(servers, first, expect=1, settle=0.3)) == 1
+        (first, "transaction-aborted"), (missing, "topic-missing"),
+        (third, "transaction-aborted")}
+    assert await read_topic(servers, first, expect=1, timeout=1.0) == []
 
     async with worker_context(api.settings, "recovery-worker") as context:
         worker = from_context(context)
         for _ in range(3):  # still missing: the second is retried, the third never overtakes
-            await asyncio.sleep(0.6)  # past publish_retry_seconds: both are due
+            await asyncio.sleep(0.6)  # past publish_retry_seconds: all are due
             await worker.tick()
+        assert len(await read_topic(servers, first, expect=1, settle=0.3)) == 1
         retried = [e for e in await events(api, ids[1]) if e["event"] == "publish-failed"]
         assert len(retried) >= 3
         assert (await message(api, ids[2]))["delivery_count"] == 0

@@ -117,6 +117,23 @@ async def _blocked_keys(api: Api) -> list[dict[str, Any]]:
     return found
 
 
+async def _held_until_the_topic_exists(api: Api, worker: RedeliveryWorker, sql: SqlHelper,
+                                       topic: str, first: str, second: str) -> None:
+    """``second`` waits behind ``first`` (refused: its topic is missing) with no delivery of
+    its own; once the topic is created both are published."""
+    assert (await message(api, second))["delivery_count"] == 0
+    assert await _blocked_keys(api) == [{"topic": topic, "key": "a", "app": "orders",
+                                         "message_id": first, "reason": "publish-failed",
+                                         "waiting": 1}]
+    await _create_topic(api, topic)
+
+    async def both_published() -> bool:
+        return bool(await sql.scalar(
+            "SELECT count(*) FROM messages WHERE delivery_count = 1") == 2)
+
+    await tick_until(worker, both_published, timeout=60, interval=0.2)
+
+
 @contextlib.asynccontextmanager
 async def _running(workers: Sequence[RedeliveryWorker]) -> AsyncIterator[None]:
     """The workers tick in the background, as their schedulers would."""
@@ -222,22 +239,31 @@ async def test_a_failed_first_publish_holds_back_its_key_until_the_topic_exists(
     assert [e["detail"]["reason"] for e in await events(api, first)
             if e["event"] == "publish-failed"][:1] == ["topic-missing"]
     assert [e["event"] for e in await events(api, second)] == ["prepared", "confirmed"]
-    assert (await message(api, second))["delivery_count"] == 0
-    assert await _blocked_keys(api) == [{"topic": topic, "key": "a", "app": "orders",
-                                         "message_id": first, "reason": "publish-failed",
-                                         "waiting": 1}]
-
-    await _create_topic(api, topic)
-
-    async def both_published() -> bool:
-        return bool(await sql.scalar(
-            "SELECT count(*) FROM messages WHERE delivery_count = 1") == 2)
-
-    await tick_until(worker, both_published, timeout=60, interval=0.2)
+    await _held_until_the_topic_exists(api, worker, sql, topic, first, second)
     records = await read_topic(api.settings.kafka_bootstrap_servers, topic, expect=2,
                                settle=0.5)
     assert _sequence(records, "a") == [(first, 1), (second, 1)]
     assert await _blocked_keys(api) == []
+
+
+async def test_a_run_stopped_by_a_failed_publish_withdraws_the_rest_in_place(
+        api: Api, worker: RedeliveryWorker, topic: str, sql: SqlHelper) -> None:
+    """Two messages of a key claimed as one run, the first refused (topic missing): the
+    second was reserved but never handed to the broker. Its number is given back and its
+    ``publishing`` event stays where it was written, completed as ``withdrawn``."""
+    orders = await _ordered_app(api, "orders", topic)
+    first = await _confirmed(api, orders, topic, "a")
+    second = await _confirmed(api, orders, topic, "a")
+    await worker.tick()
+
+    withdrawn = await events(api, second)
+    assert [e["event"] for e in withdrawn] == ["prepared", "confirmed", "withdrawn"]
+    assert withdrawn[-1]["detail"] == {"delivery": 1, "reason": "run-stopped"}
+    assert [e["event"] for e in await events(api, first)][-1] == "publish-failed"
+    await _held_until_the_topic_exists(api, worker, sql, topic, first, second)
+    after = await events(api, second)
+    assert after[:3] == withdrawn  # nothing written earlier moved or changed
+    assert [(e["event"], e["detail"]["delivery"]) for e in after[3:]] == [("published", 1)]
 
 
 @pytest.mark.timeout(180)

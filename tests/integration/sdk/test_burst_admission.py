@@ -19,7 +19,7 @@ from tests.conftest import ADMIN_TOKEN
 from tests.integration.security.served import create_app_keys, rms_serve
 from tests.support import CHECK_PREFIX, read_topic
 
-BURST = 4 * Settings.model_fields["admission_initial_limit"].default  # prepares at once
+BURST = 4 * Settings.model_fields["admission_limit"].default  # prepares at once
 
 
 async def _prepare_and_confirm(producer: RmsProducer, topic: str, n: int) -> str:

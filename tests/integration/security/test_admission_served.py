@@ -25,8 +25,8 @@ STEADY_TRIES = 40
 @pytest.fixture
 def serve(settings: Settings, tmp_path: Path) -> Iterator[int]:
     with rms_serve(settings, tmp_path / "serve.log", {
-            "RMS_ADMISSION_ENABLED": "true", "RMS_ADMISSION_INITIAL_LIMIT": str(LIMIT),
-            "RMS_ADMISSION_MIN_LIMIT": str(LIMIT), "RMS_ADMISSION_MAX_LIMIT": str(LIMIT),
+            "RMS_ADMISSION_ENABLED": "true", "RMS_ADMISSION_LIMIT": str(LIMIT),
+            "RMS_ADMISSION_MAX_LIMIT": str(LIMIT),
             "RMS_HTTP_BODY_TIMEOUT_SECONDS": "60"}) as port:
         yield port
 

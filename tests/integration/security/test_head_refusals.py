@@ -21,8 +21,8 @@ HEALTH = b"GET /healthz HTTP/1.1\r\nHost: rms\r\n\r\n"
 @pytest.fixture
 def serve(settings: Settings, tmp_path: Path) -> Iterator[int]:
     with rms_serve(settings, tmp_path / "serve.log", {
-            "RMS_ADMISSION_ENABLED": "true", "RMS_ADMISSION_INITIAL_LIMIT": "1",
-            "RMS_ADMISSION_MIN_LIMIT": "1", "RMS_ADMISSION_MAX_LIMIT": "1",
+            "RMS_ADMISSION_ENABLED": "true", "RMS_ADMISSION_LIMIT": "1",
+            "RMS_ADMISSION_MAX_LIMIT": "1",
             "RMS_APP_RATE_LIMIT_PER_SECOND": "0.001", "RMS_APP_RATE_LIMIT_BURST": "1",
             "RMS_HTTP_BODY_TIMEOUT_SECONDS": "2", "RMS_MAX_PAYLOAD_BYTES": "1024"}) as port:
         yield port

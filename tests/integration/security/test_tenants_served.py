@@ -1,7 +1,9 @@
 """Two tenants on a real ``rms serve`` at its default settings (overload protection on): one
-app offers four times its fair share of the concurrency limit, the other a calm load; the calm
-tenant keeps at least 95 % of its requests answered 2xx while the other is refused its excess.
-Counts, not timings."""
+app keeps four times its fair share of the concurrency limit in flight, the other a calm load;
+the calm tenant keeps at least 95 % of its requests answered 2xx while the flood's excess waits
+at the gate for its places. The flood is a closed loop: it is refused (503) only while a queue
+stands, which the calm tenant's prompt admissions show there is not, so its answers are 201 or
+503 and nothing else. Counts, not timings."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from tests.conftest import ADMIN_TOKEN
 from tests.integration.security.served import create_app_keys, rms_serve
 
 APPS_IN_FLIGHT = 2
-FAIR_SHARE = Settings.model_fields["admission_initial_limit"].default // APPS_IN_FLIGHT
+FAIR_SHARE = Settings.model_fields["admission_limit"].default // APPS_IN_FLIGHT
 FLOODERS = 4 * FAIR_SHARE  # requests the flooding tenant keeps in flight
 CALM_TRIES = 40
 
@@ -62,6 +64,6 @@ async def test_the_calm_tenant_keeps_its_answers_while_the_other_floods(
             stop.set()
             flooded = [status for of_one in await asyncio.gather(*flood) for status in of_one]
     assert sum(200 <= status < 300 for status in answered) >= 0.95 * CALM_TRIES, answered
-    # the flood was past its share: its excess was refused, nothing else went wrong
-    assert flooded.count(503) > 0, flooded.count(201)
+    # the flood was past its share: its excess waited or was refused, nothing else went wrong
+    assert flooded.count(201) > 0, sorted(set(flooded))
     assert set(flooded) <= {201, 503}, sorted(set(flooded))

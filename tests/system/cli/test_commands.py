@@ -55,7 +55,13 @@ def test_rms_dev_starts_serves_and_stops_cleanly(tmp_path: Path) -> None:
         _dev_env_reaches_this_run(data_dir, url)
     finally:
         process.send_signal(signal.SIGINT)
-        output, _ = process.communicate(timeout=60)
+        try:
+            output, _ = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()  # its watchdog stops what it started
+            output, _ = process.communicate(timeout=30)
+            raise AssertionError(f"rms dev did not stop within 60 s of SIGINT:\n"
+                                 f"{output[-3000:]}") from None
     assert process.returncode == 0, output
     assert "rms dev: stopped." in output
     assert "Warning" not in output, output  # the banner is RMS's own, no library noise

@@ -28,12 +28,12 @@ def _run_report(database_url: str, out: Path) -> None:
          "--database-url", database_url, "--since", SINCE, "--until", UNTIL, "--as-of", AS_OF,
          "--master", "local[1]", "--conf", "spark.ui.enabled=false",
          "--conf", "spark.sql.shuffle.partitions=1"],
-        cwd=out.parent, capture_output=True, text=True, check=False, timeout=110,
+        cwd=out.parent, capture_output=True, text=True, check=False, timeout=240,
         env=os.environ | {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable})
     assert result.returncode == 0, result.stderr[-3000:]
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(300)
 async def test_the_real_report_summary_is_served(settings: Settings, database_url: str,
                                                  tmp_path: Path) -> None:
     await asyncio.to_thread(_run_report, database_url, tmp_path / "report")

@@ -58,6 +58,8 @@ METRICS: dict[str, str] = {
     "rms_publish_failures_total": "counter",
     "rms_redeliveries_total": "counter",
     "rms_loop_failing": "gauge",
+    "rms_consumer_unacked_messages": "gauge",
+    "rms_consumer_seconds_since_ack": "gauge",
 }
 PROBES = {"readinessProbe": "/readyz", "livenessProbe": "/healthz", "startupProbe": "/healthz"}
 HEALTH_PATHS = {"/healthz", "/readyz"}

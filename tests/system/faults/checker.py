@@ -16,6 +16,8 @@
 * **atomic**: no record of a member of a transaction whose producer did not commit; every member
   of a committed one delivered or dead with its reason, never some members deleted and others
   not;
+* **atomic-publish**: the members a confirm published in one Kafka transaction are read all
+  or none (``atomic_publish.py``);
 * **transaction-order**: members' first deliveries keep their listed order (record timestamps:
   each member is handed to the broker once the one before was accepted);
 * **key-order**: per ordering key ``(app, topic, key)`` first deliveries come in confirm order
@@ -42,6 +44,8 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 
+from tests.system.faults.atomic_publish import KIND as ATOMIC_PUBLISH
+from tests.system.faults.atomic_publish import check_atomic_publish
 from tests.system.faults.history import (
     COMMITTED,
     CheckAnswer,
@@ -57,7 +61,7 @@ from tests.system.faults.subscribers import KINDS as SUBSCRIBER_KINDS
 from tests.system.faults.subscribers import Facts, check_subscribers
 
 KINDS = ("loss", "phantom", "duplicates", "transition", "liveness", "isolation", "atomic",
-         "transaction-order", "key-order", "early", "retention", *SUBSCRIBER_KINDS)
+         ATOMIC_PUBLISH, "transaction-order", "key-order", "early", "retention", *SUBSCRIBER_KINDS)
 FINISHED = frozenset({"done", "deleted"})
 RECORD_CLOCK = 0.001  # record timestamps are whole milliseconds
 
@@ -91,6 +95,7 @@ def check(history: History, final: Final) -> list[Violation]:
         *_liveness(final, held),
         *_isolation(history, final),
         *_atomic(history, final, held),
+        *check_atomic_publish(history, final),
         *_transaction_order(history, final),
         *_key_order(history, final),
         *_early(history, final),
@@ -156,7 +161,7 @@ def _claims_survive(history: History, final: Final) -> Iterator[Violation]:
     """What was committed about the claimed messages before a failover is on the new
     primary: each row is there right after the promotion (or ended finished and archived),
     and each of their events then is in the final tables or the archive. (A claim's counters
-    may legitimately go back: an unpublished reservation is given back without an event.)"""
+    may legitimately go back: an unpublished reservation is given back, its event withdrawn.)"""
     stored = Counter(_identity(e) for e in final.events)
     for failover in history.failovers:
         for claim in failover.before:
@@ -172,9 +177,16 @@ def _claims_survive(history: History, final: Final) -> Iterator[Violation]:
                                 f"{failover.kind} of {failover.old}, gone after it")
 
 
+# a delivery's ``publishing`` event and what its outcome completes it into, in place
+PUBLISH_EVENTS = frozenset({"publishing", "published", "publish-failed", "withdrawn"})
+
+
 def _identity(event: StoredEvent) -> tuple[str, str, str, str]:
-    """An event as a later read still knows it: its id and time are not kept (the publish
-    settle numbers early acks after their ``published`` event, and moves that event's time)."""
+    """An event as a later read still knows it: its id and time are not kept. A delivery's
+    ``publishing`` event is completed in place (its name, detail and actor change), so it is
+    known by its message and delivery number."""
+    if event.event in PUBLISH_EVENTS:
+        return event.message_id, "publishing", "", str(event.detail.get("delivery"))
     return event.message_id, event.event, event.actor, json.dumps(event.detail, sort_keys=True)
 
 

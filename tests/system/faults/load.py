@@ -396,9 +396,12 @@ class Consumer:
         # until every one exists (RMS creates the plain topics on first use, and a broker that
         # lost its log has none), a pattern takes each topic as the metadata shows it
         pattern = "^(" + "|".join(re.escape(t) for t in self.app.topics) + ")$"
+        # read_committed, as the client libraries read: the atomic-publish invariant checks
+        # that a transaction's members published together are read all or none
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
                                     auto_offset_reset="earliest", metadata_max_age_ms=1000,
-                                    request_timeout_ms=KAFKA_REQUEST_MS)
+                                    request_timeout_ms=KAFKA_REQUEST_MS,
+                                    isolation_level="read_committed")
         consumer.subscribe(pattern=pattern)
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False,
                                     request_timeout_ms=KAFKA_REQUEST_MS)

@@ -10,7 +10,7 @@ import contextlib
 import json
 import random
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,11 +44,12 @@ class Retention:
     def archive(self) -> Path:
         return self.stack.infra.base / "archive"
 
-    async def loop(self, stop_at: float) -> None:
+    async def loop(self, stop_at: Callable[[], float]) -> None:
+        """Runs (some killed) until the load's stop, which the scenario may push back."""
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self.rng.uniform(*EVERY))
-            if loop.time() >= stop_at:
+            if loop.time() >= stop_at():
                 return
             await self.once(kill=self.rng.random() < KILL_SHARE)
 

@@ -38,6 +38,9 @@ class Scenario:
     # injections the scenario must make under load: the load runs on past ``seconds`` until
     # they are done (a fault that takes long, like a failover, must not crowd out the next)
     at_least: int = 0
+    # operations and features the load must have made before it stops: its stop is pushed
+    # back until each was seen (at most to ``3 * seconds``), so a slow machine still makes them
+    must_see: tuple[str, ...] = ()
     plans: dict[str, int] = field(default_factory=lambda: dict(PLANS))
     mix: Mix = field(default_factory=Mix)  # transactions, ordered and delayed messages
     retention: bool = False  # retention runs (some killed) during the load, one at the end
@@ -148,18 +151,30 @@ class Report:
         return "\n".join(lines)
 
 
-async def inject_until(ctx: FaultContext, faults: Sequence[Fault], gap: tuple[float, float],
-                       at_least: int = 0) -> None:
+def _unseen(ctx: FaultContext, scenario: Scenario, latest: float) -> bool:
+    """Some of the scenario's ``must_see`` not made yet, and still time to make them."""
+    if time.monotonic() >= latest:
+        return False
+    counts = ctx.load.history.counts()
+    return any(not counts[kind] for kind in scenario.must_see)
+
+
+async def inject_until(ctx: FaultContext, scenario: Scenario) -> None:
     """Inject a random fault every ``gap`` seconds until the load stops; while fewer than
-    ``at_least`` were injected, the load's stop is pushed back past the next one."""
-    load = ctx.load
+    ``at_least`` were injected, or some of ``must_see`` was not made, the load's stop is pushed
+    back past the next one."""
+    load, faults, at_least = ctx.load, scenario.faults, scenario.at_least
+    latest = time.monotonic() + 3 * scenario.seconds
     if not faults:
+        while _unseen(ctx, scenario, latest):
+            load.stop_at = max(load.stop_at, time.monotonic() + 1.0)
+            await asyncio.sleep(0.5)
         await asyncio.sleep(max(0.0, load.stop_at - time.monotonic()))
         return
     injected = 0
     while True:
-        pause = ctx.rng.uniform(*gap)
-        if injected < at_least:
+        pause = ctx.rng.uniform(*scenario.gap)
+        if injected < at_least or _unseen(ctx, scenario, latest):
             load.stop_at = max(load.stop_at, time.monotonic() + pause + 1.0)
         await asyncio.sleep(pause)
         if time.monotonic() >= load.stop_at:
@@ -199,11 +214,11 @@ async def run(stack: Stack, scenario: Scenario, seed: int) -> Report:
         stack.proxies[name].toxics = toxics
     consumer.start()
     load.start(scenario.seconds)
-    retaining = asyncio.create_task(retention.loop(load.stop_at) if scenario.retention
+    retaining = asyncio.create_task(retention.loop(lambda: load.stop_at) if scenario.retention
                                     else asyncio.sleep(0))
     try:
         try:
-            await inject_until(ctx, scenario.faults, scenario.gap, scenario.at_least)
+            await inject_until(ctx, scenario)
         finally:
             await bounded(heal(ctx), HEAL_SECONDS, "healing after the faults")
         await bounded(load.finish(), FINISH_SECONDS, "the producers' last messages")

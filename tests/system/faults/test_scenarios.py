@@ -144,15 +144,17 @@ async def test_check_back_during_a_still_open_producer_transaction(stack: Stack)
 
 async def test_transactions_ordered_keys_delays_and_retention_under_faults(stack: Stack) -> None:
     mix = Mix(transactions=0.35, ordered=0.4, delayed=0.25)
+    features = ("transaction", "txn-confirm", "txn-cancel", "ordered-message",
+                "delayed-message", "retention-run", "retention-killed")
     report = await run(stack, Scenario("features", [KillServe(), KillProducer(),
                                                     TerminateBackends()],
-                                       seconds=16.0, gap=(1.5, 3.0), mix=mix, retention=True),
+                                       seconds=16.0, gap=(1.5, 3.0), at_least=3,
+                                       must_see=features, mix=mix, retention=True),
                        seed=12)
     print(report.describe())
     assert not report.violations, report.describe()
     assert not report.server_errors, report.describe()
-    for feature in ("transaction", "txn-confirm", "txn-cancel", "ordered-message",
-                    "delayed-message", "retention-run", "retention-killed"):
+    for feature in features:
         assert report.ops[feature], f"no {feature}:\n{report.describe()}"
     assert not report.ops["retention-final-failed"], report.describe()
     assert report.states["done/archived"] and report.states["deleted/archived"], \

@@ -59,6 +59,29 @@ async def unacknowledged_dead_letter(stack: Stack) -> None:
     assert sent.status_code == 201, sent.text
 
 
+async def owed_message(stack: Stack) -> None:
+    """One message a registered consumer app owes and does not ack while the panels are read
+    (a long ack timeout: it never goes dead during the test)."""
+    name = f"owing-{uuid.uuid4().hex[:6]}"
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    keys = {}
+    for app, produce, consume in ((name, [f"{name}.*"], ["none"]),
+                                  (f"{name}-reader", ["none"], [f"{name}.events"])):
+        created = await stack.http.post(f"{stack.api}/v1/admin/apps", headers=admin,
+                                        json={"name": app, "produce_topics": produce,
+                                              "consume_topics": consume,
+                                              "check_url_prefixes": [stack.check_url]})
+        assert created.status_code == 201, created.text
+        keys[app] = created.json()["api_key"]
+    sent = await stack.http.post(f"{stack.api}/v1/messages/send",
+                                 headers={"Authorization": f"Bearer {keys[name]}"},
+                                 json={"topic": f"{name}.events", "payload": {"n": 1},
+                                       "check_url": stack.check_url,
+                                       "ack_timeout_seconds": 3600})
+    assert sent.status_code == 201, sent.text
+    assert [s["app"] for s in sent.json()["subscribers"]] == [f"{name}-reader"], sent.text
+
+
 async def malformed_ack_record(stack: Stack) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=stack.infra.bootstrap_servers)
     await producer.start()
@@ -76,6 +99,7 @@ async def test_every_panel_returns_data_and_the_alerts_fire(live: Stack,
                        seed=21)
     assert not report.violations and not report.server_errors, report.describe()
     await malformed_ack_record(live)
+    await owed_message(live)  # the per-consumer panels show a consumer that owes
     await asyncio.sleep(6)  # a few scrapes after the last records, the retention run, the ack
     http = live.http
     assert set((await scraping.up(http)).values()) == {1.0}, scraping.log_tail()

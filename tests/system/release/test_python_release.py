@@ -157,13 +157,18 @@ def test_no_documented_line_installs_a_squatter_of_the_same_version_with_a_build
     index = squatted_index(tmp_path)
     env = clean_env(tmp_path, PIP_EXTRA_INDEX_URL=index.as_uri(),
                     PIP_FIND_LINKS=str(tmp_path / "links"))
-    lines = documented_lines(distribution)
-    for number, line in enumerate(lines):
-        alone = tmp_path / f"line-{number}"
-        python = install(alone, distribution, env=env, lines=[line])
-        assert _squatter_seen(python, alone, env) == [], shlex.join(line)
+    third_party, own_wheels = documented_lines(distribution)
+    assert "--no-index" in own_wheels and "--no-index" not in third_party
+    # the line of RMS's own wheels alone, in an environment of its own
+    alone = tmp_path / "own-wheels"
+    python = install(alone, distribution, env=env, lines=[own_wheels])
+    assert _squatter_seen(python, alone, env) == [], shlex.join(own_wheels)
+    # the third-party line alone, then the line of RMS's own wheels after it in the same
+    # environment: the two lines together, as the guide runs them
     together = tmp_path / "together"
-    python = install(together, distribution, env=env)
+    python = install(together, distribution, env=env, lines=[third_party])
+    assert _squatter_seen(python, together, env) == [], shlex.join(third_party)
+    run([str(python), "-m", *own_wheels, "--quiet"], together, env)
     assert _squatter_seen(python, together, env) == []
     own = "rms" if distribution == "rms-server" else "rms_client"
     assert run([str(python), "-c", f"import {own}; print({own}.__file__)"], together,

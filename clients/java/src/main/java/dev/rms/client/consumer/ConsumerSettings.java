@@ -31,6 +31,9 @@ public final class ConsumerSettings {
     properties.put(ConsumerConfig.GROUP_ID_CONFIG, app);
     properties.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
     properties.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+    // a transaction's records (one Kafka transaction) arrive all or none, and a publish its
+    // process never committed is never read (Kafka's default is read_uncommitted)
+    properties.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
     properties.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
     properties.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
     if (instanceId != null) {

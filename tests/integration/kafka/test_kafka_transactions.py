@@ -1,0 +1,146 @@
+"""A transaction's members due together are one Kafka transaction (design section 4,
+"Transactions"), against a real broker: its batches are transactional and a commit marker
+follows them in the broker's own log; a read_committed consumer sees all members or none;
+a restarted instance fences its zombie and aborts the transaction it left open; two instances
+never fence each other."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+
+from rms.config import Settings
+from rms.devstack.kafka_broker import EmbeddedKafka
+from rms.kafka.records import OutgoingRecord
+from rms.kafka.topics import create_topics
+from rms.kafka.transactional import TransactionalPublisher, atomic_publisher
+from tests.integration.kafka.transactions_support import broker_batches, observing
+from tests.integration.redelivery.helpers import events, message
+from tests.support import CHECK_PREFIX, Api, read_topic
+
+
+def _record(topic: str, value: bytes) -> OutgoingRecord:
+    return OutgoingRecord(topic=topic, key=value, value=value, headers=[])
+
+
+@pytest.mark.timeout(180)
+async def test_a_confirm_publishes_its_members_in_one_committed_kafka_transaction(
+        api: Api, kafka: EmbeddedKafka, unique: str) -> None:
+    topics = [f"orders.{unique}", f"billing.{unique}"]
+    await create_topics({"bootstrap_servers": kafka.bootstrap_servers}, topics, partitions=1)
+    orders = await api.create_app("orders")
+    ids = [f"m{n}-{unique}" for n in range(3)]
+    body = {"transaction_id": f"tx-{unique}", "check_url": CHECK_PREFIX + "check",
+            "messages": [{"message_id": i, "topic": topics[n % 2], "payload": {"n": n}}
+                         for n, i in enumerate(ids)]}
+    assert (await api.post(orders, "/v1/transactions", json=body)).status_code == 201
+    async with observing(kafka.bootstrap_servers, topics) as observer:
+        confirmed = await api.post(orders, f"/v1/transactions/tx-{unique}/confirm")
+        assert confirmed.status_code == 200, confirmed.text
+        await observer.until("all three members read", lambda: len(observer.seen()) == 3, 15)
+    assert sorted(observer.seen("1")) == sorted(ids)
+    for message_id in ids:  # the bookkeeping of an accepted publish, per member
+        assert (await message(api, message_id))["delivery_count"] == 1
+        assert [e["event"] for e in await events(api, message_id)][-1] == "published"
+    for topic in topics:  # the broker's own log: transactional batches, then a commit marker
+        batches = broker_batches(kafka, topic)
+        data = [b for b in batches if not b.control]
+        assert data and all(b.transactional for b in data), batches
+        assert batches[-1].control and batches[-1].marker == "COMMIT", batches
+
+
+@pytest.mark.timeout(180)
+async def test_a_restarted_instance_fences_its_zombie_and_aborts_what_it_left_open(
+        settings: Settings, kafka: EmbeddedKafka, unique: str) -> None:
+    """The zombie (a producer of the same transactional id that wrote a record and never
+    committed) is fenced by the restarted instance's start: its commit is refused, its record
+    is never shown to a read_committed consumer, and that consumer reads the restarted
+    instance's transaction at once (long before the zombie's transaction would time out)."""
+    topic = f"ledger.{unique}"
+    servers = kafka.bootstrap_servers
+    await create_topics({"bootstrap_servers": servers}, [topic], partitions=1)
+    local = settings.model_copy(update={"instance_name": f"node-{unique}",
+                                        "kafka_transactional_producers": 1})
+    [tid] = [f"rms.node-{unique}.api.0"]
+    zombie = AIOKafkaProducer(bootstrap_servers=servers, transactional_id=tid,
+                              transaction_timeout_ms=600_000)
+    await zombie.start()
+    try:
+        await zombie.begin_transaction()
+        await zombie.send_and_wait(topic, b"zombie", key=b"zombie")
+        async with atomic_publisher(local, "api") as restarted:
+            assert restarted is not None and restarted.transactional_ids == [tid]
+            with pytest.raises(KafkaError):
+                await zombie.commit_transaction()
+            result = await restarted.publish_atomically([_record(topic, b"restarted")])
+        assert result.outcome == "committed"
+    finally:
+        await zombie.stop()
+    uncommitted = await read_topic(servers, topic, expect=2)
+    assert sorted(r.value for r in uncommitted) == [b"restarted", b"zombie"]
+    committed = await read_topic(servers, topic, expect=1, timeout=20, settle=0.5,
+                                 options={"isolation_level": "read_committed"})
+    assert [r.value for r in committed] == [b"restarted"]
+
+
+@pytest.mark.timeout(180)
+async def test_two_instances_never_fence_each_other(
+        settings: Settings, kafka: EmbeddedKafka, unique: str, tmp_path: Path) -> None:
+    """Two processes' producers on one host without an instance name take two slots, so
+    their ids differ, and their transactions interleave without fencing."""
+    topic = f"ledger.{unique}"
+    servers = kafka.bootstrap_servers
+    await create_topics({"bootstrap_servers": servers}, [topic], partitions=2)
+    local = settings.model_copy(update={"instance_slot_dir": str(tmp_path / "slots")})
+    async with (atomic_publisher(local, "api") as first,
+                atomic_publisher(local, "api") as second):
+        assert first is not None and second is not None
+        assert not set(first.transactional_ids) & set(second.transactional_ids)
+
+        async def publish(publisher: TransactionalPublisher, name: str) -> list[str]:
+            outcomes: list[str] = []
+            for n in range(6):
+                pair = [_record(topic, f"{name}-{n}-{part}".encode()) for part in "ab"]
+                outcomes.append((await publisher.publish_atomically(pair)).outcome)
+            return outcomes
+
+        results = await asyncio.gather(publish(first, "one"), publish(second, "two"))
+    assert list(results) == [["committed"] * 6] * 2
+    committed = await read_topic(servers, topic, expect=24, settle=0.5,
+                                 options={"isolation_level": "read_committed"})
+    assert len(committed) == 24
+
+
+@pytest.mark.timeout(180)
+async def test_a_fenced_producer_is_replaced_and_its_members_aborted_not_an_error(
+        settings: Settings, kafka: EmbeddedKafka, unique: str) -> None:
+    """An instance's producer fenced by another of its transactional id turns fatal on its
+    next send: the publish answers ``aborted`` (no exception), the producer is replaced, and
+    the next publish commits with a new one."""
+    topic = f"fenced.{unique}"
+    servers = kafka.bootstrap_servers
+    await create_topics({"bootstrap_servers": servers}, [topic], partitions=1)
+    local = settings.model_copy(update={"instance_name": f"fenced-{unique}",
+                                        "kafka_transactional_producers": 1})
+    async with atomic_publisher(local, "api") as publisher:
+        assert publisher is not None
+        assert (await publisher.publish_atomically([_record(topic, b"one")])).outcome \
+            == "committed"
+        [tid] = publisher.transactional_ids
+        fencer = AIOKafkaProducer(bootstrap_servers=servers, transactional_id=tid)
+        await fencer.start()  # its InitProducerId fences the publisher's producer
+        try:
+            fenced = await publisher.publish_atomically([_record(topic, b"two"),
+                                                         _record(topic, b"three")])
+            assert fenced.outcome in {"aborted", "unknown"}, fenced
+            again = await publisher.publish_atomically([_record(topic, b"four")])
+        finally:
+            await fencer.stop()
+        assert again.outcome == "committed", again
+    committed = await read_topic(servers, topic, expect=2, timeout=20, settle=0.5,
+                                 options={"isolation_level": "read_committed"})
+    assert [r.value for r in committed] == [b"one", b"four"]
