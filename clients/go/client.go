@@ -64,7 +64,7 @@ func NewClient(baseURL, apiKey string, options ...Option) (*Client, error) {
 // call performs one logical request and decodes a successful answer into out (when not
 // nil). It retries with the same body: once at once on a connection closed before any
 // byte of the answer, and up to RetryPolicy.Attempts times with backoff on other
-// transport errors and on 429, 502, 503 and 504 (waiting Retry-After when given).
+// transport errors and on 408, 429, 502, 503 and 504 (waiting Retry-After when given).
 func (c *Client) call(ctx context.Context, method, path string, body, out any) error {
 	var payload []byte
 	if body != nil {

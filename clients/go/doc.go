@@ -5,7 +5,7 @@
 //   - the producer ([Client]): prepare, confirm, cancel, one-shot send, batches,
 //     transactions of several messages and delayed delivery over the HTTP API. Every call
 //     is idempotent by id, so the client fixes each id before the first attempt and
-//     retries with the same id: with backoff on 429, 502, 503 and 504 (honouring
+//     retries with the same id: with backoff on 408, 429, 502, 503 and 504 (honouring
 //     Retry-After), and once at once when the connection closed before any byte of the
 //     answer. The caller's OpenTelemetry trace context (from its context.Context) travels
 //     with each request as W3C traceparent / tracestate headers. RMS's refusals are typed

@@ -29,10 +29,11 @@ type RetryPolicy struct {
 var DefaultRetryPolicy = RetryPolicy{Attempts: 4, Backoff: 200 * time.Millisecond,
 	MaxBackoff: 5 * time.Second, MaxRetryAfter: 30 * time.Second}
 
-// retryStatuses are the answers that mean "try again later": rate limited, overloaded or a
-// gateway in between that could not reach RMS.
+// retryStatuses are the answers that mean "try again later": the request's body did not
+// arrive in time (no handler ran), rate limited, overloaded or a gateway in between that could
+// not reach RMS.
 var retryStatuses = map[int]bool{
-	http.StatusTooManyRequests: true, http.StatusBadGateway: true,
+	http.StatusRequestTimeout: true, http.StatusTooManyRequests: true, http.StatusBadGateway: true,
 	http.StatusServiceUnavailable: true, http.StatusGatewayTimeout: true,
 }
 

@@ -48,6 +48,9 @@ func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if next.retryAfter != "" {
 			w.Header().Set("Retry-After", next.retryAfter)
 		}
+		if next.status == http.StatusRequestTimeout {
+			w.Header().Set("Connection", "close") // as RMS answers a body that came too late
+		}
 		w.Header().Set("Content-Type", "application/problem+json")
 		w.WriteHeader(next.status)
 		_, _ = w.Write([]byte(`{"type":"https://rms.dev/problems/unavailable","title":"Busy",` +
@@ -123,6 +126,20 @@ func TestRetryAfterIsHonouredOn429And503(t *testing.T) {
 		if gap := times[i].Sub(times[i-1]); gap < time.Second {
 			t.Fatalf("attempt %d came %v after the one before, before Retry-After", i+1, gap)
 		}
+	}
+}
+
+func TestA408IsRetriedOnANewConnectionWithTheSameMessageID(t *testing.T) {
+	policy := RetryPolicy{Attempts: 2, Backoff: time.Millisecond, MaxBackoff: time.Millisecond,
+		MaxRetryAfter: time.Second}
+	client, server := scriptedClient(t, policy, step{action: "status", status: 408})
+	message, err := client.Send(context.Background(), Draft{MessageID: "fixed-id", Topic: "t", Payload: 1})
+	requests, _ := server.seen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(requests) != 2 || message.MessageID != "fixed-id" || requests[1]["message_id"] != "fixed-id" {
+		t.Fatalf("requests %v", requests)
 	}
 }
 

@@ -4,7 +4,7 @@ HTTP API, retried safely, and a transactional helper.
 Retries are safe because every call is idempotent by ``message_id``: the client picks the id
 before the first attempt, so a prepare whose answer was lost is repeated under the same id and
 RMS answers 200 with the stored message; confirm and cancel are idempotent by design (section 4).
-Network errors and 429/502/503/504 are retried with capped exponential backoff; anything else
+Network errors and 408/429/502/503/504 are retried with capped exponential backoff; anything else
 is raised at once as an :class:`RmsError` carrying the problem document.
 
 Usage::
@@ -49,7 +49,7 @@ from rms_client.ids import new_message_id
 from rms_client.timestamps import format_rfc3339
 
 log = structlog.get_logger(__name__)
-RETRY_STATUSES = frozenset({429, 502, 503, 504})
+RETRY_STATUSES = frozenset({408, 429, 502, 503, 504})
 
 
 class RmsError(Exception):

@@ -65,7 +65,7 @@ export class RmsValidationError extends RmsError {
   }
 }
 
-/** RMS could not be reached, or stayed overloaded (429, 502, 503, 504) through every retry. */
+/** RMS could not be reached, or stayed overloaded (408, 429, 502, 503, 504) through every retry. */
 export class RmsUnavailableError extends RmsError {}
 
 /** The error class for an answer with this status. */

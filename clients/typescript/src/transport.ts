@@ -3,7 +3,7 @@
  * idempotent by id (the client fixes ids before the first attempt), so repeating one whose
  * answer was lost is harmless.
  *
- * - 429, 502, 503 and 504 are retried with capped, jittered exponential backoff, or after the
+ * - 408, 429, 502, 503 and 504 are retried with capped, jittered exponential backoff, or after the
  *   answer's `Retry-After` (seconds or an HTTP date; capped too).
  * - A connection closed before any byte of the answer (typically a keep-alive connection the
  *   server closed as the request went out) is retried once at once; later network errors back
@@ -25,7 +25,7 @@ export interface RetryOptions {
   maxBackoffMs?: number;
 }
 
-export const RETRY_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504]);
+export const RETRY_STATUSES: ReadonlySet<number> = new Set([408, 429, 502, 503, 504]);
 
 const CLOSED_CODES: ReadonlySet<string> = new Set([
   "UND_ERR_SOCKET", "UND_ERR_CLOSED", "ECONNRESET", "EPIPE",

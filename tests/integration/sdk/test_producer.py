@@ -26,7 +26,7 @@ CHECK_URL = CHECK_PREFIX + "check"
 class Faulty(httpx.AsyncBaseTransport):
     """Wraps the real transport and misbehaves ``faults`` times first: ``connect`` fails before
     the request reaches RMS, ``lost`` lets RMS process it and then loses the answer, ``busy``
-    answers 503 without reaching RMS."""
+    answers 503 and ``late`` RMS's 408 (a body that came too late) without reaching RMS."""
 
     def __init__(self, inner: httpx.AsyncBaseTransport, fault: str, faults: int) -> None:
         self.inner, self.fault, self.left = inner, fault, faults
@@ -39,6 +39,9 @@ class Faulty(httpx.AsyncBaseTransport):
             raise httpx.ConnectError("connection refused", request=request)
         if failing and self.fault == "busy":
             return httpx.Response(503, headers={"retry-after": "0"}, request=request)
+        if failing and self.fault == "late":
+            return httpx.Response(408, headers={"connection": "close"}, request=request,
+                                  json={"status": 408, "title": "Request timeout"})
         self.forwarded += 1
         response = await self.inner.handle_async_request(request)
         if failing and self.fault == "lost":
@@ -86,7 +89,7 @@ async def test_prepare_confirm_cancel_get_send(rms: RmsProducer, api: Api, topic
     assert sorted(r.value for r in records) == [b'{"order":1}', b'{"order":3}']
 
 
-@pytest.mark.parametrize("fault", ["connect", "lost", "busy"])
+@pytest.mark.parametrize("fault", ["connect", "lost", "busy", "late"])
 async def test_retries_reuse_the_message_id(rms_transport: httpx.AsyncBaseTransport,
                                             app: AppKeys, api: Api, topic: str,
                                             fault: str) -> None:

@@ -54,6 +54,14 @@ describe("retries", () => {
     assert.ok(seen[1]!.at - seen[0]!.at >= 950, `waited ${seen[1]!.at - seen[0]!.at} ms for Retry-After: 1`);
   });
 
+  it("retry a 408 (its body came too late, nothing ran) on a new connection", async () => {
+    seen.length = 0;
+    script = [answer(408, { detail: "body too slow" }, { connection: "close" }), echo];
+    const message = await producer.prepare({ topic: "t", payload: 1, messageId: "m-408" });
+    assert.equal(message.message_id, "m-408");
+    assert.deepEqual(seen.map((s) => JSON.parse(s.body).message_id), ["m-408", "m-408"]);
+  });
+
   it("retry once at once on a connection closed before any byte of the answer", async () => {
     seen.length = 0;
     script = [hangUp, echo];

@@ -3,7 +3,7 @@ package dev.rms.client;
 import com.fasterxml.jackson.databind.JsonNode;
 
 /**
- * RMS could not be reached, or stayed overloaded (429, 502, 503, 504) through every retry. The
+ * RMS could not be reached, or stayed overloaded (408, 429, 502, 503, 504) through every retry. The
  * request may or may not have taken effect; repeating it with the same id is safe.
  */
 public class RmsUnavailableException extends RmsException {

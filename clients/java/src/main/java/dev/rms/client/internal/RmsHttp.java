@@ -26,12 +26,12 @@ import java.util.Set;
 /**
  * One RMS app's HTTP transport: JSON in and out, the app's bearer token, the caller's trace
  * context, and safe retries. Every RMS call is idempotent by id, so a call is repeated after
- * 429/502/503/504 (waiting what {@code Retry-After} asks) and after network errors; a connection
+ * 408/429/502/503/504 (waiting what {@code Retry-After} asks) and after network errors; a connection
  * the server closed before any byte of the answer (an idle keep-alive connection it just dropped)
  * is tried again at once, without counting as an attempt.
  */
 public final class RmsHttp {
-  private static final Set<Integer> RETRY_STATUSES = Set.of(429, 502, 503, 504);
+  private static final Set<Integer> RETRY_STATUSES = Set.of(408, 429, 502, 503, 504);
 
   private final URI baseUrl;
   private final String authorization;

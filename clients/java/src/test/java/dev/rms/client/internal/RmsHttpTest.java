@@ -93,6 +93,19 @@ class RmsHttpTest {
   }
 
   @Test
+  void a408IsRetriedWithTheSameRequest() throws Exception {
+    server = new ScriptedServer(List.of(answer(408, Map.of(),
+        "{\"type\":\"x/request-timeout\",\"status\":408,\"detail\":\"body too slow\"}"),
+        answer(201, Map.of(), MESSAGE)));
+    MessageInfo prepared = producer(new RetryPolicy(2, Duration.ofMillis(1),
+        Duration.ofMillis(10))).prepare(Draft.of("t", Map.of()));
+    assertEquals("m-1", prepared.messageId());
+    List<String> bodies = server.bodies();
+    assertEquals(2, bodies.size());
+    assertEquals(bodies.get(0), bodies.get(1), "the retry repeats the request, id and all");
+  }
+
+  @Test
   void a429ThroughEveryAttemptIsUnavailableWithTheProblem() throws Exception {
     String limited = answer(429, Map.of("Retry-After", "0"),
         "{\"type\":\"x/rate-limited\",\"status\":429,\"detail\":\"slow down\"}");
