@@ -11,32 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
+from tests.system.leftovers import of_the_run, running, wait_all_gone
+
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def _of_the_run(pid: int, work_dir: str) -> set[psutil.Process]:
-    """The bench's descendants and every process that names its work dir (PostgreSQL is a
-    daemon of ``pg_ctl``: no descendant)."""
-    return set(psutil.Process(pid).children(recursive=True)) | _naming(work_dir, pid)
-
-
-def _naming(work_dir: str, but: int) -> set[psutil.Process]:
-    return {process for process in psutil.process_iter(["cmdline"])
-            if process.pid != but and work_dir in " ".join(process.info["cmdline"] or ())}
-
-
-def _alive(processes: set[psutil.Process]) -> list[str]:
-    left = []
-    for process in processes:
-        try:
-            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
-                left.append(" ".join(process.cmdline())[:200])
-        except psutil.NoSuchProcess:
-            pass
-    return left
 
 
 @pytest.mark.slow
@@ -56,15 +35,12 @@ def test_sigterm_while_measuring_leaves_no_process_of_the_bench(tmp_path: Path) 
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
         work_dir = log.read_text().split(marker, 1)[1].split(")", 1)[0]
-        started = _of_the_run(bench.pid, work_dir)
-        assert any("serve" in " ".join(p.cmdline()) for p in started), started
+        started = of_the_run(bench.pid, work_dir)
+        assert running(started, "serve"), started
         assert any("postgres" in p.name() for p in started), started
         bench.send_signal(signal.SIGTERM)
         assert bench.wait(120) == 130, log.read_text()
-        deadline = time.monotonic() + 30
-        while _alive(started | _naming(work_dir, os.getpid())):
-            assert time.monotonic() < deadline, _alive(started)
-            time.sleep(0.2)
+        wait_all_gone(started, work_dir, 30)
     finally:
         if bench.poll() is None:
             os.killpg(bench.pid, signal.SIGKILL)

@@ -6,7 +6,8 @@ beside it. The soak starts with a rolling upgrade from the previous release unde
 (``tests/system/faults/upgrade.py``, on its own PostgreSQL and broker), so every migration is tried
 while the previous release's processes run on it. Prints each round's report and a summary
 at the end: operations by kind, faults injected by kind, invariant violations (must be 0).
-Exits 1 on any violation or harness error.
+Exits 1 on any violation or harness error. SIGINT, SIGTERM, SIGHUP and the death of its parent
+stop everything it started (exit 130).
 
 ``--failover sync`` runs on a PostgreSQL that fails over (Patroni, synchronous replication):
 the primary killed, its whole node killed, switchovers, next to every other fault.
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from rms.devstack.reaper import Stopped, die_with_parent, stop_on_signals
 from tests.system.faults import ha
 from tests.system.faults.checker import summary
 from tests.system.faults.cluster import Infra, Stack, running_stack
@@ -205,27 +207,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     plan = Plan(args.failover, frozenset(filter(None, args.only.split(","))))
     base = args.base or Path(tempfile.mkdtemp(prefix="rms-soak-"))
+    stop_on_signals()  # the finally below then stops every server and process started
+    die_with_parent()
     print(f"soak: {args.seconds:.0f}s, seed {args.seed}, logs in {base}", flush=True)
     try:
-        release = previous_release()
+        totals = _soak_on_infras(args, plan, base)
     except ReleaseMissing as exc:
         print(f"soak: {exc}", file=sys.stderr)
         return 2
+    except Stopped as stopped:
+        print(f"soak: stopped by {stopped}; everything it started is stopped", file=sys.stderr)
+        return 130
+    command = (f"SOAK_SECONDS={args.seconds:.0f} python -m tests.system.faults.soak --seed {args.seed}"
+               + (f" --failover {args.failover}" if args.failover else "")
+               + (f" --only {args.only}" if args.only else ""))
+    print(totals.render(command), flush=True)
+    return 1 if totals.violations or totals.errors else 0
+
+
+def _soak_on_infras(args: argparse.Namespace, plan: Plan, base: Path) -> Totals:
+    """The soak on servers of its own under ``base``, every one stopped at its end, however it
+    ends (each stop tried even when another fails)."""
+    release = previous_release()
     infras = _infras(base, args.failover)
     upgrading = Infra(base / "upgrade", brokers=1, migrate=False)
     try:
         for infra in [*infras, upgrading]:
             infra.start()  # outside the event loop: migrations run their own
         previous_schema(upgrading, release)
-        totals = asyncio.run(soak(infras, args.seconds, args.seed, plan, (upgrading, release)))
+        return asyncio.run(soak(infras, args.seconds, args.seed, plan, (upgrading, release)))
     finally:
         for infra in [*infras, upgrading]:
-            infra.stop()
-    command = (f"SOAK_SECONDS={args.seconds:.0f} python -m tests.system.faults.soak --seed {args.seed}"
-               + (f" --failover {args.failover}" if args.failover else "")
-               + (f" --only {args.only}" if args.only else ""))
-    print(totals.render(command), flush=True)
-    return 1 if totals.violations or totals.errors else 0
+            try:
+                infra.stop()
+            except Exception as exc:  # one that never started, or a server gone already
+                print(f"soak: stopping {infra.base.name}: {exc!r}", file=sys.stderr, flush=True)
 
 
 def _infras(base: Path, failover: str | None) -> list[Infra]:
