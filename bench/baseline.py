@@ -188,7 +188,7 @@ def start(stack: Stack, workers: int) -> str:
     port = free_port()
     stack.spawn("bare", ["-m", "bench.baseline", "--port", str(port), "--workers", str(workers)],
                 stack.env(BARE_DSN=stack.dsn, BARE_KAFKA=stack.bootstrap, BARE_APP=stack.app,
-                          BARE_ACK_TOPIC=BARE_ACK_TOPIC))
+                          BARE_ACK_TOPIC=BARE_ACK_TOPIC), measured=True)
     url = f"http://127.0.0.1:{port}"
     wait_http(f"{url}/healthz", stack=stack)
     return url

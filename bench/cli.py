@@ -41,6 +41,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--rate", type=float, nargs="*", default=[1500.0],
         help="open-loop arrival rates in tx/s, one run per value (default 1500)")
     add("--api-workers", type=int, default=1, help="uvicorn workers of rms serve and bare (default 1)")
+    add("--pin-serve", action="store_true",
+        help="run the measured servers (rms serve, the bare server) on the lowest CPU and "
+             "everything else (PostgreSQL, Kafka, load generators, workers) on the others "
+             "(Linux; an own stack only)")
     add("--confirm-answer", choices=("published", "committed"), default="published",
         help="RMS_CONFIRM_ANSWER of the rms serve the benchmark starts: a confirm answers "
              "after the broker's answer is recorded (published, the default) or once the "
@@ -228,8 +232,11 @@ def _bench(args: argparse.Namespace, stamp: str) -> dict[str, Any]:
         found = conditions.collect(stack.dsn, stack.bootstrap, stack.own, args.api_workers)
         found["load_average_at_start"] = load_average
         found["confirm_answer"] = args.confirm_answer if stack.own else "the target's"
+        found["serve_cpus"] = sorted(stack.serve_cpus) if stack.serve_cpus else None
         print(f"rms bench: measuring (work dir {stack.work}) ...", flush=True)
         runs = _measure(stack, args, stamp, _progress)
+        if stack.serve_cpus:  # as the processes ran: the last run's servers still live
+            found["affinity"] = stacks.affinities(stack)
         soak = None
         if args.soak > 0:
             soak, row = run_soak(stack, args.soak, args.soak_rate, f"{stamp}-soak")

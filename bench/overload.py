@@ -311,7 +311,7 @@ def start_admission_server(stack: Stack, workers: int) -> str:
     tuning = {k: v for k, v in os.environ.items() if k.startswith("RMS_ADMISSION_")}
     stack.spawn(SERVER, ["-m", "rms.cli", "serve", "--port", str(port), "--workers",
                          str(workers)], stack.env(**tuning | {"RMS_ADMISSION_ENABLED": "true"}),
-                group=SERVER)
+                group=SERVER, measured=True)
     url = f"http://127.0.0.1:{port}"
     wait_http(f"{url}/readyz", stack=stack)
     return url

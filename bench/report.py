@@ -92,6 +92,8 @@ def _conditions(conditions: dict[str, Any]) -> list[str]:
         f"{conditions['rms_serve_workers']} (confirm answer: "
         f"{conditions.get('confirm_answer', 'published')}); {conditions['stack']}; "
         f"git {conditions['git_commit']}",
+        *([f"  measured servers pinned to CPU {conditions['serve_cpus']}, everything else on "
+           "the other CPUs (--pin-serve)"] if conditions.get("serve_cpus") else []),
     ]
 
 

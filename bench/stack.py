@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,6 +75,8 @@ class Stack:
     # an own stack's process groups, which its watchdog stops if the bench dies (as rms dev's)
     pid_file: PidFile | None = None
     watchdog: subprocess.Popen[bytes] | None = None
+    # --pin-serve: the CPUs of the measured servers (everything else runs on the others)
+    serve_cpus: frozenset[int] | None = None
 
     @property
     def dsn(self) -> str:
@@ -98,14 +102,17 @@ class Stack:
             "RMS_ACK_TOPIC": self.ack_topic} | extra
 
     def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None,
-              group: str | None = None) -> subprocess.Popen[bytes]:
+              group: str | None = None, measured: bool = False) -> subprocess.Popen[bytes]:
+        """Start ``python argv`` as ``name``; ``measured``: a server whose figures the run
+        reports (``rms serve``, the bare server), on ``serve_cpus`` when set."""
         log = (self.work / f"{name}.log").open("ab")
         # a child of a thread but the main one would get the parent-death signal at the
         # thread's end: those are left to the watchdog
         main = threading.current_thread() is threading.main_thread()
         process = subprocess.Popen([sys.executable, *argv], env=env or self.env(), stdout=log,
                                    stderr=subprocess.STDOUT, start_new_session=True,
-                                   preexec_fn=tied_to_parent() if main else None)
+                                   preexec_fn=_preexec(tied_to_parent() if main else None,
+                                                       self.serve_cpus if measured else None))
         log.close()
         if self.pid_file is not None:
             self.pid_file.record(process.pid)
@@ -172,6 +179,49 @@ class Stack:
             self.pid_file.clear()
 
 
+def pin_serve(wanted: bool) -> frozenset[int] | None:
+    """With ``wanted`` (``--pin-serve``, Linux): this process, and so everything it starts
+    from now on, runs on every CPU it may use but the lowest, which is kept for the measured
+    servers (returned). None when not wanted; StackError with fewer than two CPUs."""
+    if not wanted:
+        return None
+    cpus = os.sched_getaffinity(0)
+    if len(cpus) < 2:
+        raise StackError(f"--pin-serve needs two CPUs or more; this process may use {len(cpus)}")
+    serve = frozenset({min(cpus)})
+    os.sched_setaffinity(0, cpus - serve)
+    return serve
+
+
+def affinities(stack: Stack) -> dict[str, list[int]]:
+    """The CPUs each process of the stack may run on, read from the running processes."""
+    pids = {name: process.pid for name, process in stack.processes.items()}
+    if stack.postgres is not None:
+        pids["postgres"] = _postmaster_pid(stack.postgres)
+    if stack.kafka is not None and stack.kafka.nodes[0].process is not None:
+        pids["kafka"] = stack.kafka.nodes[0].process.pid
+    found = {}
+    for name, pid in pids.items():
+        with contextlib.suppress(ProcessLookupError):  # a load generator that has ended
+            found[name] = sorted(os.sched_getaffinity(pid))
+    return found
+
+
+def _preexec(tie: Callable[[], None] | None, cpus: frozenset[int] | None
+             ) -> Callable[[], None] | None:
+    """The child's set-up before it runs: tied to this process's life, and on ``cpus``."""
+    if tie is None and cpus is None:
+        return None
+
+    def preexec() -> None:
+        if cpus is not None:
+            os.sched_setaffinity(0, cpus)
+        if tie is not None:
+            tie()
+
+    return preexec
+
+
 def wait_http(url: str, timeout: float = 60.0, stack: Stack | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -194,7 +244,7 @@ def start_serve(stack: Stack, workers: int, confirm_answer: str = "published") -
     tuning = {k: v for k, v in os.environ.items() if k.startswith("RMS_ADMISSION_")}
     stack.spawn("rms-serve", ["-m", "rms.cli", "serve", "--port", str(port),
                               "--workers", str(workers)],
-                stack.env(**tuning | {"RMS_CONFIRM_ANSWER": confirm_answer}))
+                stack.env(**tuning | {"RMS_CONFIRM_ANSWER": confirm_answer}), measured=True)
     wait_http(f"{stack.api_url}/readyz", stack=stack)
 
 
@@ -204,7 +254,7 @@ def own_stack(args: argparse.Namespace, sampler: Sampler) -> Stack:
     kafka = EmbeddedKafka(work / "kafka", heap_mb=1024)
     stack = Stack(work, f"http://127.0.0.1:{free_port()}", postgres.url("rms"),
                   kafka.bootstrap_servers, "rms.acks", ADMIN_TOKEN, sampler, own=True,
-                  postgres=postgres, kafka=kafka)
+                  postgres=postgres, kafka=kafka, serve_cpus=pin_serve(args.pin_serve))
     try:
         postgres.start()
         stack.start_watchdog()

@@ -52,3 +52,21 @@ def test_tiny_bench_runs_every_path_and_verifies(tmp_path: Path) -> None:
         assert key in result["conditions"]
     assert result["conditions"]["postgresql"]["fsync"] == "on"
     assert "RMS/bare" in done.stdout and "conditions:" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_pin_serve_runs_the_measured_servers_on_a_cpu_of_their_own(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "rms.cli", "bench", "--paths", "happy", "bare", "--pin-serve",
+         "--transactions", "20", "--concurrency", "1", "--rate", "20", "--out", str(out)],
+        capture_output=True, text=True, timeout=360, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    conditions = json.loads(out.read_text())["conditions"]
+    serve = conditions["serve_cpus"]
+    affinity = conditions["affinity"]
+    assert affinity["rms-serve"] == serve and affinity["bare"] == serve, affinity
+    for other in ("postgres", "kafka", "consumer", "callback"):
+        assert not set(affinity[other]) & set(serve), (other, affinity)
+    assert f"measured servers pinned to CPU {serve}" in done.stdout
