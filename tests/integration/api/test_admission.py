@@ -6,7 +6,7 @@ refuses its excess that way under a burst of prepares."""
 from __future__ import annotations
 
 import asyncio
-import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 
 import httpx
@@ -21,6 +21,7 @@ from message_service.admission import (
     NoApp,
     QueueDelay,
     Unknown,
+    Waiter,
     finishes_work,
     limited,
 )
@@ -140,20 +141,29 @@ def _held(count: int, entered: asyncio.Event, release: asyncio.Event
     return slow
 
 
+class _CountedQueue(deque[Waiter]):
+    """The gate's queue, counting the requests that joined it."""
+
+    joined = 0
+
+    def append(self, waiter: Waiter) -> None:
+        self.joined += 1
+        super().append(waiter)
+
+
 async def test_requests_beyond_the_limit_are_refused_at_once_with_retry_after() -> None:
     release, entered = asyncio.Event(), asyncio.Event()
     slow = _held(3, entered, release)
 
     policy = LimitPolicy(limit=3, maximum=3)
     app = AdmissionMiddleware(slow, Admission(policy, KeyNames()))
+    app.gate.waiting = queue = _CountedQueue()
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://rms.test",
                                  headers=ORDERS) as client:
         held = [asyncio.create_task(client.post("/v1/messages")) for _ in range(3)]
         await entered.wait()
-        started = time.monotonic()
-        refused = await client.post("/v1/messages/m-1/confirm")
-        elapsed = time.monotonic() - started
+        refused = await client.post("/v1/messages/m-1/confirm")  # answered while all are held
         admin = asyncio.create_task(client.get("/v1/admin/stats"))  # never refused
         health = asyncio.create_task(client.get("/healthz"))
         await asyncio.sleep(0.01)
@@ -165,7 +175,7 @@ async def test_requests_beyond_the_limit_are_refused_at_once_with_retry_after() 
     problem = orjson.loads(refused.content)
     assert problem["type"] == "https://rms.dev/problems/overloaded"
     assert problem["status"] == 503
-    assert elapsed < 0.02
+    assert queue.joined == 0  # refused without waiting for a place
     assert [a.status_code for a in answers] == [200] * 5
     assert app.gate.inflight == 0
 
@@ -216,6 +226,7 @@ async def test_a_standing_queue_is_refused_and_new_work_then_at_once() -> None:
     release, entered = asyncio.Event(), asyncio.Event()
     slow = _held(2, entered, release)
     gate = Admission(LimitPolicy(limit=2, maximum=8, interval_seconds=0.05), KeyNames())
+    gate.waiting = queue = _CountedQueue()
     app = AdmissionMiddleware(slow, gate)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://rms.test",
@@ -223,16 +234,15 @@ async def test_a_standing_queue_is_refused_and_new_work_then_at_once() -> None:
         held = [asyncio.create_task(client.post("/v1/messages")) for _ in range(2)]
         await entered.wait()
         queued = await asyncio.gather(*[client.post("/v1/messages") for _ in range(3)])
-        assert gate.delay.overloaded
-        started = time.monotonic()
+        assert gate.delay.overloaded and queue.joined == 3
         at_once = await client.post("/v1/messages")
-        elapsed = time.monotonic() - started
         release.set()
         answers = await asyncio.gather(*held)
     assert [a.status_code for a in queued] == [503] * 3
     assert all(a.headers["retry-after"] for a in queued)
     assert orjson.loads(queued[0].content)["type"] == "https://rms.dev/problems/overloaded"
-    assert at_once.status_code == 503 and elapsed < 0.02
+    # refused without joining the queue (it would have waited out the longest wait there)
+    assert at_once.status_code == 503 and queue.joined == 3
     assert [a.status_code for a in answers] == [200] * 2
     assert gate.inflight == 0 and not gate.waiting
 
