@@ -12,9 +12,8 @@ interval passes in which no request found the gate full. A request's own latency
 a transaction's confirm waits for three ordered publishes by design, and a closed loop of
 callers, each waiting for its answer, holds at most one request each, so as long as there are
 no more callers than places (or they take their turns promptly) none of them is refused,
-however slow each answer is. An open loop that sends more than the process completes queues at
-the gate without bound, and is refused within an interval of the queue standing. The event
-loop's lag (how late a timer every few milliseconds runs) is measured as a metric.
+however slow each answer is. No request waits longer than ``longest_wait`` (15 ms): one that
+waited that long is refused with all that wait, so an open loop beyond capacity is refused fast.
 
 Only the producer and consumer API (``/v1/`` less ``/v1/admin``) is limited; health checks,
 metrics, the dashboard and the admin API always get through. Within it, requests that finish
@@ -87,6 +86,7 @@ class LimitPolicy:
     maximum: int = 1000  # requests in flight at once, finishing work included
     target_seconds: float = 0.005  # a wait at the gate longer than this is a queue ...
     interval_seconds: float = 0.1  # ... when no request of an interval waited less
+    longest_wait_seconds: float = 0.015  # one waiting this long is refused: the queue stands
     lag_probe_seconds: float = 0.005  # how often the event loop's lag is measured
     unauthenticated: int = 8  # requests in flight of an undetermined caller (their own bound)
 
@@ -391,7 +391,7 @@ class Admission:
         waiter = Waiter(app, self.clock(), loop.create_future())
         self.waiting.append(waiter)
         # the longest wait (the queue is judged on every arrival and departure besides)
-        expiry = loop.call_later(2 * self.policy.interval_seconds, self._expire, waiter)
+        expiry = loop.call_later(self.policy.longest_wait_seconds, self._expire, waiter)
         try:
             return await waiter.turn
         except asyncio.CancelledError:

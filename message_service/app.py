@@ -153,4 +153,5 @@ def _limit_policy(settings: Settings) -> LimitPolicy:
                        maximum=settings.admission_max_limit,
                        target_seconds=settings.admission_queue_target_seconds,
                        interval_seconds=settings.admission_queue_interval_seconds,
+                       longest_wait_seconds=settings.admission_queue_longest_wait_seconds,
                        unauthenticated=settings.admission_unauthenticated_limit)

@@ -373,6 +373,11 @@ class Settings(WorkerSettings, RetentionSettings):
         default=0.1, gt=0,
         description="how long the wait for a place must stay above the target before the gate "
                     "refuses, and how long it must refuse nobody to be calm again")
+    admission_queue_longest_wait_seconds: float = Field(
+        default=0.015, gt=0,
+        description="the longest a request of new work waits for a place: one that waited "
+                    "this long is refused, with every request waiting (the queue stands), so "
+                    "a refusal never waits long")
     admission_unauthenticated_limit: int = Field(
         default=8, ge=1,
         description="requests in flight per API process whose key the database could not look "
