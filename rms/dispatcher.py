@@ -177,9 +177,7 @@ class Dispatcher:
         try:
             result = await self._atomic.publish_atomically(records)
         except BaseException as exc:
-            for publishing in spans:
-                publishing.fail(f"{type(exc).__name__}: {exc}")
-                publishing.end()
+            _end_failed(spans, exc)
             raise
         failures = result.failures or (None,) * len(run)
         for publishing, failure in zip(spans, failures, strict=True):
@@ -256,9 +254,7 @@ class Dispatcher:
         try:
             errors = await self._publisher.publish_many(records)
         except BaseException as exc:
-            for publishing in spans:
-                publishing.fail(f"{type(exc).__name__}: {exc}")
-                publishing.end()
+            _end_failed(spans, exc)
             raise
         for publishing, failure in zip(spans, errors, strict=True):
             if failure is not None:
@@ -310,6 +306,13 @@ def _spans(name: str, batch: Sequence[Message], parents: Sequence[TraceContext |
         return [tracing.Span(parent) for parent in parents]
     return [_publish_span(name, parent, m, m.delivery_count)
             for m, parent in zip(batch, parents, strict=True)]
+
+
+def _end_failed(spans: Sequence[tracing.Span], exc: BaseException) -> None:
+    """End every publish span of a call that raised ``exc`` as failed by it."""
+    for publishing in spans:
+        publishing.fail(f"{type(exc).__name__}: {exc}")
+        publishing.end()
 
 
 def _unknown(message: Message) -> PublishOutcome:

@@ -198,7 +198,8 @@ async def test_at_the_limit_new_work_waits_its_turn_and_finishing_work_is_admitt
     release, entered = asyncio.Event(), asyncio.Event()
     slow = _held(2, entered, release)
 
-    gate = Admission(LimitPolicy(limit=2, maximum=3, interval_seconds=10.0), KeyNames())
+    gate = Admission(LimitPolicy(limit=2, maximum=3, interval_seconds=10.0,
+                                 longest_wait_seconds=10.0), KeyNames())
     app = AdmissionMiddleware(slow, gate)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://rms.test",
@@ -220,12 +221,13 @@ async def test_at_the_limit_new_work_waits_its_turn_and_finishing_work_is_admitt
 
 
 async def test_a_standing_queue_is_refused_and_new_work_then_at_once() -> None:
-    """New work that waits a whole interval without its turn is refused with 503 and
-    Retry-After; while the gate is overloaded, new work that finds no place is refused at once,
-    and an app below its share is still admitted."""
+    """New work that waits the longest wait without its turn is refused with 503 and
+    Retry-After, with every request waiting; while the gate is overloaded, new work that finds
+    no place is refused at once."""
     release, entered = asyncio.Event(), asyncio.Event()
     slow = _held(2, entered, release)
-    gate = Admission(LimitPolicy(limit=2, maximum=8, interval_seconds=0.05), KeyNames())
+    gate = Admission(LimitPolicy(limit=2, maximum=8, interval_seconds=10.0,
+                                 longest_wait_seconds=0.03), KeyNames())
     gate.waiting = queue = _CountedQueue()
     app = AdmissionMiddleware(slow, gate)
     transport = httpx.ASGITransport(app=app)
