@@ -3,7 +3,12 @@
 ``read_committed`` consumer sees all of them or none.
 
 A Kafka producer runs one transaction at a time, so the process holds a few producers (a
-pool of slots, each with its own stable ``transactional_id``) and a publish takes a free one.
+pool of slots, each with its own stable ``transactional_id``). The publishes that wait while
+every slot is busy go together in the next free slot's Kafka transaction (a group commit, up to
+``_BATCH_RECORDS`` records): each one's records are still all visible or none, and a commit
+costs the broker's round trips once for all of them. When the broker refuses a record of one
+publish, the others of that Kafka transaction, none of whose records failed, are written again
+at once in one more transaction.
 A producer is started before its first transaction; its start fences every older producer
 of its id (a zombie of this process's predecessor) and aborts the transaction that one left
 open. A producer whose transaction failed in a way it cannot continue from (fenced, its
@@ -14,6 +19,7 @@ one with the same id, which also settles the old one's transaction at the coordi
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
 import time
@@ -23,7 +29,7 @@ from typing import Any, Literal, Protocol
 
 import structlog
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError, RecordListTooLargeError
 
 from rms import metrics
 from rms.config import WorkerSettings
@@ -65,6 +71,23 @@ class _Slot:
     starting: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
+# the most records one Kafka transaction takes from the publishes waiting for a slot (a single
+# publish larger than this still goes whole, alone)
+_BATCH_RECORDS = 500
+
+
+@dataclass
+class _Pending:
+    """A publish waiting for its Kafka transaction, and where its result goes."""
+
+    records: Sequence[OutgoingRecord]
+    answer: asyncio.Future[AtomicResult]
+
+    def settle(self, result: AtomicResult) -> None:
+        if not self.answer.done():
+            self.answer.set_result(result)
+
+
 class TransactionalPublisher:
     """Atomic publishes over a pool of transactional producers."""
 
@@ -77,9 +100,9 @@ class TransactionalPublisher:
         self._timeout = settings.kafka_publish_timeout_seconds
         self._missing = MissingTopics(settings.publish_retry_seconds)
         self._slots = [_Slot(tid) for tid in transactional_ids]
-        self._free: asyncio.Queue[_Slot] = asyncio.Queue()
-        for slot in self._slots:
-            self._free.put_nowait(slot)
+        self._free: list[_Slot] = list(reversed(self._slots))
+        self._waiting: collections.deque[_Pending] = collections.deque()
+        self._running: set[asyncio.Task[None]] = set()
         self._starting: set[asyncio.Task[None]] = set()
         self._exit_after = settings.fault_exit_after_transaction_records
 
@@ -99,6 +122,13 @@ class TransactionalPublisher:
             await asyncio.wait(set(self._starting), timeout=wait_seconds)
 
     async def stop(self) -> None:
+        """Stop every producer. A publish still waiting for a slot is answered ``aborted``
+        (nothing of it was written); one inside a transaction gets that transaction's end."""
+        while self._waiting:
+            pending = self._waiting.popleft()
+            stopped = PublishFailure("broker-unavailable", "the process is stopping")
+            pending.settle(_aborted(pending.records, [stopped] * len(pending.records)))
+        await asyncio.gather(*self._running, return_exceptions=True)
         for task in set(self._starting):
             task.cancel()
         await asyncio.gather(*self._starting, return_exceptions=True)
@@ -111,13 +141,90 @@ class TransactionalPublisher:
         known = [self._missing.failure(record.topic) for record in records]
         if any(known):
             return _aborted(records, known)
-        slot = await self._free.get()
+        pending = _Pending(records, asyncio.get_running_loop().create_future())
+        self._waiting.append(pending)
+        self._dispatch()
+        # shielded: a caller that gives up does not take the others' transaction with it
+        return await asyncio.shield(pending.answer)
+
+    def _dispatch(self) -> None:
+        """Give each free slot the publishes waiting, as one Kafka transaction."""
+        while self._waiting and self._free:
+            batch = self._take()
+            if not batch:
+                return
+            task = asyncio.create_task(self._run(self._free.pop(), batch), name="kafka-txn")
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+
+    def _take(self) -> list[_Pending]:
+        """The waiting publishes, oldest first, up to ``_BATCH_RECORDS`` records (at least
+        one publish); those whose caller is gone are dropped."""
+        batch: list[_Pending] = []
+        size = 0
+        while self._waiting:
+            pending = self._waiting[0]
+            if pending.answer.done():
+                self._waiting.popleft()
+                continue
+            if batch and size + len(pending.records) > _BATCH_RECORDS:
+                break
+            batch.append(self._waiting.popleft())
+            size += len(pending.records)
+        return batch
+
+    async def _run(self, slot: _Slot, batch: list[_Pending]) -> None:
+        """One Kafka transaction for ``batch``; after an abort caused by some publishes'
+        own records, the others go again in one more transaction."""
+        try:
+            again = self._settle(batch, await self._timed(slot, batch))
+            if again:
+                self._settle(again, await self._timed(slot, again), final=True)
+        except BaseException as exc:
+            for pending in batch:
+                if not pending.answer.done():
+                    pending.answer.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self._free.append(slot)
+            self._dispatch()
+
+    async def _timed(self, slot: _Slot, batch: Sequence[_Pending]) -> AtomicResult:
         started = time.perf_counter()
         try:
-            return await self._in_slot(slot, records)
+            return await self._in_slot(slot, [r for pending in batch for r in pending.records])
         finally:
             metrics.PUBLISH_SECONDS.observe(time.perf_counter() - started)
-            self._free.put_nowait(slot)
+
+    @staticmethod
+    def _settle(batch: Sequence[_Pending], result: AtomicResult,
+                final: bool = False) -> list[_Pending]:
+        """Answer each publish of ``batch`` its part of ``result``; returns those to write
+        again (unless ``final``): after an abort that some publishes' own records caused, the
+        others, none of whose records failed."""
+        if result.outcome != "aborted":
+            for pending in batch:
+                pending.settle(AtomicResult(result.outcome, (None,) * len(pending.records)
+                                            if result.outcome == "committed" else ()))
+            return []
+        parts: list[tuple[_Pending, list[PublishFailure | None]]] = []
+        offset = 0
+        for pending in batch:
+            parts.append((pending, list(result.failures[offset:offset + len(pending.records)])))
+            offset += len(pending.records)
+        owns = [[f if f is not None and f.reason != "transaction-aborted" else None
+                 for f in part] for _, part in parts]
+        blamed = [any(own) for own in owns]
+        again: list[_Pending] = []
+        for (pending, part), own, to_blame in zip(parts, owns, blamed, strict=True):
+            if to_blame:
+                pending.settle(_aborted(pending.records, own))
+            elif final or all(blamed) or not any(blamed):
+                pending.settle(AtomicResult("aborted", tuple(part)))
+            else:
+                again.append(pending)
+        return again
 
     async def _in_slot(self, slot: _Slot, records: Sequence[OutgoingRecord]) -> AtomicResult:
         try:
@@ -149,14 +256,20 @@ class TransactionalPublisher:
 
     async def _send_all(self, producer: AIOKafkaProducer, records: Sequence[OutgoingRecord]
                         ) -> list[PublishFailure | None]:
-        """Hand every record to the producer in order and wait for the broker's answers."""
+        """Hand every record to the producer in order and wait for the broker's answers. A
+        record the producer refuses to take (too large) is that record's failure alone, and no
+        record after it is sent."""
         failures: list[PublishFailure | None] = [None] * len(records)
         futures: list[asyncio.Future[Any]] = []
         try:
             async with asyncio.timeout(self._timeout):
-                for record in records:
-                    futures.append(await producer.send(record.topic, record.value,
-                                                       key=record.key, headers=record.headers))
+                for index, record in enumerate(records):
+                    try:
+                        futures.append(await producer.send(
+                            record.topic, record.value, key=record.key, headers=record.headers))
+                    except (MessageSizeTooLargeError, RecordListTooLargeError) as exc:
+                        failures[index] = classify(exc)
+                        break
                 if 0 < self._exit_after <= len(futures):
                     await die_after(futures[self._exit_after - 1])
                 await asyncio.gather(*futures, return_exceptions=True)

@@ -144,3 +144,60 @@ async def test_a_fenced_producer_is_replaced_and_its_members_aborted_not_an_erro
     committed = await read_topic(servers, topic, expect=2, timeout=20, settle=0.5,
                                  options={"isolation_level": "read_committed"})
     assert [r.value for r in committed] == [b"one", b"four"]
+
+
+@pytest.mark.timeout(180)
+async def test_publishes_waiting_for_a_producer_share_its_next_kafka_transaction(
+        settings: Settings, kafka: EmbeddedKafka, unique: str) -> None:
+    """With one producer, the publishes that wait while it is busy go together in its next
+    Kafka transaction: every one is committed and read whole, in fewer commits than
+    publishes."""
+    topic = f"grouped.{unique}"
+    servers = kafka.bootstrap_servers
+    await create_topics({"bootstrap_servers": servers}, [topic], partitions=1)
+    local = settings.model_copy(update={"instance_name": f"grouped-{unique}",
+                                        "kafka_transactional_producers": 1})
+    async with atomic_publisher(local, "api") as publisher:
+        assert publisher is not None
+        results = await asyncio.gather(*(
+            publisher.publish_atomically([_record(topic, f"p{n}-{part}".encode())
+                                          for part in "ab"])
+            for n in range(20)))
+    assert [r.outcome for r in results] == ["committed"] * 20
+    committed = await read_topic(servers, topic, expect=40, settle=0.5,
+                                 options={"isolation_level": "read_committed"})
+    values = [r.value.decode() for r in committed]
+    assert sorted(values) == sorted(f"p{n}-{part}" for n in range(20) for part in "ab")
+    for n in range(20):  # a publish's records stay together and in their order
+        assert values.index(f"p{n}-b") == values.index(f"p{n}-a") + 1
+    commits = [b for b in broker_batches(kafka, topic) if b.control and b.marker == "COMMIT"]
+    assert 2 <= len(commits) < 20, commits
+
+
+@pytest.mark.timeout(180)
+async def test_a_refused_record_aborts_its_own_publish_and_the_others_commit_again_at_once(
+        settings: Settings, kafka: EmbeddedKafka, unique: str) -> None:
+    """Two publishes wait for the one producer together and share a Kafka transaction; the
+    producer refuses one of them (a record over the request size): that one is aborted with
+    its reason, the other is written again in one more transaction and committed."""
+    topic = f"refused.{unique}"
+    servers = kafka.bootstrap_servers
+    await create_topics({"bootstrap_servers": servers}, [topic], partitions=1)
+    local = settings.model_copy(update={"instance_name": f"refused-{unique}",
+                                        "kafka_transactional_producers": 1})
+    async with atomic_publisher(local, "api") as publisher:
+        assert publisher is not None
+        first, refused, other = await asyncio.gather(
+            publisher.publish_atomically([_record(topic, b"first")]),
+            publisher.publish_atomically([_record(topic, b"small"),
+                                          _record(topic, b"x" * 2_000_000)]),
+            publisher.publish_atomically([_record(topic, b"other-a"), _record(topic, b"other-b")]))
+    assert first.outcome == "committed" and other.outcome == "committed", (first, other)
+    assert refused.outcome == "aborted"
+    assert [f.reason if f else None for f in refused.failures] == \
+        ["transaction-aborted", "too-large"], refused
+    committed = await read_topic(servers, topic, expect=3, timeout=20, settle=0.5,
+                                 options={"isolation_level": "read_committed"})
+    assert [r.value for r in committed] == [b"first", b"other-a", b"other-b"]
+    markers = [b.marker for b in broker_batches(kafka, topic) if b.control]
+    assert markers == ["COMMIT", "ABORT", "COMMIT"], markers
