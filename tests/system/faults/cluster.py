@@ -59,11 +59,15 @@ CLOSE_SECONDS = 30.0  # a proxy or the harness's connection pool closed
 
 THIS_RELEASE = (sys.executable, "-m", "rms.cli")  # how an RMS process of this tree starts
 
+TRANSACTION_TIMEOUT_SECONDS = 4.0
 # short timings so every scenario converges in seconds (docs/reference/configuration.md names them)
 SETTINGS = {
     "RMS_WORKER_INTERVAL_SECONDS": "0.1",
     "RMS_PUBLISH_RETRY_SECONDS": "0.3",
     "RMS_KAFKA_PUBLISH_TIMEOUT_SECONDS": "1.5",
+    # shorter than a broker's pause (PauseBroker): a Kafka transaction open on a stalled broker
+    # outlives its time-out, and the broker aborts it
+    "RMS_KAFKA_TRANSACTION_TIMEOUT_SECONDS": str(TRANSACTION_TIMEOUT_SECONDS),
     "RMS_WORKER_LEASE_SECONDS": str(LEASE_SECONDS),
     "RMS_CALLBACK_TIMEOUT_SECONDS": "2",
     "RMS_CHECK_BACKOFF_CAP_SECONDS": "1",

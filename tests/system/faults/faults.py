@@ -15,7 +15,13 @@ from typing import Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from tests.system.faults.cluster import BROKER_SESSION_MS, LEASE_SECONDS, RmsProcess, Stack
+from tests.system.faults.cluster import (
+    BROKER_SESSION_MS,
+    LEASE_SECONDS,
+    TRANSACTION_TIMEOUT_SECONDS,
+    RmsProcess,
+    Stack,
+)
 from tests.system.faults.disk import SizedDisk
 from tests.system.faults.ha import TTL, HaError, PatroniCluster
 from tests.system.faults.history import Failover
@@ -174,7 +180,10 @@ class KillLeader:
 @dataclass
 class PauseBroker:
     """SIGSTOP of a broker past its session timeout (the quorum fences it, its partitions move
-    and shrink their in-sync replicas), then SIGCONT: it rejoins and catches up."""
+    and shrink their in-sync replicas), then SIGCONT: it rejoins and catches up. The pause is
+    longer than the stack's Kafka transaction time-out: a transaction the broker held open (as
+    its coordinator or a partition's leader) is aborted by the broker, and read_committed
+    consumers must still never see a strict prefix of an atomic publish."""
 
     name: str = "broker-pause"
 
@@ -183,7 +192,8 @@ class PauseBroker:
         node = await publishing_leader(ctx)
         kafka.pause_node(node)
         ctx.injected[self.name] += 1
-        await asyncio.sleep(BROKER_SESSION_MS / 1000 + ctx.rng.uniform(1.0, 3.0))
+        await asyncio.sleep(max(BROKER_SESSION_MS / 1000, TRANSACTION_TIMEOUT_SECONDS)
+                            + ctx.rng.uniform(1.0, 3.0))
         kafka.resume_node(node)
         await asyncio.to_thread(kafka.wait_ready, 60.0)
 
