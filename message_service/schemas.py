@@ -107,6 +107,10 @@ class SubscriberOut(BaseModel):
     app: str
     acked_at: datetime | None = Field(description="null while the app owes its ack")
     via: str | None = Field(description="http | ack-topic; null while the app owes its ack")
+    exhausted: bool = Field(default=False, description=(
+        "the app's own max_deliveries is spent for this message while it owes its ack: the "
+        "message's later deliveries no longer await it (it is dead for this app, and an ack "
+        "it sends is still recorded); an admin resend restarts its budget"))
 
 
 class MessageOut(BaseModel):

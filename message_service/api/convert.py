@@ -44,7 +44,8 @@ def subscribers_fields(m: Message) -> list[dict[str, Any]] | None:
     """Each subscriber with its ack or its absence (None: the single-ack rule)."""
     if m.subscribers is None:
         return None
-    return [{"app": name, "acked_at": ack.at if ack else None, "via": ack.via if ack else None}
+    return [{"app": name, "acked_at": ack.at if ack else None, "via": ack.via if ack else None,
+             "exhausted": name in m.exhausted}
             for name in m.subscribers for ack in (m.acks.get(name),)]
 
 

@@ -113,6 +113,8 @@ class Message:
     # rule, design section 3), and the acks recorded by consumer
     subscribers: tuple[str, ...] | None = None
     acks: dict[str, ConsumerAck] = field(default_factory=dict)
+    # the subscribers owing an ack whose app's own delivery budget is spent (design section 7)
+    exhausted: tuple[str, ...] = ()
 
     @property
     def deliveries_in_budget(self) -> int:

@@ -231,7 +231,7 @@ RELEASE = Transition(
                             _into(State.DONE, done_at=Now(), next_delivery_at=None))}))
 RESEND = Transition(
     "resend", frozenset({State.SENT}), State.SENT, Event.RESENT,
-    _frozen({**_ALIVE, "delivery_base": Column("delivery_count"),
+    _frozen({**_ALIVE, "delivery_base": Column("delivery_count"), "exhausted": None,
              **_NEXT_DELIVERY_UNLESS_ORDERED}), reserves=True)
 RETRY_CHECK = Transition(
     "retry-check", frozenset({State.PENDING_SEND}), State.PENDING_SEND, None,
@@ -255,7 +255,7 @@ CLAIM_CHECK = Transition(
 CLAIM_DELIVERY = Transition(
     "claim-delivery", frozenset({State.SENT}), State.SENT, None,
     _frozen({"delivery_count": Plus("delivery_count", 1), "claim_token": Given("token"),
-             "next_delivery_at": Later(Given("lease"))}),
+             "next_delivery_at": Later(Given("lease")), "exhausted": Given("exhausted")}),
     dead=False, reserves=True)
 PUBLISH_ACCEPTED = Transition(
     "publish-accepted", frozenset({State.SENT}), State.SENT, None,

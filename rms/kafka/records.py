@@ -47,8 +47,9 @@ def build_record(message: Message, delivery: int,
         (HEADER_CREATED_AT, rfc3339(message).encode()),
     ]
     owed = awaiting(message)
-    if owed is not None:
-        headers.append((HEADER_AWAITING, ",".join(owed).encode()))
+    if owed is not None:  # a consumer whose own budget is spent is no longer awaited
+        awaited = [name for name in owed if name not in message.exhausted]
+        headers.append((HEADER_AWAITING, ",".join(awaited).encode()))
     return OutgoingRecord(
         topic=message.topic,
         key=(message.key if message.key is not None else message.message_id).encode(),

@@ -22,9 +22,12 @@ from sqlalchemy import (
     Table,
     and_,
     bindparam,
+    false,
     func,
+    insert,
     literal,
     not_,
+    or_,
     select,
     union_all,
     update,
@@ -34,11 +37,11 @@ from rms.domain import phase
 from rms.domain import transaction_transitions as ledger
 from rms.domain import transitions as table
 from rms.domain.models import Message
-from rms.domain.states import DeadReason
+from rms.domain.states import DeadReason, Event
 from rms.store.phase import condition
 from rms.store.rows import message_from
-from rms.store.schema import messages, transactions
-from rms.store.subscriptions.terms import owing
+from rms.store.schema import message_events, messages, transactions
+from rms.store.subscriptions.terms import owing, spent_for
 from rms.store.transitions import Changes, append_publishing, core_values, event_of, with_event
 
 # a message whose check-back is due
@@ -109,9 +112,16 @@ class Round:
                    claimed=[message for dead, message in found if not dead])
 
 
-def spent_budget() -> ColumnElement[bool]:
-    """A message's delivery budget is spent."""
-    return condition(phase.BUDGET_SPENT)
+def budget_columns() -> tuple[ColumnElement[Any], ...]:
+    """What a delivery claim selects of each due message beside its id: ``spent`` (its
+    delivery budget is spent, or every subscriber that owes it an ack spent its own: it is
+    flagged dead), ``exhausted_now`` (the subscribers owing an ack whose own budget is spent,
+    :func:`rms.store.subscriptions.terms.spent_for`) and ``exhausted_before`` (those already
+    recorded)."""
+    consumers_spent = spent_for(messages)
+    every_owing_spent = func.coalesce(owing(messages).op("<@")(consumers_spent), false())
+    return (or_(condition(phase.BUDGET_SPENT), every_owing_spent).label("spent"),
+            consumers_spent.label("exhausted_now"), messages.c.exhausted.label("exhausted_before"))
 
 
 def delivery_claim(chosen: Select[Any], token: str, lease_seconds: float, actor: str) -> Any:
@@ -120,10 +130,11 @@ def delivery_claim(chosen: Select[Any], token: str, lease_seconds: float, actor:
     reserve the next delivery of the others under a lease
     (:data:`rms.domain.transitions.CLAIM_DELIVERY`, the token bound as ``round_token``).
     Returns the changed rows with ``flagged_dead`` telling the two apart."""
+    due = locked(chosen, "due")
     claimed, dead = claim_or_exhaust(
-        locked(chosen, "due"), messages, "message_id", table.CLAIM_DELIVERY,
-        table.DELIVERY_EXHAUSTED,
-        {"token": bindparam("round_token", token), "lease": literal(lease_seconds)})
+        due, messages, "message_id", table.CLAIM_DELIVERY, table.DELIVERY_EXHAUSTED,
+        {"token": bindparam("round_token", token), "lease": literal(lease_seconds),
+         "exhausted": due.c.exhausted_now})
 
     def detail(rows: CTE) -> ColumnElement[Any]:
         return func.jsonb_build_object(
@@ -134,5 +145,21 @@ def delivery_claim(chosen: Select[Any], token: str, lease_seconds: float, actor:
     flagged = with_event(dead, event_of(table.DELIVERY_EXHAUSTED), actor, detail).add_columns(
         literal(True).label("flagged_dead"))
     reserved = (select(claimed, literal(False).label("flagged_dead"))
+                .add_cte(_consumers_exhausted(claimed, due, actor))
                 .add_cte(append_publishing(claimed, literal(actor))))
     return union_all(flagged, reserved)
+
+
+def _consumers_exhausted(claimed: CTE, due: CTE, actor: str) -> CTE:
+    """A ``dead`` event for each consumer whose own budget this claim found spent (the
+    message goes on for the others): it names the consumer and its deliveries."""
+    name = func.unnest(claimed.c.exhausted).column_valued("consumer")
+    newly = (select(claimed.c.message_id, literal(Event.DEAD.value), literal(actor),
+                    func.jsonb_build_object(
+                        "consumer", name, "reason", DeadReason.DELIVERY_EXHAUSTED.value,
+                        "deliveries", claimed.c.delivery_count - 1 - claimed.c.delivery_base))
+             .select_from(claimed).join(due, due.c.message_id == claimed.c.message_id)
+             .where(not_(func.coalesce(name == func.any(due.c.exhausted_before), false()))))
+    return (insert(message_events)
+            .from_select(["message_id", "event", "actor", "detail"], newly)
+            .cte("consumers_exhausted"))

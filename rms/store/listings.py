@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import literal
+from sqlalchemy import ColumnElement, false, func, literal, not_, or_
 
 from rms.domain import phase
 from rms.domain.errors import Invalid
@@ -59,7 +59,8 @@ def message_clauses(where: MessageFilter) -> list[Any]:
     if where.state is not None:
         found.append(messages.c.state == where.state.value)
     if where.dead is not None:
-        found.append(messages.c.dead.is_(where.dead))
+        dead = dead_for(where.consumer)
+        found.append(dead if where.dead else not_(dead))
     if where.topic is not None:
         found.append(messages.c.topic == where.topic)
     if where.app is not None:
@@ -67,3 +68,12 @@ def message_clauses(where: MessageFilter) -> list[Any]:
     if where.consumer is not None:
         found.append(condition(phase.OWES, messages, {"consumer": literal(where.consumer)}))
     return found
+
+
+def dead_for(consumer: str | None) -> ColumnElement[bool]:
+    """A message is dead (for ``consumer``, when given: also when that consumer's own delivery
+    budget is spent while the message goes on for the others, design section 7)."""
+    if consumer is None:
+        return messages.c.dead
+    return or_(messages.c.dead,
+               func.coalesce(literal(consumer) == func.any(messages.c.exhausted), false()))

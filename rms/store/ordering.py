@@ -39,7 +39,7 @@ from rms.domain.models import Message
 from rms.domain.ordering import Queued
 from rms.domain.states import Event, State
 from rms.domain.transitions import HOLD_IN_LINE, RELEASE_DELIVERY
-from rms.store.claims import Round, delivery_claim, locked, spent_budget
+from rms.store.claims import Round, budget_columns, delivery_claim, locked
 from rms.store.phase import condition
 from rms.store.raw import RawStatement
 from rms.store.rows import to_message
@@ -154,7 +154,7 @@ def _claim_run(token: str, lease_seconds: float, actor: str) -> Any:
     # not necessarily due: a message waiting behind a blocked one goes as soon as the one
     # before it was published (the run stops at a message the claim does not take, and the
     # key waits behind it, as behind a failed publish)
-    chosen: Select[Any] = select(messages.c.message_id, spent_budget().label("spent")).where(
+    chosen: Select[Any] = select(messages.c.message_id, *budget_columns()).where(
         messages.c.message_id == any_(bindparam("run_ids", type_=ARRAY(Text))),
         condition(phase.ORDERED), messages.c.state == State.SENT.value,
         condition(phase.PUBLISHABLE), leased)

@@ -34,8 +34,8 @@ from rms.domain.listings import MessageFilter
 from rms.domain.models import Message
 from rms.domain.states import State
 from rms.domain.transitions import CLAIM_DELIVERY, RESEND
-from rms.store.claims import Round, delivery_claim, locked, spent_budget
-from rms.store.listings import message_clauses
+from rms.store.claims import Round, budget_columns, delivery_claim, locked
+from rms.store.listings import dead_for, message_clauses
 from rms.store.phase import condition
 from rms.store.raw import RawStatement
 from rms.store.rows import to_message
@@ -58,7 +58,7 @@ def round_statement(limit: int, token: str, lease_seconds: float, actor: str) ->
     reserve the next delivery number of the others under a lease
     (:func:`rms.store.claims.delivery_claim`)."""
     return delivery_claim(
-        select(messages.c.message_id, spent_budget().label("spent")).where(*_due())
+        select(messages.c.message_id, *budget_columns()).where(*_due())
         .order_by(messages.c.next_delivery_at).limit(limit),
         token, lease_seconds, actor)
 
@@ -102,13 +102,14 @@ class RedeliveryStore:
         The caller publishes the returned messages."""
         chosen = locked(
             select(messages.c.message_id)
-            .where(messages.c.dead, messages.c.state == State.SENT.value, *message_clauses(where))
+            .where(dead_for(where.consumer), messages.c.state == State.SENT.value,
+                   *message_clauses(where))
             .order_by(messages.c.created_at, messages.c.message_id)
             .limit(limit),
             "chosen")
         changed = (
             update(messages)
-            .where(messages.c.message_id == chosen.c.message_id, messages.c.dead,
+            .where(messages.c.message_id == chosen.c.message_id, dead_for(where.consumer),
                    messages.c.state == RESEND.source.value)
             .values(**core_values(RESEND))
             .returning(*messages.c)

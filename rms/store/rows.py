@@ -66,6 +66,7 @@ def message_from(m: Any) -> Message:
         published_delivery=m["published_delivery"],
         subscribers=None if m["subscribers"] is None else tuple(m["subscribers"]),
         acks=acks_from(m["acks"]),
+        exhausted=tuple(m["exhausted"] or ()),
     )
 
 

@@ -109,6 +109,9 @@ messages = Table(
     # rule, design section 3), and the acks recorded: {"<app>": {"at": ..., "via": ...}}
     Column("subscribers", ARRAY(Text), nullable=True),
     Column("acks", JSONB, nullable=True),
+    # the subscribers that still owe an ack and whose app's own max_deliveries is spent for
+    # this message, sorted (NULL: none): its later records no longer await them (design 7)
+    Column("exhausted", ARRAY(Text), nullable=True),
     CheckConstraint(
         "state IN ('pending-send', 'sent', 'done', 'deleted')", name="messages_state_check"
     ),

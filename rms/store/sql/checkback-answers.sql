@@ -78,6 +78,7 @@ WITH batch AS (
         messages.published_delivery,
         messages.subscribers,
         messages.acks,
+        messages.exhausted,
         batch.token AS resolved_token),
     resolved_cancel AS (
     UPDATE messages
@@ -238,6 +239,7 @@ SELECT changed.message_id AS resolved_id,
     resolved_confirm.publish_failure,
     resolved_confirm.published_delivery,
     resolved_confirm.subscribers,
-    resolved_confirm.acks
+    resolved_confirm.acks,
+    resolved_confirm.exhausted
 FROM changed
 LEFT OUTER JOIN resolved_confirm ON resolved_confirm.message_id = changed.message_id

@@ -52,7 +52,8 @@ WITH due AS MATERIALIZED (
         messages.publish_failure,
         messages.published_delivery,
         messages.subscribers,
-        messages.acks),
+        messages.acks,
+        messages.exhausted),
     dead_history AS (
     INSERT INTO message_events (message_id, event, actor, detail)
     SELECT exhausted.message_id AS message_id,
@@ -102,7 +103,8 @@ WITH due AS MATERIALIZED (
         messages.publish_failure,
         messages.published_delivery,
         messages.subscribers,
-        messages.acks)
+        messages.acks,
+        messages.exhausted)
 SELECT claimed.message_id,
     claimed.app,
     claimed.topic,
@@ -138,6 +140,7 @@ SELECT claimed.message_id,
     claimed.published_delivery,
     claimed.subscribers,
     claimed.acks,
+    claimed.exhausted,
     $10::BOOLEAN AS was_exhausted
 FROM claimed
 UNION ALL
@@ -176,5 +179,6 @@ SELECT exhausted.message_id,
     exhausted.published_delivery,
     exhausted.subscribers,
     exhausted.acks,
+    exhausted.exhausted,
     $20::BOOLEAN AS was_exhausted
 FROM exhausted

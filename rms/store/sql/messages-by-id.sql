@@ -32,6 +32,7 @@ SELECT messages.message_id,
     messages.publish_failure,
     messages.published_delivery,
     messages.subscribers,
-    messages.acks
+    messages.acks,
+    messages.exhausted
 FROM messages
 WHERE messages.message_id = ANY ($1::TEXT[])

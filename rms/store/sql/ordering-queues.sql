@@ -33,6 +33,7 @@ SELECT queued.message_id,
     queued.published_delivery,
     queued.subscribers,
     queued.acks,
+    queued.exhausted,
     queued.read_at,
     queued.place
 FROM (
@@ -71,6 +72,7 @@ FROM (
         messages.published_delivery AS published_delivery,
         messages.subscribers AS subscribers,
         messages.acks AS acks,
+        messages.exhausted AS exhausted,
         now() AS read_at,
         row_number() OVER (PARTITION BY messages.app, messages.topic, messages.key ORDER BY messages.confirm_seq) AS place
     FROM messages

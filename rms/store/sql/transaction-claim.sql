@@ -77,7 +77,8 @@ WITH due AS MATERIALIZED (
         messages.publish_failure,
         messages.published_delivery,
         messages.subscribers,
-        messages.acks),
+        messages.acks,
+        messages.exhausted),
     dead_history AS (
     INSERT INTO message_events (message_id, event, actor, detail)
     SELECT flagged.message_id AS message_id,

@@ -56,3 +56,16 @@ def owing(row: FromClause) -> ColumnElement[Any]:
     return (select(func.array_agg(aggregate_order_by(name, name)))
             .where(condition(phase.OWES, row, {"consumer": name}))
             .scalar_subquery())
+
+
+def spent_for(row: FromClause) -> ColumnElement[Any]:
+    """The subscribers of ``row`` that owe it an ack and whose own delivery budget is spent,
+    sorted; NULL when none (design section 7): their app's ``max_deliveries`` (the message's
+    for an app without one) reached by the deliveries since the budget (re)started."""
+    name = func.unnest(row.c.subscribers).column_valued("consumer")
+    own = select(apps.c.max_deliveries).where(apps.c.name == name).scalar_subquery()
+    return (select(func.array_agg(aggregate_order_by(name, name)))
+            .where(condition(phase.OWES, row, {"consumer": name}),
+                   func.coalesce(own, row.c.max_deliveries)
+                   <= row.c.delivery_count - row.c.delivery_base)
+            .scalar_subquery())

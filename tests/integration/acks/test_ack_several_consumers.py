@@ -112,4 +112,4 @@ async def test_a_record_by_an_app_that_is_not_a_subscriber_finishes_nothing(
     assert (await eventually(lambda: _acked_by(api, message_id, 1), timeout=20))["state"] == (
         "done")
     assert orjson.dumps(stored["subscribers"]) == orjson.dumps(
-        [{"app": "points", "acked_at": None, "via": None}])
+        [{"app": "points", "acked_at": None, "via": None, "exhausted": False}])

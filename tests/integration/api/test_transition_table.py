@@ -24,7 +24,7 @@ from tests.support import CHECK_PREFIX, Api
 
 GIVEN: dict[str, Any] = {"delay": 30.0, "lease": 45.0, "due": 60.0, "retry": 5.0,
                          "token": "claim-token", "reason": "timeout", "consumer": "consumer",
-                         "via": "http", "remaining": []}
+                         "via": "http", "remaining": [], "exhausted": ["spent"]}
 # the app that consumes every test topic: the subscriber of each message confirmed
 CONSUMER = GIVEN["consumer"]
 # how a message reaches each source state, through the table itself

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
+from rms.kafka.records import header
 from rms.usecases.redelivery import RedeliveryWorker
 from tests.integration.api.helpers import assert_problem
-from tests.integration.redelivery.helpers import SqlHelper, message, tick_until
-from tests.support import CHECK_PREFIX, Api, AppKeys, create_topic
+from tests.integration.redelivery.helpers import SqlHelper, events, message, tick_until
+from tests.support import CHECK_PREFIX, Api, AppKeys, create_topic, read_topic
 
 BASE = {"produce_topics": ["none"], "check_url_prefixes": []}
 
@@ -132,3 +133,60 @@ async def _delivered(api: Api, message_id: str, count: int) -> bool:
 
 async def _dead(api: Api, message_id: str) -> bool:
     return bool((await message(api, message_id))["dead"])
+
+
+async def test_a_subscriber_with_a_smaller_budget_is_dead_alone_at_its_own_budget(
+        api: Api, topic: str, sql: SqlHelper, worker: RedeliveryWorker) -> None:
+    """``quick`` (1 delivery) and ``slow`` (8) share a message, which is owed 8: at the first
+    redelivery quick's budget is spent, a ``dead`` event names it, and the records from then on
+    await only slow. Once slow acked, the message owes only quick, whose budget is spent: it
+    is dead, listed and resent for quick, whose budget then starts again."""
+    producer = await api.create_app("orders", consume=["none"])
+    slow = await _keys(api, "slow", topic, max_deliveries=8)
+    await _keys(api, "quick", topic, max_deliveries=1)
+    message_id = await _sent(api, producer, topic, max_deliveries=3)
+    assert (await _settings(sql, message_id))[0] == 8
+
+    await sql.make_due([message_id])
+    await tick_until(worker, lambda: _delivered(api, message_id, 2))
+    stored = await message(api, message_id)
+    assert (stored["dead"], [(s["app"], s["exhausted"]) for s in stored["subscribers"]]) == (
+        False, [("quick", True), ("slow", False)])
+    assert [e["detail"] for e in await events(api, message_id) if e["event"] == "dead"] == [
+        {"consumer": "quick", "reason": "delivery-exhausted", "deliveries": 1}]
+    assert await _dead_for(api, "quick") == [message_id]
+    assert await _dead_for(api, "slow") == []
+    records = await read_topic(api.settings.kafka_bootstrap_servers, topic, expect=2)
+    assert [(header(list(r.headers), "rms-delivery"), header(list(r.headers), "rms-awaiting"))
+            for r in records] == [("1", "quick,slow"), ("2", "slow")]
+
+    acked = await api.post(slow, f"/v1/messages/{message_id}/ack")
+    assert acked.status_code == 200 and acked.json()["state"] == "sent", acked.text
+    await sql.make_due([message_id])
+    await tick_until(worker, lambda: _dead(api, message_id))
+    dead = await message(api, message_id)
+    assert (dead["delivery_count"], dead["dead_reason"]) == (2, "delivery-exhausted")
+
+    resent = await api.client.post("/v1/admin/dead-letters/resend", headers=api.admin,
+                                   json={"consumer": "quick", "limit": 10})
+    assert resent.status_code == 200, resent.text
+    again = await message(api, message_id)
+    assert (again["dead"], again["delivery_count"]) == (False, 3)
+    assert [(s["app"], s["exhausted"]) for s in again["subscribers"]] == [
+        ("quick", False), ("slow", False)]
+    records = await read_topic(api.settings.kafka_bootstrap_servers, topic, expect=3)
+    assert header(list(records[-1].headers), "rms-awaiting") == "quick"
+
+
+async def _keys(api: Api, name: str, topic: str, **settings: Any) -> AppKeys:
+    created = await _create(api, name, topic, **settings)
+    assert created.status_code == 201, created.text
+    body = created.json()
+    return AppKeys(name=name, api_key=body["api_key"], signing_secret=body["signing_secret"])
+
+
+async def _dead_for(api: Api, consumer: str) -> list[str]:
+    response = await api.client.get(f"/v1/admin/messages?dead=true&consumer={consumer}",
+                                    headers=api.admin)
+    assert response.status_code == 200, response.text
+    return [m["message_id"] for m in response.json()["items"]]

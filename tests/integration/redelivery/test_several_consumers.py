@@ -51,8 +51,10 @@ async def test_done_only_when_every_subscriber_acked_and_the_redelivery_names_th
     producer, points, invoices = await _apps(api, topic)
     message_id = await _sent(api, producer, topic)
     stored = await message(api, message_id)
-    assert stored["subscribers"] == [{"app": "invoices", "acked_at": None, "via": None},
-                                     {"app": "points", "acked_at": None, "via": None}]
+    assert stored["subscribers"] == [{"app": "invoices", "acked_at": None, "via": None,
+                                      "exhausted": False},
+                                     {"app": "points", "acked_at": None, "via": None,
+                                      "exhausted": False}]
 
     after_one = await _ack(api, points, message_id)
     assert after_one["state"] == "sent"
