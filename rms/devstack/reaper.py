@@ -116,8 +116,12 @@ def die_with_parent() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-class Stopped(BaseException):
-    """A signal asked a harness to stop (SIGINT, SIGTERM, SIGHUP)."""
+class Stopped(KeyboardInterrupt):
+    """A signal asked a harness to stop (SIGINT, SIGTERM, SIGHUP). A ``KeyboardInterrupt``:
+    asyncio lets only that and ``SystemExit`` out of a callback (any other exception raised
+    while a plain callback runs, a protocol's or a ``call_soon``'s, is logged and the loop goes
+    on), so a signal that lands in a callback still ends ``asyncio.run``, which cancels every
+    task and so runs the harness's clean-up."""
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
