@@ -21,13 +21,18 @@ BOUND = 4
 
 
 class CountedLookups:
-    """``AppStore.by_api_key`` slowed a little and counted, concurrency included."""
+    """``AppStore.by_api_key`` slowed a little, and its lookups of keys not ``known`` counted,
+    concurrency included (a known key's renewal, in the background once half its time in the
+    cache passed, is no unknown key's lookup: on a slow machine one runs during the flood)."""
 
     def __init__(self) -> None:
         self.now = self.most = self.calls = 0
+        self.known: set[str] = set()
         self.original = AppStore.by_api_key
 
     async def lookup(self, store: AppStore, api_key: str) -> App | None:
+        if api_key in self.known:
+            return await self.original(store, api_key)
         self.now += 1
         self.calls += 1
         self.most = max(self.most, self.now)
@@ -59,6 +64,7 @@ async def test_unknown_keys_are_looked_up_within_the_bound(gated: tuple[Api, Cou
                                                           topic: str) -> None:
     api, counted = gated
     tenant = await api.create_app("tenant")
+    counted.known.add(tenant.api_key)
     assert (await api.prepare(tenant, topic)).status_code == 201  # its key is cached now
     before = counted.calls
 
