@@ -41,7 +41,7 @@ from rms.domain.states import DeadReason, Event
 from rms.store.phase import condition
 from rms.store.rows import message_from
 from rms.store.schema import message_events, messages, transactions
-from rms.store.subscriptions.terms import owing, spent_for
+from rms.store.subscriptions.terms import every_owing_spent, owing, spent_for
 from rms.store.transitions import Changes, append_publishing, core_values, event_of, with_event
 
 # a message whose check-back is due
@@ -118,10 +118,9 @@ def budget_columns() -> tuple[ColumnElement[Any], ...]:
     flagged dead), ``exhausted_now`` (the subscribers owing an ack whose own budget is spent,
     :func:`rms.store.subscriptions.terms.spent_for`) and ``exhausted_before`` (those already
     recorded)."""
-    consumers_spent = spent_for(messages)
-    every_owing_spent = func.coalesce(owing(messages).op("<@")(consumers_spent), false())
-    return (or_(condition(phase.BUDGET_SPENT), every_owing_spent).label("spent"),
-            consumers_spent.label("exhausted_now"), messages.c.exhausted.label("exhausted_before"))
+    return (or_(condition(phase.BUDGET_SPENT), every_owing_spent(messages)).label("spent"),
+            spent_for(messages).label("exhausted_now"),
+            messages.c.exhausted.label("exhausted_before"))
 
 
 def delivery_claim(chosen: Select[Any], token: str, lease_seconds: float, actor: str) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, literal_column, select
+from sqlalchemy import ColumnElement, and_, case, false, func, literal_column, null, select
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.sql.expression import FromClause
 
@@ -58,14 +58,29 @@ def owing(row: FromClause) -> ColumnElement[Any]:
             .scalar_subquery())
 
 
+def several(row: FromClause) -> ColumnElement[bool]:
+    """``row`` has several subscribers: only then can one's own delivery budget be smaller
+    than the message's (a single subscriber's is the message's, fixed at its confirm)."""
+    return func.coalesce(func.cardinality(row.c.subscribers) > 1, false())
+
+
 def spent_for(row: FromClause) -> ColumnElement[Any]:
     """The subscribers of ``row`` that owe it an ack and whose own delivery budget is spent,
     sorted; NULL when none (design section 7): their app's ``max_deliveries`` (the message's
-    for an app without one) reached by the deliveries since the budget (re)started."""
+    for an app without one) reached by the deliveries since the budget (re)started. Looked
+    up only for a message of :func:`several` subscribers."""
     name = func.unnest(row.c.subscribers).column_valued("consumer")
     own = select(apps.c.max_deliveries).where(apps.c.name == name).scalar_subquery()
-    return (select(func.array_agg(aggregate_order_by(name, name)))
-            .where(condition(phase.OWES, row, {"consumer": name}),
-                   func.coalesce(own, row.c.max_deliveries)
-                   <= row.c.delivery_count - row.c.delivery_base)
-            .scalar_subquery())
+    spent = (select(func.array_agg(aggregate_order_by(name, name)))
+             .where(condition(phase.OWES, row, {"consumer": name}),
+                    func.coalesce(own, row.c.max_deliveries)
+                    <= row.c.delivery_count - row.c.delivery_base)
+             .scalar_subquery())
+    return case((several(row), spent), else_=null())
+
+
+def every_owing_spent(row: FromClause) -> ColumnElement[bool]:
+    """Every subscriber of ``row`` that owes it an ack spent its own delivery budget (false
+    for a message of fewer than :func:`several` subscribers)."""
+    return case((several(row), func.coalesce(owing(row).op("<@")(spent_for(row)), false())),
+                else_=false())
