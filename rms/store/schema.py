@@ -209,6 +209,9 @@ message_events = Table(
     Column("detail", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Index("message_events_message", "message_id", "id"),
     Index("message_events_at", "at"),
+    # the deliveries in flight: the publish outcomes complete their event (migration 0016)
+    Index("message_events_publishing", "message_id",
+          postgresql_where=text("event = 'publishing'")),
 )
 
 # what ``rms retention run`` (a CLI job, not a server) did: one row, updated by every run and
