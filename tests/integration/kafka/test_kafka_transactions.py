@@ -27,6 +27,16 @@ def _record(topic: str, value: bytes) -> OutgoingRecord:
     return OutgoingRecord(topic=topic, key=value, value=value, headers=[])
 
 
+async def _one_producer(settings: Settings, kafka: EmbeddedKafka, name: str
+                        ) -> tuple[str, str, Settings]:
+    """A topic of one partition, the broker, and settings of an instance named ``name`` with
+    one transactional producer."""
+    topic = name.replace("-", ".", 1)
+    await create_topics({"bootstrap_servers": kafka.bootstrap_servers}, [topic], partitions=1)
+    return topic, kafka.bootstrap_servers, settings.model_copy(update={
+        "instance_name": name, "kafka_transactional_producers": 1})
+
+
 @pytest.mark.timeout(180)
 async def test_a_confirm_publishes_its_members_in_one_committed_kafka_transaction(
         api: Api, kafka: EmbeddedKafka, unique: str) -> None:
@@ -121,11 +131,7 @@ async def test_a_fenced_producer_is_replaced_and_its_members_aborted_not_an_erro
     """An instance's producer fenced by another of its transactional id turns fatal on its
     next send: the publish answers ``aborted`` (no exception), the producer is replaced, and
     the next publish commits with a new one."""
-    topic = f"fenced.{unique}"
-    servers = kafka.bootstrap_servers
-    await create_topics({"bootstrap_servers": servers}, [topic], partitions=1)
-    local = settings.model_copy(update={"instance_name": f"fenced-{unique}",
-                                        "kafka_transactional_producers": 1})
+    topic, servers, local = await _one_producer(settings, kafka, f"fenced-{unique}")
     async with atomic_publisher(local, "api") as publisher:
         assert publisher is not None
         assert (await publisher.publish_atomically([_record(topic, b"one")])).outcome \
@@ -152,11 +158,7 @@ async def test_publishes_waiting_for_a_producer_share_its_next_kafka_transaction
     """With one producer, the publishes that wait while it is busy go together in its next
     Kafka transaction: every one is committed and read whole, in fewer commits than
     publishes."""
-    topic = f"grouped.{unique}"
-    servers = kafka.bootstrap_servers
-    await create_topics({"bootstrap_servers": servers}, [topic], partitions=1)
-    local = settings.model_copy(update={"instance_name": f"grouped-{unique}",
-                                        "kafka_transactional_producers": 1})
+    topic, servers, local = await _one_producer(settings, kafka, f"grouped-{unique}")
     async with atomic_publisher(local, "api") as publisher:
         assert publisher is not None
         results = await asyncio.gather(*(
@@ -180,11 +182,7 @@ async def test_a_refused_record_aborts_its_own_publish_and_the_others_commit_aga
     """Two publishes wait for the one producer together and share a Kafka transaction; the
     producer refuses one of them (a record over the request size): that one is aborted with
     its reason, the other is written again in one more transaction and committed."""
-    topic = f"refused.{unique}"
-    servers = kafka.bootstrap_servers
-    await create_topics({"bootstrap_servers": servers}, [topic], partitions=1)
-    local = settings.model_copy(update={"instance_name": f"refused-{unique}",
-                                        "kafka_transactional_producers": 1})
+    topic, servers, local = await _one_producer(settings, kafka, f"refused-{unique}")
     async with atomic_publisher(local, "api") as publisher:
         assert publisher is not None
         first, refused, other = await asyncio.gather(
