@@ -134,7 +134,7 @@ def run_full(stack: Stack, load: FullLoad, run_id: str) -> list[dict[str, Any]]:
         "plans": [{"name": p.name, "seq_scan": p.seq_scan, "execution_ms": p.execution_ms,
                    "plan": p.lines} for p in plans],
         "autovacuum": autovacuum,
-        "retention": {"removed": removed, "seconds": round(seconds, 1),
+        "retention": {"removed": removed, "seconds": round(seconds, 3),
                       "per_s": round(removed / seconds, 1) if seconds else 0.0,
                       "per_day": round(removed / seconds * 86_400) if seconds else 0,
                       "duty_cycle": load.retention_duty or Pace().duty,

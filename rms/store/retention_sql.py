@@ -55,12 +55,16 @@ RETURNING {returning}
 """
 
 
-# without an archive: the events of the deleted messages, and journaled orphans
+# without an archive: the events of the deleted messages, and journaled orphans; the orphans
+# are found once, by id, so the check of their message is an index probe per journaled id
+# (never a scan of the messages, whatever the planner guesses of the other branch)
 DELETE_EVENTS = """
 DELETE FROM message_events AS e
 WHERE e.message_id = ANY($1::text[])
-   OR (e.id = ANY($2::bigint[])
-       AND NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.message_id = e.message_id))
+   OR e.id = ANY(ARRAY(
+        SELECT o.id FROM message_events AS o
+        WHERE o.id = ANY($2::bigint[])
+          AND NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.message_id = o.message_id)))
 """
 # with an archive: only the events archived (journaled or just written as late ones), each of
 # a deleted message or an orphan; an event committed after the late ones were read stays
