@@ -118,7 +118,7 @@ class WorkerSettings(KafkaSettings):
                                   "publishes together in one Kafka transaction (else one after "
                                   "another, each on its own)")
     kafka_transactional_producers: int = Field(
-        default=2, ge=1, le=64,
+        default=1, ge=1, le=64,
         description="transactional producers per confirming process (each runs one Kafka "
                     "transaction at a time)")
     kafka_transactional_id_prefix: str = Field(
