@@ -24,6 +24,11 @@ PUBLISH_SECONDS = Histogram(
     "rms_publish_seconds", "Time for the broker to accept a record",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
+KAFKA_TRANSACTION_RECORDS = Histogram(
+    "rms_kafka_transaction_records",
+    "Records written by one Kafka transaction (the atomic publishes it group-committed)",
+    buckets=(1, 2, 3, 5, 10, 20, 50, 100, 200, 500),
+)
 ACKS = Counter("rms_acks_total", "Acks recorded, one per consumer of a message", ["via"])
 ACKS_REJECTED = Counter("rms_acks_rejected_total", "Ack-topic records ignored", ["reason"])
 ACKS_NOT_RECORDED = Counter(

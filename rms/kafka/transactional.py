@@ -192,8 +192,10 @@ class TransactionalPublisher:
 
     async def _timed(self, slot: _Slot, batch: Sequence[_Pending]) -> AtomicResult:
         started = time.perf_counter()
+        records = [r for pending in batch for r in pending.records]
+        metrics.KAFKA_TRANSACTION_RECORDS.observe(len(records))
         try:
-            return await self._in_slot(slot, [r for pending in batch for r in pending.records])
+            return await self._in_slot(slot, records)
         finally:
             metrics.PUBLISH_SECONDS.observe(time.perf_counter() - started)
 

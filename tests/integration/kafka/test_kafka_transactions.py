@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
+from prometheus_client import REGISTRY
 
 from rms.config import Settings
 from rms.devstack.kafka_broker import EmbeddedKafka
@@ -159,6 +160,7 @@ async def test_publishes_waiting_for_a_producer_share_its_next_kafka_transaction
     Kafka transaction: every one is committed and read whole, in fewer commits than
     publishes."""
     topic, servers, local = await _one_producer(settings, kafka, f"grouped-{unique}")
+    transactions, records = _transaction_records()
     async with atomic_publisher(local, "api") as publisher:
         assert publisher is not None
         results = await asyncio.gather(*(
@@ -166,6 +168,7 @@ async def test_publishes_waiting_for_a_producer_share_its_next_kafka_transaction
                                           for part in "ab"])
             for n in range(20)))
     assert [r.outcome for r in results] == ["committed"] * 20
+    transactions_after, records_after = _transaction_records()
     committed = await read_topic(servers, topic, expect=40, settle=0.5,
                                  options={"isolation_level": "read_committed"})
     values = [r.value.decode() for r in committed]
@@ -174,6 +177,14 @@ async def test_publishes_waiting_for_a_producer_share_its_next_kafka_transaction
         assert values.index(f"p{n}-b") == values.index(f"p{n}-a") + 1
     commits = [b for b in broker_batches(kafka, topic) if b.control and b.marker == "COMMIT"]
     assert 2 <= len(commits) < 20, commits
+    # the histogram of records per Kafka transaction counts each commit and its 40 records
+    assert (transactions_after - transactions, records_after - records) == (len(commits), 40)
+
+
+def _transaction_records() -> tuple[float, float]:
+    """The count and sum of ``rms_kafka_transaction_records`` so far."""
+    count = REGISTRY.get_sample_value("rms_kafka_transaction_records_count") or 0.0
+    return count, REGISTRY.get_sample_value("rms_kafka_transaction_records_sum") or 0.0
 
 
 @pytest.mark.timeout(180)
