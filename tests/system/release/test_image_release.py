@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import subprocess
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,10 @@ def test_the_entrypoint_migrates_serves_and_walks_through_the_readme(
     suffix = tmp_path.name[-8:]
     env = {"RMS_DATABASE_URL": fresh_database(postgres),
            "RMS_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers, "RMS_ADMIN_TOKEN": ADMIN_TOKEN,
-           "RMS_ALLOW_PRIVATE_CALLBACKS": "true", "RMS_ACK_TOPIC": f"rms.acks.{suffix}"}
+           "RMS_ALLOW_PRIVATE_CALLBACKS": "true", "RMS_ACK_TOPIC": f"rms.acks.{suffix}",
+           # the chroot has a /tmp of its own, so the host's instance slots are not seen there:
+           # without a name of its own it would take the ids of a live rms serve of this host
+           "RMS_INSTANCE_NAME": f"image-{uuid.uuid4().hex[:12]}"}
     host = {"PATH": os.environ["PATH"]}
     assert run(image.command(["--version"], env), tmp_path, host).strip() == f"rms {VERSION}"
     run(image.command(["migrate"], env), tmp_path, host)
